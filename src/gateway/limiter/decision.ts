@@ -1,0 +1,40 @@
+// What the limiter decided for one request, as the rest of the gateway reads it (response headers,
+// metrics, logs), and the limiter's state that metrics and readiness read at scrape time.
+export type WindowName = 'minute' | 'day'
+
+export interface RateLimitDecision {
+  readonly allowed: boolean
+  /** `ok` admitted; `rate_limited` over a window; `key_banned` banned (now or before). */
+  readonly outcome: 'ok' | 'rate_limited' | 'key_banned'
+  /** Plan name, or `anonymous` for requests counted per client IP. */
+  readonly policy: string
+  /** The binding window (fewest remaining; ties → the shorter window). */
+  readonly window: WindowName
+  readonly limit: number
+  readonly remaining: number
+  /** Unix seconds when the binding window next frees capacity. */
+  readonly reset: number
+  /** Seconds to wait, on a 429. */
+  readonly retryAfter: number | undefined
+  /** True on the one 429 that crossed the ban threshold and started a ban. */
+  readonly banStarted: boolean
+}
+
+export interface LimiterStatus {
+  /** Store errors since start (timeouts, connection errors). */
+  storeErrors: () => number
+  /** True while the circuit breaker is open and the fallback policy is in force. */
+  fallbackActive: () => boolean
+  /** Bans in force in the shared store (all processes), read at scrape time. */
+  bannedKeys: () => Promise<number>
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Set by the limiter's onRequest hook; null before it ran or when no limiter is registered. */
+    rateLimit: RateLimitDecision | null
+  }
+  interface FastifyInstance {
+    limiterStatus: LimiterStatus
+  }
+}

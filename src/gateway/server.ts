@@ -1,0 +1,61 @@
+// Entry point of a gateway process: settings from the environment, config from CONFIG_DIR, the
+// public and admin listeners, and a graceful stop on SIGTERM/SIGINT (readiness fails first,
+// in-flight requests finish within the grace period, then everything closes and the process exits 0).
+import closeWithGrace from 'close-with-grace'
+import { pino } from 'pino'
+import { buildAdmin } from './admin/app.js'
+import { buildGateway } from './app.js'
+import { assertNoDemoKeys } from './config/demo-keys.js'
+import { ConfigError, loadConfigDir } from './config/loader.js'
+import { createConfigHolder } from './config/plugin.js'
+import { LOG_REDACT_PATHS } from './request-log.js'
+import { settingsFromEnv } from './settings.js'
+
+async function main (): Promise<void> {
+  const settings = settingsFromEnv()
+  const logger = pino({ level: settings.logLevel, redact: LOG_REDACT_PATHS, base: { service: 'gateway', pid: process.pid } })
+
+  let holder
+  try {
+    const snapshot = loadConfigDir(settings.configDir)
+    if (settings.production) assertNoDemoKeys(snapshot)
+    holder = createConfigHolder(snapshot)
+    logger.info({ configDir: settings.configDir, version: snapshot.version, keys: snapshot.keysByDigest.size, plans: snapshot.plans.size }, 'config loaded')
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      for (const problem of err.problems) logger.fatal(problem)
+      logger.flush()
+      process.exitCode = 1
+      return
+    }
+    throw err
+  }
+
+  const gateway = await buildGateway({
+    config: holder,
+    backendUrl: settings.backendUrl,
+    upstreamTimeoutMs: settings.upstreamTimeoutMs,
+    bodyLimit: settings.bodyLimit,
+    trustProxy: settings.trustProxy,
+    logger
+  })
+  const admin = await buildAdmin({ gateway, token: settings.adminToken })
+
+  closeWithGrace({ delay: settings.shutdownGraceMs }, async ({ signal, err }) => {
+    if (err !== undefined) logger.error({ err }, 'stopping after an unexpected error')
+    logger.info({ signal }, 'shutting down: draining in-flight requests')
+    gateway.health.draining = true
+    await gateway.close()
+    await admin.close()
+    logger.info('stopped')
+  })
+
+  await gateway.listen({ host: settings.host, port: settings.port })
+  await admin.listen({ host: settings.adminHost, port: settings.adminPort })
+  logger.info({ public: `${settings.host}:${settings.port}`, admin: `${settings.adminHost}:${settings.adminPort}`, backend: settings.backendUrl }, 'gateway listening')
+}
+
+main().catch((err: unknown) => {
+  console.error(err)
+  process.exit(1)
+})

@@ -1,0 +1,85 @@
+// Every setting the gateway reads from the environment, typed, with its default beside its name.
+// The rest of the gateway receives a GatewaySettings and never reads process.env itself.
+export const DEFAULT_GATEWAY_HOST = '0.0.0.0'
+export const DEFAULT_GATEWAY_PORT = 8080
+export const DEFAULT_ADMIN_HOST = '127.0.0.1'
+export const DEFAULT_ADMIN_PORT = 9091
+export const DEFAULT_BACKEND_URL = 'http://127.0.0.1:3001'
+export const DEFAULT_CONFIG_DIR = './config'
+export const DEFAULT_LOG_LEVEL = 'info'
+export const DEFAULT_BODY_LIMIT_BYTES = 16 * 1024
+export const DEFAULT_UPSTREAM_TIMEOUT_MS = 10_000
+export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000
+
+export interface GatewaySettings {
+  readonly host: string
+  readonly port: number
+  readonly adminHost: string
+  readonly adminPort: number
+  readonly adminToken: string | undefined
+  readonly backendUrl: string
+  readonly configDir: string
+  readonly redisUrl: string | undefined
+  readonly redisClusterNodes: readonly string[] | undefined
+  readonly logLevel: string
+  /** Fastify `trustProxy`: false, true, a hop count, or a comma-separated list of addresses/CIDRs. */
+  readonly trustProxy: boolean | number | string
+  readonly bodyLimit: number
+  readonly upstreamTimeoutMs: number
+  readonly shutdownGraceMs: number
+  readonly production: boolean
+}
+
+type Env = Record<string, string | undefined>
+
+function int (env: Env, name: string, fallback: number, min = 0, max = Number.MAX_SAFE_INTEGER): number {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return fallback
+  const value = Number(raw)
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new Error(`${name}: expected an integer from ${min} to ${max}, got "${raw}"`)
+  }
+  return value
+}
+
+function str (env: Env, name: string, fallback: string): string {
+  const raw = env[name]
+  return raw === undefined || raw === '' ? fallback : raw
+}
+
+function optional (env: Env, name: string): string | undefined {
+  const raw = env[name]
+  return raw === undefined || raw === '' ? undefined : raw
+}
+
+function trustProxy (raw: string | undefined): boolean | number | string {
+  if (raw === undefined || raw === '' || raw === 'false') return false
+  if (raw === 'true') return true
+  if (/^\d+$/.test(raw)) return Number(raw)
+  return raw
+}
+
+export function settingsFromEnv (env: Env = process.env): GatewaySettings {
+  const backendUrl = str(env, 'BACKEND_URL', DEFAULT_BACKEND_URL)
+  if (!/^https?:\/\/[^/]+\/?$/.test(backendUrl)) {
+    throw new Error(`BACKEND_URL: expected http(s)://host:port, got "${backendUrl}"`)
+  }
+  const cluster = optional(env, 'REDIS_CLUSTER_NODES')
+  return Object.freeze({
+    host: str(env, 'GATEWAY_HOST', DEFAULT_GATEWAY_HOST),
+    port: int(env, 'GATEWAY_PORT', DEFAULT_GATEWAY_PORT, 0, 65535),
+    adminHost: str(env, 'ADMIN_HOST', DEFAULT_ADMIN_HOST),
+    adminPort: int(env, 'ADMIN_PORT', DEFAULT_ADMIN_PORT, 0, 65535),
+    adminToken: optional(env, 'ADMIN_TOKEN'),
+    backendUrl: backendUrl.replace(/\/$/, ''),
+    configDir: str(env, 'CONFIG_DIR', DEFAULT_CONFIG_DIR),
+    redisUrl: optional(env, 'REDIS_URL'),
+    redisClusterNodes: cluster?.split(',').map((s) => s.trim()).filter((s) => s !== ''),
+    logLevel: str(env, 'LOG_LEVEL', DEFAULT_LOG_LEVEL),
+    trustProxy: trustProxy(optional(env, 'TRUST_PROXY')),
+    bodyLimit: int(env, 'BODY_LIMIT_BYTES', DEFAULT_BODY_LIMIT_BYTES, 1),
+    upstreamTimeoutMs: int(env, 'UPSTREAM_TIMEOUT_MS', DEFAULT_UPSTREAM_TIMEOUT_MS, 1),
+    shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', DEFAULT_SHUTDOWN_GRACE_MS, 0),
+    production: env.NODE_ENV === 'production'
+  })
+}

@@ -1,0 +1,100 @@
+// startGateway: a real gateway (public + admin apps) on free loopback ports in front of a real
+// backend (started here unless a URL is given), with its pino lines captured for assertions.
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { Writable } from 'node:stream'
+import type { FastifyInstance } from 'fastify'
+import { pino } from 'pino'
+import type { Test } from 'tap'
+import { buildAdmin } from '../../src/gateway/admin/app.js'
+import { buildGateway, type GatewayOptions } from '../../src/gateway/app.js'
+import { CONFIG_FILES, parseConfig, type ConfigTexts } from '../../src/gateway/config/loader.js'
+import type { ConfigSnapshot } from '../../src/gateway/config/types.js'
+import { LOG_REDACT_PATHS } from '../../src/gateway/request-log.js'
+import { startBackend, type StartedBackend } from './backend.js'
+
+/** Plaintext of the demo keys shipped in config/keys.yaml (also listed in the README). */
+export const DEMO_KEYS = {
+  free: 'psk_demo_free_bdxDZXIFscNgMlSRUnWEc7yM',
+  pro: 'psk_demo_pro_uenUZBiCRIjwMQludQiJmPup',
+  business: 'psk_demo_business_pG4Jl1QXMbUVGdFJXnllAavb',
+  enterprise: 'psk_demo_enterprise_vO514dNeE4scVvSxLPY5alCa'
+} as const
+
+export const REPO_CONFIG_DIR = join(import.meta.dirname, '..', '..', 'config')
+
+/** The repository's config texts, with any file replaced. */
+export function configTexts (overrides: Partial<ConfigTexts> = {}): ConfigTexts {
+  const texts = {} as ConfigTexts
+  for (const file of CONFIG_FILES) texts[file] = overrides[file] ?? readFileSync(join(REPO_CONFIG_DIR, file), 'utf8')
+  return texts
+}
+
+export function testConfig (overrides: Partial<ConfigTexts> = {}): ConfigSnapshot {
+  return parseConfig(configTexts(overrides))
+}
+
+export interface StartedGateway {
+  url: string
+  adminUrl: string
+  app: FastifyInstance
+  admin: FastifyInstance
+  backend: StartedBackend | undefined
+  /** Every log line the gateway wrote, parsed. */
+  logs: Array<Record<string, unknown>>
+  /** The raw log text, for "never appears anywhere" assertions. */
+  rawLogs: () => string
+  close: () => Promise<void>
+}
+
+export interface StartGatewayOptions extends Partial<Omit<GatewayOptions, 'logger'>> {
+  adminToken?: string
+  logLevel?: string
+}
+
+export async function startGateway (t: Test, opts: StartGatewayOptions = {}): Promise<StartedGateway> {
+  const backend = opts.backendUrl === undefined ? await startBackend(t) : undefined
+  const chunks: string[] = []
+  const logs: Array<Record<string, unknown>> = []
+  const stream = new Writable({
+    write (chunk: Buffer, _enc, cb) {
+      const text = chunk.toString()
+      chunks.push(text)
+      for (const line of text.split('\n')) if (line !== '') logs.push(JSON.parse(line) as Record<string, unknown>)
+      cb()
+    }
+  })
+  const logger = pino({ level: opts.logLevel ?? 'info', redact: LOG_REDACT_PATHS }, stream)
+  const { adminToken, logLevel: _logLevel, ...gatewayOptions } = opts
+  const app = await buildGateway({
+    config: testConfig(),
+    ...gatewayOptions,
+    backendUrl: opts.backendUrl ?? backend?.url ?? '',
+    logger
+  })
+  const admin = await buildAdmin({ gateway: app, token: adminToken })
+  let closing: Promise<void> | undefined
+  const close = async (): Promise<void> => {
+    closing ??= (async () => { await app.close(); await admin.close() })()
+    await closing
+  }
+  t.teardown(close)
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  await admin.listen({ host: '127.0.0.1', port: 0 })
+  const port = (app.server.address() as { port: number }).port
+  const adminPort = (admin.server.address() as { port: number }).port
+  return {
+    url: `http://127.0.0.1:${port}`,
+    adminUrl: `http://127.0.0.1:${adminPort}`,
+    app,
+    admin,
+    backend,
+    logs,
+    rawLogs: () => chunks.join(''),
+    close
+  }
+}
+
+export function bearer (key: string): Record<string, string> {
+  return { authorization: `Bearer ${key}` }
+}
