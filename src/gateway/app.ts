@@ -3,7 +3,7 @@
 // config snapshot → authenticate → limit → require a key (401) → route (404/405) → lifecycle
 // → edge checks (413/415, by Fastify's body parsing) → proxy.
 import { randomUUID } from 'node:crypto'
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import type { LoggerOptions } from 'pino'
 import { installErrorHandling } from '../shared/api-error.js'
 import { authenticate, requireKey } from './auth/plugin.js'
@@ -46,9 +46,8 @@ function trustProxyOption (trust: GatewayOptions['trustProxy']): boolean | strin
 export async function buildGateway (options: GatewayOptions): Promise<FastifyInstance> {
   const logger = options.logger ?? false
   const serverOptions = {
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'reqId' }),
     genReqId: () => randomUUID(),
-    requestIdLogLabel: 'reqId',
     bodyLimit: options.bodyLimit ?? DEFAULT_BODY_LIMIT_BYTES,
     trustProxy: trustProxyOption(options.trustProxy),
     requestTimeout: DEFAULT_REQUEST_TIMEOUT_MS,
@@ -62,6 +61,8 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
     ? Fastify({ ...serverOptions, loggerInstance: logger })
     : Fastify({ ...serverOptions, logger: logger === false ? false : { ...logger, redact: LOG_REDACT_PATHS } })
   installErrorHandling(app)
+  // The interface speaks JSON only: any other body type is 415 at the edge.
+  app.removeContentTypeParser('text/plain')
   app.addHook('onRequest', function tagRequestId (request, reply, done) {
     reply.header('x-request-id', request.id)
     done()

@@ -95,8 +95,10 @@ export function registerMethodNotAllowed (app: FastifyInstance, url: string, all
   app.route({
     method: others,
     url,
-    handler: async function methodNotAllowed (request) {
-      throw new ApiError(405, 'method_not_allowed', `Method ${request.method} is not allowed on ${url}`, { allow })
-    }
+    // Answered in onRequest, before any body is parsed: a wrong method is 405 whatever it carries.
+    onRequest: function methodNotAllowed (request, _reply, done) {
+      done(new ApiError(405, 'method_not_allowed', `Method ${request.method} is not allowed on ${url}`, { allow }))
+    },
+    handler: /* c8 ignore next */ async () => undefined
   })
 }

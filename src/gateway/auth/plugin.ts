@@ -2,7 +2,7 @@
 // why there is none) so the limiter can count the request against the key or the client IP;
 // `requireKey` then answers 401 for what failed. Routes marked `config.public` skip the 401.
 import fp from 'fastify-plugin'
-import { ApiError, gatewayErrors } from '../errors.js'
+import { gatewayErrors, type ApiError } from '../errors.js'
 import type { KeyRecord } from '../config/types.js'
 import { keyDigest, parseBearer } from './bearer.js'
 

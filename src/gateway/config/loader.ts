@@ -68,12 +68,13 @@ function describe (file: string, e: ErrorObject): string {
 function parseFile<T> (file: ConfigFileName, text: string, problems: string[]): T | undefined {
   let data: unknown
   try {
-    data = parseYaml(text, { prettyErrors: false, uniqueKeys: true })
+    data = parseYaml(text, { prettyErrors: true, uniqueKeys: true })
   } catch (err) {
     if (err instanceof YAMLParseError) {
       const pos = err.linePos?.[0]
       const where = pos === undefined ? '' : ` at line ${pos.line}, column ${pos.col}`
-      problems.push(`${file}: malformed YAML${where}: ${err.message.split('\n', 1)[0] ?? ''}`)
+      const reason = (err.message.split('\n', 1)[0] ?? '').replace(/ at line \d+, column \d+:?$/, '')
+      problems.push(`${file}: malformed YAML${where}: ${reason}`)
       return undefined
     }
     throw err

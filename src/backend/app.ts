@@ -1,0 +1,81 @@
+// buildBackend: the Pet Store backend as a Fastify instance that does not listen, so tests and the
+// server entry build it the same way. It owns its SQLite store and closes it with the app.
+import { randomUUID } from 'node:crypto'
+import Fastify from 'fastify'
+import type { FastifyInstance, FastifyRequest, FastifySchemaValidationError, FastifyServerOptions } from 'fastify'
+import type { IncomingMessage } from 'node:http'
+import { ApiError, errorBodySchema, installErrorHandling } from '../shared/api-error.js'
+import { ordersRoutes } from './routes/orders.js'
+import { petsRoutes } from './routes/pets.js'
+import { backendSchemas, MAX_NAME_LENGTH } from './schemas.js'
+import { openStore } from './store.js'
+
+export const DEFAULT_BODY_LIMIT = 16 * 1024
+const MAX_REQUEST_ID_LENGTH = 128
+const REQUEST_ID = new RegExp(`^[\\x21-\\x7e]{1,${MAX_REQUEST_ID_LENGTH}}$`)
+
+export interface BackendOptions {
+  dbPath: string
+  logger?: FastifyServerOptions['logger'] | boolean
+  bodyLimit?: number
+}
+
+/** Keeps the gateway's request id so both services log the same one; printable ASCII only, else a new id. */
+function requestIdOf (req: IncomingMessage): string {
+  const header = req.headers['x-request-id']
+  return typeof header === 'string' && REQUEST_ID.test(header) ? header : randomUUID()
+}
+
+/** Fastify's wording, except for the name pattern, whose regular expression would tell a client nothing. */
+function formatSchemaErrors (errors: FastifySchemaValidationError[], dataVar: string): Error {
+  const text = errors.map((e) => e.keyword === 'pattern' && e.instancePath === '/name'
+    ? `${dataVar}/name must be 1-${MAX_NAME_LENGTH} characters after trimming, without control characters`
+    : `${dataVar}${e.instancePath} ${e.message ?? 'is invalid'}`)
+  return new Error(text.join(', '))
+}
+
+/**
+ * Ajv coerces the text "1e400" (or "Infinity") to Infinity and then skips minimum/maximum for non-finite
+ * numbers, so out-of-range path and query integers would pass validation. This closes that gap.
+ */
+async function rejectNonFiniteNumbers (request: FastifyRequest): Promise<void> {
+  for (const [part, values] of [['params', request.params], ['querystring', request.query]] as const) {
+    if (typeof values !== 'object' || values === null) continue
+    for (const [name, value] of Object.entries(values)) {
+      if (typeof value === 'number' && !Number.isFinite(value)) {
+        throw new ApiError(400, 'invalid_parameter', `${part}/${name} must be a finite integer`)
+      }
+    }
+  }
+}
+
+export function buildBackend (options: BackendOptions): FastifyInstance {
+  const app = Fastify({
+    logger: options.logger ?? false,
+    bodyLimit: options.bodyLimit ?? DEFAULT_BODY_LIMIT,
+    requestIdHeader: false,
+    genReqId: requestIdOf,
+    schemaErrorFormatter: formatSchemaErrors,
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: true, useDefaults: true, allErrors: false } }
+  })
+
+  const store = openStore(options.dbPath)
+  app.addHook('onClose', async function closeStore () {
+    store.close()
+  })
+  app.addHook('preHandler', rejectNonFiniteNumbers)
+  app.addHook('onRequest', async function echoRequestId (request, reply) {
+    reply.header('x-request-id', request.id)
+  })
+
+  // JSON only: without this, Fastify would parse text/plain bodies and answer 400 instead of 415.
+  app.removeContentTypeParser('text/plain')
+
+  installErrorHandling(app)
+  app.addSchema(errorBodySchema)
+  for (const schema of backendSchemas) app.addSchema(schema)
+
+  app.register(petsRoutes, { store })
+  app.register(ordersRoutes, { store })
+  return app
+}

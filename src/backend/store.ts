@@ -1,0 +1,101 @@
+// The backend's persistence: one SQLite file (WAL) holding pets and orders, so the catalogue survives
+// restarts. Statements are prepared once; every list is keyset-paged by id.
+import { mkdirSync } from 'node:fs'
+import { dirname } from 'node:path'
+import Database from 'better-sqlite3'
+import type { NewPet, Order, OrderStatus, Pet, PetStatus } from './schemas.js'
+
+const DEFAULT_BUSY_TIMEOUT_MS = 5000
+
+const SCHEMA_SQL = `
+CREATE TABLE IF NOT EXISTS pets (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  name TEXT NOT NULL,
+  category_id INTEGER NOT NULL,
+  status TEXT NOT NULL CHECK (status IN ('available', 'pending', 'sold'))
+);
+CREATE INDEX IF NOT EXISTS pets_status_id ON pets (status, id);
+CREATE TABLE IF NOT EXISTS orders (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  pet_id INTEGER NOT NULL REFERENCES pets (id),
+  quantity INTEGER NOT NULL CHECK (quantity > 0),
+  status TEXT NOT NULL CHECK (status IN ('placed', 'approved', 'delivered'))
+);
+`
+
+export interface PetPage {
+  limit: number
+  afterId: number
+  status?: PetStatus | undefined
+}
+
+export interface OrderPage {
+  limit: number
+  afterId: number
+}
+
+export interface NewOrder {
+  petId: number
+  quantity: number
+  status: OrderStatus
+}
+
+export interface PetStore {
+  createPet (pet: NewPet): Pet
+  getPet (id: number): Pet | undefined
+  /** Pets with id > afterId, ascending, at most `limit` of them. */
+  listPets (page: PetPage): Pet[]
+  /** Not reachable over HTTP: no public endpoint creates orders. Used to seed stores. */
+  createOrder (order: NewOrder): Order
+  /** Orders with id > afterId, ascending, at most `limit` of them. */
+  listOrders (page: OrderPage): Order[]
+  close (): void
+}
+
+/** Opens (and on first use creates) the store at `path`, creating missing parent directories. */
+export function openStore (path: string): PetStore {
+  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
+  const db = new Database(path)
+  db.pragma('journal_mode = WAL')
+  db.pragma('synchronous = NORMAL')
+  db.pragma('foreign_keys = ON')
+  db.pragma(`busy_timeout = ${DEFAULT_BUSY_TIMEOUT_MS}`)
+  db.exec(SCHEMA_SQL)
+
+  const petColumns = 'id, name, category_id AS categoryId, status'
+  const insertPet = db.prepare<[string, number, string], Pet>(
+    `INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING ${petColumns}`)
+  const selectPet = db.prepare<[number], Pet>(`SELECT ${petColumns} FROM pets WHERE id = ?`)
+  const selectPets = db.prepare<[number, number], Pet>(
+    `SELECT ${petColumns} FROM pets WHERE id > ? ORDER BY id LIMIT ?`)
+  const selectPetsByStatus = db.prepare<[string, number, number], Pet>(
+    `SELECT ${petColumns} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`)
+  const orderColumns = 'id, pet_id AS petId, quantity, status'
+  const insertOrder = db.prepare<[number, number, string], Order>(
+    `INSERT INTO orders (pet_id, quantity, status) VALUES (?, ?, ?) RETURNING ${orderColumns}`)
+  const selectOrders = db.prepare<[number, number], Order>(
+    `SELECT ${orderColumns} FROM orders WHERE id > ? ORDER BY id LIMIT ?`)
+
+  return {
+    createPet ({ name, categoryId, status }) {
+      return insertPet.get(name, categoryId, status) as Pet
+    },
+    getPet (id) {
+      return selectPet.get(id)
+    },
+    listPets ({ limit, afterId, status }) {
+      return status === undefined
+        ? selectPets.all(afterId, limit)
+        : selectPetsByStatus.all(status, afterId, limit)
+    },
+    createOrder ({ petId, quantity, status }) {
+      return insertOrder.get(petId, quantity, status) as Order
+    },
+    listOrders ({ limit, afterId }) {
+      return selectOrders.all(afterId, limit)
+    },
+    close () {
+      if (db.open) db.close()
+    }
+  }
+}

@@ -1,0 +1,58 @@
+import t from 'tap'
+import { startGateway } from '../../helpers/gateway.js'
+import { freePort } from '../../helpers/ports.js'
+
+t.test('/healthz is alive; /readyz reports each check and flips when draining', async (t) => {
+  const gw = await startGateway(t)
+  const health = await fetch(`${gw.adminUrl}/healthz`)
+  t.equal(health.status, 200)
+  t.same(await health.json(), { status: 'ok' })
+
+  const ready = await fetch(`${gw.adminUrl}/readyz`)
+  t.equal(ready.status, 200)
+  const body = await ready.json() as { status: string, checks: Record<string, { ok: boolean }> }
+  t.equal(body.status, 'ready')
+  t.same(body.checks.draining, { ok: true })
+  t.same(body.checks.backend, { ok: true })
+
+  gw.app.health.draining = true
+  const draining = await fetch(`${gw.adminUrl}/readyz`)
+  t.equal(draining.status, 503)
+  t.match(await draining.json(), { status: 'not_ready', checks: { draining: { ok: false, error: 'shutting down' } } })
+})
+
+t.test('a check that never answers fails readiness instead of hanging it', async (t) => {
+  const gw = await startGateway(t)
+  gw.app.health.checks.set('stuck', () => new Promise(() => {}))
+  const res = await fetch(`${gw.adminUrl}/readyz`)
+  t.equal(res.status, 503)
+  t.match(await res.json(), { checks: { stuck: { ok: false, error: 'no answer within 1000 ms' } } })
+})
+
+t.test('the backend check fails while the backend is down', async (t) => {
+  const gw = await startGateway(t, { backendUrl: `http://127.0.0.1:${await freePort()}` })
+  const res = await fetch(`${gw.adminUrl}/readyz`)
+  t.equal(res.status, 503)
+  t.match(await res.json(), { checks: { backend: { ok: false, error: /ECONNREFUSED/ } } })
+})
+
+t.test('with ADMIN_TOKEN set, admin requests need it (except /healthz)', async (t) => {
+  const gw = await startGateway(t, { adminToken: 's3cret-admin-token' })
+  t.equal((await fetch(`${gw.adminUrl}/healthz`)).status, 200)
+  const denied = await fetch(`${gw.adminUrl}/readyz`)
+  t.equal(denied.status, 401)
+  t.same(await denied.json(), { code: 'unauthorized', message: 'Admin token required', status: 401 })
+  const wrong = await fetch(`${gw.adminUrl}/readyz`, { headers: { authorization: 'Bearer nope' } })
+  t.equal(wrong.status, 401)
+  const ok = await fetch(`${gw.adminUrl}/readyz`, { headers: { authorization: 'Bearer s3cret-admin-token' } })
+  t.equal(ok.status, 200)
+})
+
+t.test('the public port does not serve admin routes', async (t) => {
+  const gw = await startGateway(t)
+  for (const path of ['/healthz', '/readyz', '/metrics']) {
+    const res = await fetch(gw.url + path, { headers: { authorization: 'Bearer psk_demo_pro_uenUZBiCRIjwMQludQiJmPup' } })
+    t.equal(res.status, 404, path)
+    await res.arrayBuffer()
+  }
+})

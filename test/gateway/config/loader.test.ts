@@ -1,0 +1,69 @@
+import t from 'tap'
+import { ConfigError, loadConfigDir, parseConfig } from '../../../src/gateway/config/loader.js'
+import { assertNoDemoKeys } from '../../../src/gateway/config/demo-keys.js'
+import { configTexts, REPO_CONFIG_DIR } from '../../helpers/gateway.js'
+
+const D1 = 'a'.repeat(64)
+const D2 = 'b'.repeat(64)
+
+function problemsOf (overrides: Parameters<typeof configTexts>[0]): readonly string[] {
+  try {
+    parseConfig(configTexts(overrides))
+  } catch (err) {
+    if (err instanceof ConfigError) return err.problems
+    throw err
+  }
+  throw new Error('config was accepted')
+}
+
+t.test('the shipped config loads: four plans, anonymous policy, ban policy, routes', async (t) => {
+  const snapshot = loadConfigDir(REPO_CONFIG_DIR)
+  t.same([...snapshot.plans.keys()], ['free', 'pro', 'business', 'enterprise'])
+  t.same(snapshot.plans.get('free'), { perMinute: 60, perDay: 1000 })
+  t.same(snapshot.plans.get('pro'), { perMinute: 300, perDay: 10000 })
+  t.same(snapshot.plans.get('business'), { perMinute: 1000, perDay: 100000 })
+  t.equal(snapshot.plans.get('enterprise'), undefined)
+  t.same(snapshot.anonymous, { perMinute: 30, perDay: 300 })
+  t.same(snapshot.ban, { threshold: 30, windowSeconds: 60, durationSeconds: 900, maxDurationSeconds: 86400 })
+  t.same(snapshot.keysById.get('demo-enterprise')?.limits, { perMinute: 5000, perDay: 2000000 })
+  t.same(snapshot.routes[0], { method: 'GET', path: '/v1/pets/:petId', stability: undefined, deprecated: { since: Date.UTC(2026, 10, 21), sunset: Date.UTC(2030, 11, 5), successor: '/v1/pets' } })
+  t.equal(snapshot.routes[1]?.stability, 'experimental')
+  t.ok(Object.isFrozen(snapshot))
+  t.match(snapshot.version, /^[0-9a-f]{12}$/)
+  t.equal(loadConfigDir(REPO_CONFIG_DIR).version, snapshot.version, 'same files, same version')
+})
+
+t.test('each kind of bad config names the file, the path and the reason', async (t) => {
+  const cases: Array<[string, Parameters<typeof configTexts>[0], string]> = [
+    ['unknown plan', { 'keys.yaml': `keys:\n  - { id: a, sha256: ${D1}, plan: gold }\n` }, 'keys.yaml: keys[0].plan: unknown plan "gold"'],
+    ['negative limit', { 'plans.yaml': 'plans:\n  free: { perMinute: -5, perDay: 10 }\nanonymous: { perMinute: 1, perDay: 1 }\n' }, 'plans.yaml: plans.free.perMinute: must be >= 1'],
+    ['enterprise key without limits', { 'keys.yaml': `keys:\n  - { id: big, sha256: ${D1}, plan: enterprise }\n` }, 'keys.yaml: keys[0]: plan "enterprise" is custom, so the key needs limits: { perMinute, perDay }'],
+    ['duplicate id', { 'keys.yaml': `keys:\n  - { id: a, sha256: ${D1}, plan: free }\n  - { id: a, sha256: ${D2}, plan: pro }\n` }, 'keys.yaml: keys[1].id: duplicate id "a"'],
+    ['duplicate digest', { 'keys.yaml': `keys:\n  - { id: a, sha256: ${D1}, plan: free }\n  - { id: b, sha256: ${D1}, plan: pro }\n` }, 'keys.yaml: keys[1].sha256: same digest as key "a"'],
+    ['malformed YAML', { 'keys.yaml': 'keys:\n  - { id: a, sha256: x\n' }, 'keys.yaml: malformed YAML at line 3, column 1: Flow map in block collection must be sufficiently indented and end with a }'],
+    ['unknown field', { 'keys.yaml': `keys:\n  - { id: a, sha256: ${D1}, plan: free, color: red }\n` }, 'keys.yaml: keys[0]: unknown field "color"'],
+    ['digest not hex', { 'keys.yaml': 'keys:\n  - { id: a, sha256: NOTHEX, plan: free }\n' }, 'keys.yaml: keys[0].sha256: must match pattern "^[0-9a-f]{64}$"'],
+    ['missing field', { 'keys.yaml': `keys:\n  - { id: a, sha256: ${D1} }\n` }, 'keys.yaml: keys[0]: missing field "plan"'],
+    ['plan neither limited nor custom', { 'plans.yaml': 'plans:\n  free: { perMinute: 5 }\nanonymous: { perMinute: 1, perDay: 1 }\n', 'keys.yaml': 'keys: []\n' }, 'plans.yaml: plans.free: needs perMinute and perDay, or custom: true (not both)'],
+    ['bad stability', { 'routes.yaml': 'routes:\n  - { method: GET, path: /v1/pets, stability: alpha }\n' }, 'routes.yaml: routes[0].stability: must be one of "experimental", "beta"'],
+    ['sunset before since', { 'routes.yaml': 'routes:\n  - { method: GET, path: /v1/pets, deprecated: { since: 2030-01-01, sunset: 2029-01-01 } }\n' }, 'routes.yaml: routes[0].deprecated.sunset: must not be before since'],
+    ['duplicate route', { 'routes.yaml': 'routes:\n  - { method: GET, path: /v1/pets }\n  - { method: GET, path: /v1/pets }\n' }, 'routes.yaml: routes[1]: duplicate route GET /v1/pets'],
+    ['impossible date', { 'routes.yaml': 'routes:\n  - { method: GET, path: /v1/pets, deprecated: { since: 2030-13-45, sunset: 2031-01-01 } }\n' }, 'routes.yaml: routes[0].deprecated: since and sunset must be real dates']
+  ]
+  for (const [name, overrides, message] of cases) {
+    t.same(problemsOf(overrides), [message], name)
+  }
+})
+
+t.test('a missing file is named', async (t) => {
+  const dir = t.testdir({ 'plans.yaml': 'plans: {}\n' })
+  t.throws(() => loadConfigDir(dir), { name: 'ConfigError', message: `invalid config: keys.yaml: cannot read ${dir}/keys.yaml: ENOENT; routes.yaml: cannot read ${dir}/routes.yaml: ENOENT` })
+})
+
+t.test('demo keys are refused in production', async (t) => {
+  t.throws(() => assertNoDemoKeys(loadConfigDir(REPO_CONFIG_DIR)), {
+    name: 'ConfigError',
+    message: 'invalid config: keys.yaml: demo keys are configured (demo-free, demo-pro, demo-business, demo-enterprise); remove them before running with NODE_ENV=production'
+  })
+  t.doesNotThrow(() => assertNoDemoKeys(parseConfig(configTexts({ 'keys.yaml': `keys:\n  - { id: real, sha256: ${D1}, plan: pro }\n` }))))
+})

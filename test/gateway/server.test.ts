@@ -1,0 +1,62 @@
+import t from 'tap'
+import { cpSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { DEMO_KEYS, REPO_CONFIG_DIR } from '../helpers/gateway.js'
+import { freePort, waitForHttp } from '../helpers/ports.js'
+import { runEntry } from '../helpers/processes.js'
+
+async function gatewayEnv (configDir: string, extra: Record<string, string> = {}): Promise<Record<string, string>> {
+  return {
+    GATEWAY_HOST: '127.0.0.1',
+    GATEWAY_PORT: String(await freePort()),
+    ADMIN_PORT: String(await freePort()),
+    BACKEND_URL: `http://127.0.0.1:${await freePort()}`,
+    CONFIG_DIR: configDir,
+    ...extra
+  }
+}
+
+t.test('a bad config file stops start-up with a message naming file, path and reason', async (t) => {
+  const dir = t.testdir()
+  cpSync(REPO_CONFIG_DIR, dir, { recursive: true })
+  writeFileSync(join(dir, 'keys.yaml'), `keys:\n  - { id: a, sha256: ${'c'.repeat(64)}, plan: gold }\n`)
+  const proc = runEntry(t, 'src/gateway/server.ts', await gatewayEnv(dir))
+  const { code } = await proc.exited
+  t.equal(code, 1)
+  t.match(proc.output(), 'keys.yaml: keys[0].plan: unknown plan \\"gold\\"')
+})
+
+t.test('with NODE_ENV=production the gateway refuses the demo keys', async (t) => {
+  const proc = runEntry(t, 'src/gateway/server.ts', await gatewayEnv(REPO_CONFIG_DIR, { NODE_ENV: 'production' }))
+  const { code } = await proc.exited
+  t.equal(code, 1)
+  t.match(proc.output(), 'demo keys are configured (demo-free, demo-pro, demo-business, demo-enterprise)')
+})
+
+t.test('an invalid environment value is refused with its name', async (t) => {
+  const proc = runEntry(t, 'src/gateway/server.ts', await gatewayEnv(REPO_CONFIG_DIR, { GATEWAY_PORT: 'eighty' }))
+  const { code } = await proc.exited
+  t.equal(code, 1)
+  t.match(proc.output(), 'GATEWAY_PORT: expected an integer from 0 to 65535, got "eighty"')
+})
+
+t.test('the gateway process serves, reports health, and exits 0 on SIGTERM', async (t) => {
+  const env = await gatewayEnv(REPO_CONFIG_DIR)
+  const proc = runEntry(t, 'src/gateway/server.ts', env)
+  await waitForHttp(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`)
+  const health = await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`)
+  t.same(await health.json(), { status: 'ok' })
+  const ready = await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/readyz`)
+  t.equal(ready.status, 503, 'no backend is running, so not ready')
+  const report = await ready.json() as { status: string, checks: Record<string, { ok: boolean, error?: string }> }
+  t.equal(report.status, 'not_ready')
+  t.equal(report.checks.backend?.ok, false)
+  t.match(report.checks.backend?.error, /ECONNREFUSED/)
+  const res = await fetch(`http://127.0.0.1:${env.GATEWAY_PORT}/v1/pets`, { headers: { authorization: `Bearer ${DEMO_KEYS.free}` } })
+  t.equal(res.status, 502)
+  proc.child.kill('SIGTERM')
+  const { code } = await proc.exited
+  t.equal(code, 0)
+  t.match(proc.output(), '"msg":"stopped"')
+  t.notMatch(proc.output(), DEMO_KEYS.free)
+})

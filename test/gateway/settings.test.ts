@@ -1,0 +1,39 @@
+import t from 'tap'
+import { settingsFromEnv } from '../../src/gateway/settings.js'
+
+t.test('defaults follow CONTRACT §8', async (t) => {
+  t.same(settingsFromEnv({}), {
+    host: '0.0.0.0',
+    port: 8080,
+    adminHost: '127.0.0.1',
+    adminPort: 9091,
+    adminToken: undefined,
+    backendUrl: 'http://127.0.0.1:3001',
+    configDir: './config',
+    redisUrl: undefined,
+    redisClusterNodes: undefined,
+    logLevel: 'info',
+    trustProxy: false,
+    bodyLimit: 16384,
+    upstreamTimeoutMs: 10000,
+    shutdownGraceMs: 10000,
+    production: false
+  })
+})
+
+t.test('values from the environment are parsed and checked', async (t) => {
+  const s = settingsFromEnv({
+    GATEWAY_PORT: '8081', REDIS_CLUSTER_NODES: '127.0.0.1:7000, 127.0.0.1:7001,', TRUST_PROXY: '2',
+    BACKEND_URL: 'http://backend:3001/', NODE_ENV: 'production', ADMIN_TOKEN: 'tok'
+  })
+  t.equal(s.port, 8081)
+  t.same(s.redisClusterNodes, ['127.0.0.1:7000', '127.0.0.1:7001'])
+  t.equal(s.trustProxy, 2)
+  t.equal(s.backendUrl, 'http://backend:3001')
+  t.equal(s.production, true)
+  t.equal(s.adminToken, 'tok')
+  t.equal(settingsFromEnv({ TRUST_PROXY: 'true' }).trustProxy, true)
+  t.equal(settingsFromEnv({ TRUST_PROXY: '10.0.0.0/8,127.0.0.1' }).trustProxy, '10.0.0.0/8,127.0.0.1')
+  t.throws(() => settingsFromEnv({ GATEWAY_PORT: '70000' }), { message: 'GATEWAY_PORT: expected an integer from 0 to 65535, got "70000"' })
+  t.throws(() => settingsFromEnv({ BACKEND_URL: 'ftp://x' }), { message: 'BACKEND_URL: expected http(s)://host:port, got "ftp://x"' })
+})

@@ -1,0 +1,70 @@
+// startBackend: a real backend on 127.0.0.1 and a free port, over a fresh SQLite file unless one is given,
+// closed (and its temporary directory removed) when the calling test ends.
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { FastifyInstance } from 'fastify'
+import type { Test } from 'tap'
+import { buildBackend } from '../../src/backend/app.js'
+
+export interface StartedBackend {
+  url: string
+  port: number
+  app: FastifyInstance
+  dbPath: string
+  /** Closes the app; safe to call more than once and before the automatic teardown. */
+  close (): Promise<void>
+}
+
+export interface StartBackendOptions {
+  dbPath?: string
+  bodyLimit?: number
+}
+
+export async function startBackend (t: Test, opts: StartBackendOptions = {}): Promise<StartedBackend> {
+  let tempDir: string | undefined
+  let dbPath = opts.dbPath
+  if (dbPath === undefined) {
+    tempDir = mkdtempSync(join(tmpdir(), 'petstore-backend-'))
+    dbPath = join(tempDir, 'pets.db')
+  }
+  const app = buildBackend({ dbPath, ...(opts.bodyLimit === undefined ? {} : { bodyLimit: opts.bodyLimit }) })
+  let closing: Promise<void> | undefined
+  const close = async (): Promise<void> => {
+    closing ??= app.close()
+    await closing
+  }
+  t.teardown(async () => {
+    await close()
+    if (tempDir !== undefined) rmSync(tempDir, { recursive: true, force: true })
+  })
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const address = app.server.address()
+  if (address === null || typeof address === 'string') throw new Error('backend is not listening on TCP')
+  return { url: `http://127.0.0.1:${address.port}`, port: address.port, app, dbPath, close }
+}
+
+export interface JsonResponse {
+  status: number
+  headers: Headers
+  body: unknown
+}
+
+/** fetch + JSON body, so assertions can compare the whole body. */
+export async function request (url: string, init?: RequestInit): Promise<JsonResponse> {
+  const res = await fetch(url, init)
+  const text = await res.text()
+  return { status: res.status, headers: res.headers, body: text === '' ? undefined : JSON.parse(text) }
+}
+
+/** A POST with a JSON body (a string is sent as is, so malformed JSON can be tested). */
+export function postJson (body: unknown, contentType = 'application/json'): RequestInit {
+  return { method: 'POST', headers: { 'content-type': contentType }, body: typeof body === 'string' ? body : JSON.stringify(body) }
+}
+
+/** Asserts an Error-shaped response: status, JSON content type and the exact body. */
+export function assertError (t: Test, res: JsonResponse, status: number, code: string, message: string): void {
+  t.equal(res.status, status, `status ${status}`)
+  t.equal(res.headers.get('content-type'), 'application/json; charset=utf-8')
+  t.strictSame(res.body, { code, message, status })
+}
