@@ -18,6 +18,12 @@ export interface RateLimitDecision {
   readonly retryAfter: number | undefined
   /** True on the one 429 that crossed the ban threshold and started a ban. */
   readonly banStarted: boolean
+  /** Seconds from now to `reset` (the `t` of the IETF `RateLimit` field). */
+  readonly resetIn: number
+  /** The IETF `RateLimit-Policy` field value for the limits applied. */
+  readonly policyField: string
+  /** On `rate_limited`: the full window that admits again last (the one `retryAfter` waits for). */
+  readonly rejectedBy: WindowName | undefined
 }
 
 export interface LimiterStatus {

@@ -1,0 +1,72 @@
+// Settings → store: Redis Cluster when REDIS_CLUSTER_NODES is set, Sentinel when REDIS_SENTINELS is,
+// standalone Redis for REDIS_URL (redis:// or rediss://), else the in-process store. Clients fail
+// fast (no offline queue, one retry) so a dead Redis answers an error instead of a hanging request.
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis'
+import { DEFAULT_REDIS_SENTINEL_NAME } from '../settings.js'
+import type { LimiterStore } from './store.js'
+import { createMemoryStore } from './stores/memory.js'
+import { createRedisStore } from './stores/redis.js'
+
+export const DEFAULT_CONNECT_TIMEOUT_MS = 2_000
+export const DEFAULT_READY_WAIT_MS = 3_000
+
+export interface StoreSettings {
+  readonly redisUrl?: string | undefined
+  readonly redisClusterNodes?: readonly string[] | undefined
+  readonly redisSentinels?: readonly string[] | undefined
+  readonly redisSentinelName?: string | undefined
+}
+
+export interface CreateStoreOptions {
+  /** Connection errors (ioredis keeps reconnecting by itself). */
+  onError?: (err: Error) => void
+  readyWaitMs?: number
+}
+
+const CLIENT_OPTIONS: RedisOptions = {
+  enableOfflineQueue: false,
+  maxRetriesPerRequest: 1,
+  connectTimeout: DEFAULT_CONNECT_TIMEOUT_MS
+}
+
+function hostPort (seed: string): { host: string, port: number } {
+  const at = seed.lastIndexOf(':')
+  return at < 0 ? { host: seed, port: 6379 } : { host: seed.slice(0, at), port: Number(seed.slice(at + 1)) }
+}
+
+/** Resolves true once the client is ready, false if it is not within `ms` (it keeps trying). */
+export async function waitReady (client: Redis | Cluster, ms: number): Promise<boolean> {
+  if (client.status === 'ready') return true
+  return await new Promise((resolve) => {
+    const timer = setTimeout(() => { client.off('ready', onReady); resolve(false) }, ms)
+    function onReady (): void { clearTimeout(timer); resolve(true) }
+    client.once('ready', onReady)
+  })
+}
+
+export function createRedisClient (settings: StoreSettings): Redis | Cluster | undefined {
+  if (settings.redisClusterNodes !== undefined && settings.redisClusterNodes.length > 0) {
+    const options: ClusterOptions = { enableOfflineQueue: false, redisOptions: CLIENT_OPTIONS }
+    return new Cluster(settings.redisClusterNodes.map(hostPort), options)
+  }
+  if (settings.redisSentinels !== undefined && settings.redisSentinels.length > 0) {
+    const url = settings.redisUrl === undefined ? undefined : new URL(settings.redisUrl)
+    return new Redis({
+      ...CLIENT_OPTIONS,
+      sentinels: settings.redisSentinels.map(hostPort),
+      name: settings.redisSentinelName ?? DEFAULT_REDIS_SENTINEL_NAME,
+      ...(url?.password ? { password: decodeURIComponent(url.password), sentinelPassword: decodeURIComponent(url.password) } : {}),
+      ...(url?.protocol === 'rediss:' ? { tls: {}, enableTLSForSentinelMode: true } : {})
+    })
+  }
+  if (settings.redisUrl !== undefined) return new Redis(settings.redisUrl, CLIENT_OPTIONS)
+  return undefined
+}
+
+export async function createStore (settings: StoreSettings, opts: CreateStoreOptions = {}): Promise<LimiterStore> {
+  const client = createRedisClient(settings)
+  if (client === undefined) return createMemoryStore()
+  client.on('error', (err: Error) => opts.onError?.(err))
+  await waitReady(client, opts.readyWaitMs ?? DEFAULT_READY_WAIT_MS)
+  return createRedisStore(client)
+}

@@ -1,0 +1,174 @@
+// The limiter in the request pipeline (after authenticate, before requireKey): counts every request
+// against its key, or against the client IP under the anonymous policy, answers 429 over a limit or
+// during a ban, and puts the rate-limit headers on every response the public port sends.
+import fp from 'fastify-plugin'
+import { LRUCache } from 'lru-cache'
+import type { FastifyRequest } from 'fastify'
+import type { BanPolicy, Limits } from '../config/types.js'
+import { gatewayErrors } from '../errors.js'
+import { createStore, type StoreSettings } from './create-store.js'
+import type { RateLimitDecision, WindowName } from './decision.js'
+import { policyField, setRateLimitHeaders } from './headers.js'
+import type { BanEntry, ConsumeResult, LimiterStore } from './store.js'
+import { createMemoryStore } from './stores/memory.js'
+
+/**
+ * How long a process trusts its cached ban before asking the store again: a banned flood costs one
+ * store call per process per interval, and a ban lifted elsewhere reaches every process within it.
+ */
+export const DEFAULT_BAN_CACHE_MS = 5_000
+export const DEFAULT_BAN_CACHE_SIZE = 10_000
+export const ANONYMOUS_POLICY = 'anonymous'
+const ANONYMOUS_PREFIX = 'ip:'
+
+export interface LimiterOptions {
+  /** A ready store (the gateway closes it), or settings to create one; neither: in-process store. */
+  store?: LimiterStore
+  settings?: StoreSettings
+  /** Clock of the ban cache (and of the default in-process store). */
+  now?: () => number
+  banCacheMs?: number
+}
+
+export interface Limiter {
+  readonly store: LimiterStore
+  /** Bans in force in the shared store. */
+  listBans: () => Promise<BanEntry[]>
+  /** Lifts a ban in the store and in this process's cache; other processes see it within the ban cache interval. */
+  liftBan: (id: string) => Promise<boolean>
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    limiter: Limiter
+  }
+}
+
+function secondsUntil (ms: number, now: number): number {
+  return Math.max(1, Math.ceil((ms - now) / 1000))
+}
+
+function decide (result: ConsumeResult, limits: Limits, policy: string): RateLimitDecision {
+  const minuteLeft = Math.max(0, limits.perMinute - result.minute.count)
+  const dayLeft = Math.max(0, limits.perDay - result.day.count)
+  const window: WindowName = dayLeft < minuteLeft ? 'day' : 'minute'
+  const state = window === 'minute' ? result.minute : result.day
+  const reset = Math.ceil(state.resetAt / 1000)
+  let retryAfter: number | undefined
+  let rejectedBy: WindowName | undefined
+  if (result.outcome === 'rate_limited') {
+    rejectedBy = result.day.retryAt > result.minute.retryAt ? 'day' : 'minute'
+    retryAfter = secondsUntil(Math.max(result.minute.retryAt, result.day.retryAt), result.now)
+  }
+  return {
+    allowed: result.outcome === 'ok',
+    outcome: result.outcome === 'ban_started' ? 'key_banned' : result.outcome,
+    policy,
+    window,
+    limit: window === 'minute' ? limits.perMinute : limits.perDay,
+    remaining: window === 'minute' ? minuteLeft : dayLeft,
+    reset,
+    retryAfter,
+    banStarted: result.outcome === 'ban_started',
+    resetIn: Math.max(0, reset - Math.floor(result.now / 1000)),
+    policyField: policyField(limits),
+    rejectedBy
+  }
+}
+
+function bannedDecision (until: number, now: number, limits: Limits, policy: string, banStarted: boolean): RateLimitDecision {
+  const retryAfter = secondsUntil(until, now)
+  return {
+    allowed: false,
+    outcome: 'key_banned',
+    policy,
+    window: 'minute',
+    limit: limits.perMinute,
+    remaining: 0,
+    reset: Math.ceil(until / 1000),
+    retryAfter,
+    banStarted,
+    resetIn: retryAfter,
+    policyField: policyField(limits),
+    rejectedBy: undefined
+  }
+}
+
+export const limiterPlugin = fp<LimiterOptions>(async function limiterPlugin (app, opts) {
+  const now = opts.now ?? Date.now
+  const store = opts.store ?? (opts.settings === undefined
+    ? createMemoryStore({ now })
+    : await createStore(opts.settings, { onError: (err) => app.log.warn({ err: err.message }, 'limiter store connection error') }))
+  const banCacheMs = opts.banCacheMs ?? DEFAULT_BAN_CACHE_MS
+  const bans = new LRUCache<string, number>({ max: DEFAULT_BAN_CACHE_SIZE, ttl: banCacheMs, perf: { now } })
+  let storeErrors = 0
+
+  function remember (id: string, result: ConsumeResult): void {
+    const left = result.bannedUntil - result.now
+    if (left > 0) bans.set(id, now() + left, { ttl: Math.min(left, banCacheMs) })
+  }
+
+  app.decorate('limiter', {
+    store,
+    listBans: () => store.listBans(),
+    async liftBan (id: string) {
+      bans.delete(id)
+      return await store.liftBan(id)
+    }
+  })
+  app.decorate('limiterStatus', {
+    storeErrors: () => storeErrors,
+    fallbackActive: () => false,
+    bannedKeys: async () => (await store.listBans()).length
+  })
+  app.decorateRequest('rateLimit', null)
+  app.health.checks.set('store', () => store.ping())
+  app.addHook('onClose', async () => { await store.close() })
+
+  app.addHook('onRequest', async function limitRequest (request: FastifyRequest) {
+    const consumer = request.consumer
+    let id: string
+    let limits: Limits
+    let ban: BanPolicy | null
+    let policy: string
+    if (consumer === null) {
+      id = ANONYMOUS_PREFIX + request.ip
+      limits = request.snapshot.anonymous
+      ban = null
+      policy = ANONYMOUS_POLICY
+    } else {
+      id = consumer.id
+      limits = consumer.limits
+      ban = request.snapshot.ban
+      policy = consumer.plan
+      const cachedUntil = bans.get(id)
+      if (cachedUntil !== undefined) {
+        const decision = bannedDecision(cachedUntil, now(), limits, policy, false)
+        request.rateLimit = decision
+        throw gatewayErrors.keyBanned(decision.retryAfter ?? 1)
+      }
+    }
+    let result: ConsumeResult
+    try {
+      result = await store.consume(id, limits, ban)
+    } catch (err) {
+      storeErrors++
+      request.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'limiter store error')
+      throw gatewayErrors.unavailable('The rate limiter is unavailable')
+    }
+    if (result.outcome === 'key_banned' || result.outcome === 'ban_started') {
+      remember(id, result)
+      const decision = bannedDecision(result.bannedUntil, result.now, limits, policy, result.outcome === 'ban_started')
+      request.rateLimit = decision
+      throw gatewayErrors.keyBanned(decision.retryAfter ?? 1)
+    }
+    const decision = decide(result, limits, policy)
+    request.rateLimit = decision
+    if (!decision.allowed) throw gatewayErrors.rateLimited(decision.retryAfter ?? 1, decision.rejectedBy ?? decision.window)
+  })
+
+  app.addHook('onSend', function rateLimitHeaders (request, reply, payload, done) {
+    if (request.rateLimit !== null) setRateLimitHeaders(reply, request.rateLimit)
+    done(null, payload)
+  })
+}, { name: 'gateway-limiter', dependencies: ['gateway-authenticate', 'gateway-config', 'gateway-health'] })

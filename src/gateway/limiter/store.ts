@@ -1,0 +1,53 @@
+// The limiter store contract: the one seam between the limiter (plugin, headers, ban cache) and
+// where window counters and bans live. Three implementations share one algorithm (arithmetic.ts and
+// its Lua twin): in-process, Redis (standalone/Sentinel) and Redis Cluster. A store is a plain object,
+// so a wrapper (timeouts, circuit breaker, fallback) can implement the same interface around another.
+import type { BanPolicy, Limits } from '../config/types.js'
+
+export type ConsumeOutcome = 'ok' | 'rate_limited' | 'key_banned' | 'ban_started'
+
+export interface WindowState {
+  /** Requests counted in the window, including this one when admitted. */
+  readonly count: number
+  /** Unix ms when the window next frees capacity (now + window when empty). */
+  readonly resetAt: number
+  /** Unix ms when a full window admits one more; 0 when not full. */
+  readonly retryAt: number
+}
+
+export interface ConsumeResult {
+  readonly outcome: ConsumeOutcome
+  /** The store's clock (Redis TIME for Redis stores), Unix ms. */
+  readonly now: number
+  readonly minute: WindowState
+  readonly day: WindowState
+  /** Unix ms when the key's ban ends, on `key_banned` and `ban_started`; 0 otherwise. */
+  readonly bannedUntil: number
+}
+
+export interface BanEntry {
+  readonly id: string
+  /** Unix ms when the ban ends. */
+  readonly until: number
+}
+
+export interface LimiterStore {
+  /** `memory`, `redis` or `cluster`: for logs and readiness output. */
+  readonly kind: string
+  /**
+   * Atomically: if `id` is banned, answer `key_banned` without counting; else count the request in
+   * both windows if both have room (`ok`), or reject without consuming quota (`rate_limited`), which
+   * under `ban` counts a 429 and may start a ban (`ban_started`). `ban` null: never banned (anonymous).
+   */
+  consume: (id: string, limits: Limits, ban: BanPolicy | null) => Promise<ConsumeResult>
+  /** What `consume` would answer now, changing nothing (no count, no 429 recorded). */
+  peek: (id: string, limits: Limits) => Promise<ConsumeResult>
+  /** Bans in force now, in every process's view (the shared store), any order. */
+  listBans: () => Promise<BanEntry[]>
+  /** Ends `id`'s ban and forgets its recent 429s and escalation (a clean slate). True if a ban was in force. */
+  liftBan: (id: string) => Promise<boolean>
+  /** Resolves when the store answers; rejects with the reason otherwise (readiness). */
+  ping: () => Promise<void>
+  /** Releases connections and timers. */
+  close: () => Promise<void>
+}

@@ -1,0 +1,122 @@
+// The in-process store: the same windows, bans and escalation as the Redis script, for one process
+// (the default without REDIS_URL, and the fallback a later circuit breaker switches to). Bounded by
+// an LRU of key states; time comes from an injected clock so tests and the bench need no sleeping.
+import { LRUCache } from 'lru-cache'
+import type { BanPolicy, Limits } from '../../config/types.js'
+import { addToWindow, DAY_WINDOW, MINUTE_WINDOW, newRing, readWindow, type Ring, type WindowReading, type WindowSpec } from '../arithmetic.js'
+import type { BanEntry, ConsumeOutcome, ConsumeResult, LimiterStore } from '../store.js'
+
+export const DEFAULT_MEMORY_MAX_KEYS = 100_000
+/** Longest a key state matters after its last request: the day window, or a ban's escalation memory. */
+export const DEFAULT_MEMORY_IDLE_MS = 2 * 86_400_000
+const ESCALATION_MEMORY_MS = 86_400_000
+const MAX_LEVEL = 40
+
+interface KeyState {
+  readonly minute: Ring
+  readonly day: Ring
+  banUntil: number
+  level: number
+  levelUntil: number
+  rejections: number[]
+}
+
+export interface MemoryStoreOptions {
+  now?: () => number
+  maxKeys?: number
+}
+
+function emptyReading (): WindowReading {
+  return { count: 0, resetAt: 0, retryAt: 0 }
+}
+
+export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore {
+  const now = opts.now ?? Date.now
+  const states = new LRUCache<string, KeyState>({
+    max: opts.maxKeys ?? DEFAULT_MEMORY_MAX_KEYS,
+    ttl: DEFAULT_MEMORY_IDLE_MS,
+    updateAgeOnGet: true,
+    perf: { now }
+  })
+
+  function stateOf (id: string): KeyState {
+    let state = states.get(id)
+    if (state === undefined) {
+      state = { minute: newRing(MINUTE_WINDOW), day: newRing(DAY_WINDOW), banUntil: 0, level: -1, levelUntil: 0, rejections: [] }
+      states.set(id, state)
+    }
+    return state
+  }
+
+  function result (outcome: ConsumeOutcome, t: number, minute: WindowReading, day: WindowReading, bannedUntil: number): ConsumeResult {
+    return { outcome, now: t, minute, day, bannedUntil }
+  }
+
+  function run (id: string, limits: Limits, ban: BanPolicy | null, write: boolean): ConsumeResult {
+    const t = now()
+    const state = write ? stateOf(id) : states.get(id)
+    if (state === undefined) {
+      return result('ok', t, readWindow(newRing(MINUTE_WINDOW), MINUTE_WINDOW, t, limits.perMinute, emptyReading()),
+        readWindow(newRing(DAY_WINDOW), DAY_WINDOW, t, limits.perDay, emptyReading()), 0)
+    }
+    if ((ban !== null || !write) && state.banUntil > t) {
+      return result('key_banned', t, emptyReading(), emptyReading(), state.banUntil)
+    }
+    const minute = readWindow(state.minute, MINUTE_WINDOW, t, limits.perMinute, emptyReading())
+    const day = readWindow(state.day, DAY_WINDOW, t, limits.perDay, emptyReading())
+    if (minute.count < limits.perMinute && day.count < limits.perDay) {
+      if (write) {
+        admit(state.minute, MINUTE_WINDOW, t, minute)
+        admit(state.day, DAY_WINDOW, t, day)
+      }
+      return result('ok', t, minute, day, 0)
+    }
+    if (!write || ban === null) return result('rate_limited', t, minute, day, 0)
+    state.rejections.push(t)
+    if (state.rejections.length > ban.threshold) {
+      state.rejections.splice(0, state.rejections.length - ban.threshold - 1)
+      if (t - (state.rejections[0] ?? t) < ban.windowSeconds * 1000) {
+        const level = state.levelUntil > t ? state.level + 1 : 0
+        const maxMs = ban.maxDurationSeconds * 1000
+        const durationMs = level < MAX_LEVEL ? Math.min(ban.durationSeconds * 1000 * 2 ** level, maxMs) : maxMs
+        state.banUntil = t + durationMs
+        state.level = level
+        state.levelUntil = state.banUntil + ESCALATION_MEMORY_MS
+        state.rejections = []
+        return result('ban_started', t, minute, day, state.banUntil)
+      }
+    }
+    return result('rate_limited', t, minute, day, 0)
+  }
+
+  return {
+    kind: 'memory',
+    consume: async (id, limits, ban) => run(id, limits, ban, true),
+    peek: async (id, limits) => run(id, limits, null, false),
+    async listBans () {
+      const t = now()
+      const bans: BanEntry[] = []
+      for (const [id, state] of states.entries()) if (state.banUntil > t) bans.push({ id, until: state.banUntil })
+      return bans
+    },
+    async liftBan (id) {
+      const state = states.get(id)
+      if (state === undefined) return false
+      const wasBanned = state.banUntil > now()
+      state.banUntil = 0
+      state.level = -1
+      state.levelUntil = 0
+      state.rejections = []
+      return wasBanned
+    },
+    ping: async () => {},
+    close: async () => { states.clear() }
+  }
+}
+
+/** Counts the admitted request and updates the reading as the Lua script does. */
+function admit (ring: Ring, spec: WindowSpec, t: number, reading: WindowReading): void {
+  addToWindow(ring, spec, t)
+  if (reading.count === 0) reading.resetAt = (Math.floor(t / spec.bucketMs) + spec.slots) * spec.bucketMs
+  reading.count += 1
+}

@@ -1,0 +1,91 @@
+// Gateways sharing one real Redis (standalone, then a 3-master Cluster): exact admission under a
+// concurrent burst across processes, one Redis command per request (INFO commandstats), NOSCRIPT
+// recovery, a banned flood that costs Redis nothing, and the pinned SHA of the Lua script.
+import { createHash } from 'node:crypto'
+import t, { type Test } from 'tap'
+import { SLIDING_WINDOW_LUA, SLIDING_WINDOW_SHA } from '../../../src/gateway/limiter/stores/redis.js'
+import type { StoreSettings } from '../../../src/gateway/limiter/create-store.js'
+import { startBackend } from '../../helpers/backend.js'
+import { bearer, DEMO_KEYS, startGateway, type StartedGateway } from '../../helpers/gateway.js'
+import { startRedis, startRedisCluster } from '../../helpers/redis.js'
+
+/** Changing the script changes this: review the new script, then update the pin. */
+const PINNED_SHA = '2fbb0a3d428d0ad1dcfa6c9921dc45c3a5f2fef2'
+
+t.test('the Lua script is pinned by its SHA', async (t) => {
+  t.equal(SLIDING_WINDOW_SHA, createHash('sha1').update(SLIDING_WINDOW_LUA).digest('hex'))
+  t.equal(SLIDING_WINDOW_SHA, PINNED_SHA)
+})
+
+async function commandStats (cli: (...args: string[]) => Promise<string>): Promise<Record<string, number>> {
+  const stats: Record<string, number> = {}
+  for (const line of (await cli('INFO', 'commandstats')).split('\n')) {
+    const match = /^cmdstat_([^:]+):calls=(\d+)/.exec(line.trim())
+    if (match !== null) stats[match[1]!] = Number(match[2])
+  }
+  return stats
+}
+
+async function burst (gateways: StartedGateway[], key: string, n: number): Promise<number[]> {
+  return await Promise.all(Array.from({ length: n }, async (_, i) => {
+    const res = await fetch(`${gateways[i % gateways.length]!.url}/v1/pets?limit=1`, { headers: bearer(key) })
+    await res.arrayBuffer()
+    return res.status
+  }))
+}
+
+async function twoGateways (t: Test, settings: StoreSettings): Promise<StartedGateway[]> {
+  const backend = await startBackend(t)
+  return await Promise.all([0, 1].map(() => startGateway(t, { backendUrl: backend.url, limiter: { settings } })))
+}
+
+t.test('standalone Redis: two gateways, one limit', async (t) => {
+  const redis = await startRedis(t)
+  const gateways = await twoGateways(t, { redisUrl: redis.url })
+  t.equal(gateways[0]!.app.limiter.store.kind, 'redis')
+
+  await redis.cli('CONFIG', 'RESETSTAT')
+  const statuses = await burst(gateways, DEMO_KEYS.pro, 400)
+  t.equal(statuses.filter((s) => s === 200).length, 300, '400 concurrent requests for a 300/min key: exactly 300 admitted')
+  t.equal(statuses.filter((s) => s === 429).length, 100)
+
+  await redis.cli('CONFIG', 'RESETSTAT')
+  const n = 200
+  t.same(new Set(await burst(gateways, DEMO_KEYS.business, n)), new Set([200]))
+  const stats = await commandStats(redis.cli)
+  const { evalsha = 0, info: _info, 'config|resetstat': _reset, ...internal } = stats
+  t.equal(evalsha / n, 1, 'one EVALSHA per request')
+  const outsideScript = Object.keys(internal).filter((c) => !['hgetall', 'hset', 'hincrby', 'hdel', 'pexpire', 'time', 'get'].includes(c))
+  t.same(outsideScript, [], 'no other command reaches Redis on the hot path')
+  t.comment(`Redis commands per request: ${evalsha / n} (commandstats after ${n} requests: ${JSON.stringify(stats)})`)
+
+  await redis.cli('SCRIPT', 'FLUSH')
+  const res = await fetch(`${gateways[0]!.url}/v1/pets`, { headers: bearer(DEMO_KEYS.business) })
+  t.equal(res.status, 200, 'NOSCRIPT after SCRIPT FLUSH: reloaded transparently')
+  await res.arrayBuffer()
+
+  t.same((await gateways[1]!.app.limiter.listBans()).map((b) => b.id), ['demo-pro'], 'the pro flood earned a ban, visible from every process')
+  for (const gw of gateways) await (await fetch(`${gw.url}/v1/pets`, { headers: bearer(DEMO_KEYS.pro) })).arrayBuffer()
+  await redis.cli('CONFIG', 'RESETSTAT')
+  const banned = await burst(gateways, DEMO_KEYS.pro, 100)
+  t.same(new Set(banned), new Set([429]))
+  const after = await commandStats(redis.cli)
+  t.equal(after.evalsha ?? 0, 0, 'a banned flood costs Redis nothing')
+
+  t.equal(await gateways[0]!.app.limiter.liftBan('demo-pro'), true)
+  t.same(await gateways[1]!.app.limiter.listBans(), [])
+  await redis.cli('PING')
+  t.equal(await gateways[0]!.app.limiterStatus.bannedKeys(), 0)
+})
+
+t.test('Redis Cluster: two gateways, one limit', async (t) => {
+  const cluster = await startRedisCluster(t)
+  const gateways = await twoGateways(t, { redisClusterNodes: cluster.nodes })
+  t.equal(gateways[0]!.app.limiter.store.kind, 'cluster')
+  const statuses = await burst(gateways, DEMO_KEYS.pro, 400)
+  t.equal(statuses.filter((s) => s === 200).length, 300, 'exactly 300 admitted')
+  t.same((await gateways[1]!.app.limiter.listBans()).map((b) => b.id), ['demo-pro'], 'bans listed by scanning every master')
+  const ready = await fetch(`${gateways[0]!.adminUrl}/readyz`)
+  t.equal(ready.status, 200, 'the store readiness check passes')
+  await ready.arrayBuffer()
+})

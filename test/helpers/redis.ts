@@ -1,0 +1,119 @@
+// Real redis-server processes for tests: a standalone server (with stop/start for fault tests) and
+// a 3-master Cluster made with `redis-cli --cluster create`, each on free loopback ports, killed in
+// teardown. No persistence: every test starts from an empty Redis.
+import { spawn, execFile, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import type { Test } from 'tap'
+
+const run = promisify(execFile)
+const CLUSTER_BUS_OFFSET = 10_000
+
+async function isFree (port: number): Promise<boolean> {
+  return await new Promise((resolve) => {
+    const server = createServer()
+    server.once('error', () => resolve(false))
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)))
+  })
+}
+
+/** A free port below 55536 whose cluster bus port (+10000) is free too. */
+async function freeRedisPort (): Promise<number> {
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 30_000)
+    if (await isFree(port) && await isFree(port + CLUSTER_BUS_OFFSET)) return port
+  }
+}
+
+export async function redisCli (port: number, ...args: string[]): Promise<string> {
+  const { stdout } = await run('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args])
+  return stdout.trim()
+}
+
+async function waitFor (what: string, check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const started = Date.now()
+  for (;;) {
+    try {
+      if (await check()) return
+    } catch { /* not up yet */ }
+    if (Date.now() - started > timeoutMs) throw new Error(`${what} not ready within ${timeoutMs} ms`)
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+}
+
+export interface RedisProcess {
+  port: number
+  url: string
+  /** Stops the server (SIGTERM) and waits for it to exit. */
+  stop: () => Promise<void>
+  /** Starts it again on the same port (empty). */
+  start: () => Promise<void>
+  cli: (...args: string[]) => Promise<string>
+}
+
+function serverArgs (port: number, extra: string[]): string[] {
+  return ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no', ...extra]
+}
+
+async function startServer (port: number, extra: string[], cwd: string): Promise<ChildProcess> {
+  const child = spawn('redis-server', serverArgs(port, extra), { cwd, stdio: 'ignore' })
+  await waitFor(`redis-server :${port}`, async () => (await redisCli(port, 'PING')) === 'PONG')
+  return child
+}
+
+async function stopServer (child: ChildProcess | undefined): Promise<void> {
+  if (child === undefined || child.exitCode !== null || child.signalCode !== null) return
+  await new Promise<void>((resolve) => {
+    child.once('exit', () => resolve())
+    child.kill('SIGTERM')
+  })
+}
+
+export async function startRedis (t: Test, extra: string[] = []): Promise<RedisProcess> {
+  const port = await freeRedisPort()
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-redis-'))
+  let child: ChildProcess | undefined = await startServer(port, extra, dir)
+  t.teardown(async () => {
+    await stopServer(child)
+    rmSync(dir, { recursive: true, force: true })
+  })
+  return {
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    stop: async () => { await stopServer(child); child = undefined },
+    start: async () => { child = await startServer(port, extra, dir) },
+    cli: (...args) => redisCli(port, ...args)
+  }
+}
+
+export interface RedisClusterProcess {
+  ports: number[]
+  /** `host:port` seeds, as REDIS_CLUSTER_NODES takes them. */
+  nodes: string[]
+  cli: (port: number, ...args: string[]) => Promise<string>
+}
+
+export async function startRedisCluster (t: Test, size = 3): Promise<RedisClusterProcess> {
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-redis-cluster-'))
+  const ports: number[] = []
+  const children: ChildProcess[] = []
+  t.teardown(async () => {
+    await Promise.all(children.map(stopServer))
+    rmSync(dir, { recursive: true, force: true })
+  })
+  for (let i = 0; i < size; i++) {
+    const port = await freeRedisPort()
+    ports.push(port)
+    children.push(await startServer(port, ['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', '2000'], dir))
+  }
+  const nodes = ports.map((p) => `127.0.0.1:${p}`)
+  await run('redis-cli', ['--cluster', 'create', ...nodes, '--cluster-replicas', '0', '--cluster-yes'])
+  await waitFor('redis cluster', async () => {
+    const infos = await Promise.all(ports.map((p) => redisCli(p, 'CLUSTER', 'INFO')))
+    return infos.every((info) => info.includes('cluster_state:ok'))
+  }, 20_000)
+  return { ports, nodes, cli: (port, ...args) => redisCli(port, ...args) }
+}
