@@ -1,0 +1,128 @@
+// deploy/ against the gateway it watches: promtool accepts the scrape config, the alert rules, the
+// dashboard's queries and a live scrape, and every metric name deploy/ refers to is one the gateway
+// really exports (a renamed metric must not leave a silent alert or an empty panel behind).
+import { spawnSync } from 'node:child_process'
+import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { join, relative } from 'node:path'
+import t from 'tap'
+import { bearer, DEMO_KEYS, startGateway } from '../helpers/gateway.js'
+import { REPO_ROOT } from '../helpers/processes.js'
+import { metricNames, scrape } from '../helpers/scrape.js'
+
+const DEPLOY = join(REPO_ROOT, 'deploy')
+const PROMTOOL = process.env.PROMTOOL ?? 'promtool'
+const CONTRACT_METRICS = [
+  'gateway_requests_total', 'gateway_request_duration_seconds', 'gateway_upstream_duration_seconds',
+  'gateway_ratelimit_rejections_total', 'gateway_bans_total', 'gateway_banned_keys',
+  'gateway_deprecated_requests_total', 'gateway_store_errors_total', 'gateway_store_fallback_active',
+  'gateway_config_reloads_total'
+]
+
+function promtool (args: string[], input?: string): { code: number | null, output: string } {
+  const res = spawnSync(PROMTOOL, args, { input, encoding: 'utf8', timeout: 30_000 })
+  if (res.error !== undefined) throw res.error
+  return { code: res.status, output: `${res.stdout}${res.stderr}` }
+}
+
+function filesUnder (dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name)
+    return statSync(path).isDirectory() ? filesUnder(path) : [path]
+  })
+}
+
+/** Metric names of the gateway's own families and of prom-client's process/Node defaults. */
+const METRIC_REF = /\b(?:gateway|process|nodejs)_[a-z0-9_]*[a-z0-9]\b/g
+
+function referencedMetrics (): Map<string, string[]> {
+  const refs = new Map<string, string[]>()
+  for (const file of filesUnder(DEPLOY)) {
+    for (const name of readFileSync(file, 'utf8').match(METRIC_REF) ?? []) {
+      const where = refs.get(name) ?? []
+      where.push(relative(REPO_ROOT, file))
+      refs.set(name, where)
+    }
+  }
+  return refs
+}
+
+interface DashboardPanel { title?: string, targets?: Array<{ expr?: string }>, panels?: DashboardPanel[] }
+
+function dashboardQueries (): Array<{ file: string, title: string, expr: string }> {
+  const queries: Array<{ file: string, title: string, expr: string }> = []
+  for (const file of filesUnder(join(DEPLOY, 'grafana')).filter((f) => f.endsWith('.json'))) {
+    const walk = (panels: DashboardPanel[]): void => {
+      for (const p of panels) {
+        for (const target of p.targets ?? []) if (target.expr !== undefined) queries.push({ file, title: p.title ?? '', expr: target.expr })
+        walk(p.panels ?? [])
+      }
+    }
+    walk((JSON.parse(readFileSync(file, 'utf8')) as { panels: DashboardPanel[] }).panels)
+  }
+  return queries
+}
+
+t.test('promtool check config: the scrape config (and the rule files it loads)', async (t) => {
+  const res = promtool(['check', 'config', join(DEPLOY, 'prometheus', 'prometheus.yml')])
+  t.equal(res.code, 0, res.output)
+  t.match(res.output, 'SUCCESS: 1 rule files found')
+})
+
+t.test('promtool check rules: the alert rules, one per CONTRACT concern', async (t) => {
+  const file = join(DEPLOY, 'prometheus', 'alerts.yml')
+  const res = promtool(['check', 'rules', file])
+  t.equal(res.code, 0, res.output)
+  const text = readFileSync(file, 'utf8')
+  const concerns: Array<[string, string]> = [
+    ['error rate', 'gateway_requests_total{status=~"5.."}'],
+    ['429 rate', 'gateway_ratelimit_rejections_total'],
+    ['ban spikes', 'gateway_bans_total'],
+    ['limiter fallback active', 'gateway_store_fallback_active'],
+    ['config reload failures', 'gateway_config_reloads_total{result="failure"}'],
+    ['backend latency', 'gateway_upstream_duration_seconds_bucket']
+  ]
+  for (const [concern, metric] of concerns) t.ok(text.includes(metric), `an alert on ${concern} (${metric})`)
+})
+
+t.test('every dashboard query is valid PromQL (promtool parses them as recording rules)', async (t) => {
+  const queries = dashboardQueries()
+  t.ok(queries.length >= 10, `${queries.length} queries`)
+  const rules = queries.map((q, i) => `      - record: dashboard:query_${i}\n        expr: ${JSON.stringify(
+    q.expr.replaceAll('$__rate_interval', '5m').replaceAll('$instance', '.*'))}`)
+  const file = join(t.testdir(), 'dashboard-queries.yml')
+  writeFileSync(file, `groups:\n  - name: dashboard\n    rules:\n${rules.join('\n')}\n`)
+  const res = promtool(['check', 'rules', file])
+  t.equal(res.code, 0, res.output)
+})
+
+t.test('a live scrape after traffic passes promtool check metrics and holds every metric deploy/ refers to', async (t) => {
+  const gw = await startGateway(t)
+  const pro = bearer(DEMO_KEYS.pro)
+  const traffic: Array<[string, RequestInit]> = [
+    ['/v1/pets', { method: 'POST', headers: { ...pro, 'content-type': 'application/json' }, body: '{"name":"Rex","categoryId":1}' }],
+    ['/v1/pets', { headers: pro }],
+    ['/v1/pets/1', { headers: pro }],
+    ['/v1/pets/2', { headers: bearer(DEMO_KEYS.free) }],
+    ['/v1/store/orders', { headers: pro }],
+    ['/v1/pets', {}],
+    ['/nowhere', { headers: pro }],
+    ['/v1/pets', { method: 'PUT', headers: pro }]
+  ]
+  for (const [path, init] of traffic) await (await fetch(`${gw.url}${path}`, init)).arrayBuffer()
+  gw.app.metrics.configReloads.inc({ result: 'success' })
+
+  const { text } = await scrape(gw.adminUrl)
+  const check = promtool(['check', 'metrics'], text)
+  t.equal(check.code, 0, `promtool check metrics: ${check.output}`)
+
+  const exported = metricNames(text)
+  for (const name of CONTRACT_METRICS) t.ok(exported.has(name), `exports ${name}`)
+  t.match(text, /\ngateway_requests_total\{[^}]*status="201"[^}]*\} 1\n/, 'the traffic is in the scrape')
+
+  const refs = referencedMetrics()
+  t.ok([...refs.keys()].some((n) => n.startsWith('gateway_')), 'deploy/ refers to gateway metrics')
+  for (const [name, files] of refs) {
+    const family = name.replace(/_(bucket|sum|count)$/, '')
+    t.ok(exported.has(name) || exported.has(family), `${name} (in ${[...new Set(files)].join(', ')}) is exported by the gateway`)
+  }
+})
