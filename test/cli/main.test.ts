@@ -1,0 +1,126 @@
+import t from 'tap'
+import { execFile } from 'node:child_process'
+import { cpSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { keyDigest } from '../../src/gateway/auth/bearer.js'
+import { loadConfigDir } from '../../src/gateway/config/loader.js'
+import { bearer, DEMO_KEYS, REPO_CONFIG_DIR, startGateway, testConfig } from '../helpers/gateway.js'
+import { startRedis } from '../helpers/redis.js'
+import { REPO_ROOT } from '../helpers/processes.js'
+
+const exec = promisify(execFile)
+
+interface CliResult { code: number, stdout: string, stderr: string }
+
+async function cli (args: string[], opts: { env?: Record<string, string>, input?: string } = {}): Promise<CliResult> {
+  const child = exec(process.execPath, ['--import', 'tsx', join(REPO_ROOT, 'src/cli/main.ts'), ...args], {
+    cwd: REPO_ROOT, env: { ...process.env, ...opts.env }
+  })
+  if (opts.input !== undefined) { child.child.stdin?.end(opts.input) } else { child.child.stdin?.end() }
+  try {
+    const { stdout, stderr } = await child
+    return { code: 0, stdout, stderr }
+  } catch (err) {
+    const e = err as { code: number, stdout: string, stderr: string }
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr }
+  }
+}
+
+t.test('keys create prints the key once and a keys.yaml entry that the gateway accepts', async (t) => {
+  const { code, stdout } = await cli(['keys', 'create', '--id', 'acme-prod', '--plan', 'pro'])
+  t.equal(code, 0)
+  const key = /API key \(shown once, store it now\): (psk_[A-Za-z0-9]{40})\n/.exec(stdout)?.[1]
+  t.ok(key, 'a psk_ key with 40 base62 characters')
+  const entry = stdout.slice(stdout.indexOf('keys.yaml entry:\n') + 'keys.yaml entry:\n'.length)
+  t.equal(entry, `  - id: acme-prod\n    sha256: ${keyDigest(key!)}\n    plan: pro\n`)
+
+  const dir = t.testdir()
+  cpSync(REPO_CONFIG_DIR, dir, { recursive: true })
+  writeFileSync(join(dir, 'keys.yaml'), `keys:\n${entry}`)
+  const gw = await startGateway(t, { config: loadConfigDir(dir) })
+  const res = await fetch(`${gw.url}/v1/pets`, { headers: bearer(key!) })
+  t.equal(res.status, 200)
+  await res.arrayBuffer()
+
+  const again = await cli(['keys', 'create', '--id', 'acme-prod', '--plan', 'pro'])
+  t.not(/psk_[A-Za-z0-9]{40}/.exec(again.stdout)?.[0], key, 'every key is new')
+})
+
+t.test('keys create for a custom plan needs limits and writes them', async (t) => {
+  const missing = await cli(['keys', 'create', '--id', 'bigco', '--plan', 'enterprise'])
+  t.equal(missing.code, 2)
+  t.match(missing.stderr, 'petstore-gateway: plan "enterprise" is custom: give --per-minute and --per-day')
+  const ok = await cli(['keys', 'create', '--id', 'bigco', '--plan', 'enterprise', '--per-minute', '5000', '--per-day', '2000000'])
+  t.equal(ok.code, 0)
+  t.match(ok.stdout, '    plan: enterprise\n    limits: { perMinute: 5000, perDay: 2000000 }\n')
+})
+
+t.test('keys create refuses what keys.yaml would refuse', async (t) => {
+  for (const [args, message] of [
+    [['--id', 'x', '--plan', 'gold'], 'unknown plan "gold" (known: free, pro, business, enterprise)'],
+    [['--id', 'demo-pro', '--plan', 'pro'], 'a key with id "demo-pro" already exists'],
+    [['--id', 'bad id', '--plan', 'pro'], '--id is required: letters, digits, . _ - (at most 64)'],
+    [['--id', 'x', '--plan', 'pro', '--per-minute', '0', '--per-day', '5'], '--per-minute must be a positive integer, got "0"'],
+    [['--id', 'x', '--plan', 'pro', '--per-minute', '5'], '--per-minute and --per-day go together']
+  ] as const) {
+    const res = await cli(['keys', 'create', ...args])
+    t.equal(res.code, 2, message)
+    t.match(res.stderr, `petstore-gateway: ${message}`)
+    t.equal(res.stdout, '', 'no key printed')
+  }
+})
+
+t.test('keys hash digests a key from the argument or stdin', async (t) => {
+  const fromArg = await cli(['keys', 'hash', 'psk_some_key'])
+  t.same(fromArg, { code: 0, stdout: `${keyDigest('psk_some_key')}\n`, stderr: '' })
+  const fromStdin = await cli(['keys', 'hash'], { input: 'psk_some_key\n' })
+  t.equal(fromStdin.stdout, `${keyDigest('psk_some_key')}\n`)
+})
+
+t.test('config check passes a good directory and fails a bad one with the loader messages', async (t) => {
+  const good = await cli(['config', 'check', REPO_CONFIG_DIR])
+  t.equal(good.code, 0)
+  t.match(good.stdout, `${REPO_CONFIG_DIR}: ok (version ${loadConfigDir(REPO_CONFIG_DIR).version}, 4 plans, 4 keys, 2 routes)`)
+
+  const dir = t.testdir()
+  cpSync(REPO_CONFIG_DIR, dir, { recursive: true })
+  writeFileSync(join(dir, 'keys.yaml'), `keys:\n  - { id: a, sha256: ${'a'.repeat(64)}, plan: gold }\n  - { id: a, sha256: ${'b'.repeat(64)}, plan: pro }\n`)
+  const bad = await cli(['config', 'check', dir])
+  t.equal(bad.code, 1)
+  t.equal(bad.stderr, 'keys.yaml: keys[0].plan: unknown plan "gold"\n')
+})
+
+t.test('unknown commands and bans without Redis explain themselves', async (t) => {
+  const unknown = await cli(['frobnicate'])
+  t.equal(unknown.code, 2)
+  t.match(unknown.stderr, 'petstore-gateway: unknown command "frobnicate"')
+  const help = await cli([])
+  t.equal(help.code, 0)
+  t.match(help.stdout, 'usage: petstore-gateway <command>')
+  const bans = await cli(['bans', 'list'], { env: { REDIS_URL: '', REDIS_CLUSTER_NODES: '' } })
+  t.equal(bans.code, 2)
+  t.match(bans.stderr, 'bans live in Redis: set REDIS_URL or REDIS_CLUSTER_NODES')
+})
+
+t.test('bans list and bans lift work against the configured Redis', async (t) => {
+  const redis = await startRedis(t)
+  const plans = 'plans:\n  free: { perMinute: 1, perDay: 100 }\n  pro: { perMinute: 300, perDay: 10000 }\n  business: { perMinute: 1000, perDay: 100000 }\n  enterprise: { custom: true }\nanonymous: { perMinute: 30, perDay: 300 }\nban: { threshold: 1, windowSeconds: 60, durationSeconds: 900, maxDurationSeconds: 86400 }\n'
+  const gw = await startGateway(t, { config: testConfig({ 'plans.yaml': plans }), limiter: { settings: { redisUrl: redis.url } } })
+  const codes: string[] = []
+  for (let i = 0; i < 3; i++) {
+    const res = await fetch(`${gw.url}/v1/store/orders`, { headers: bearer(DEMO_KEYS.free) })
+    codes.push(res.status === 200 ? 'ok' : ((await res.json()) as { code: string }).code)
+  }
+  t.same(codes, ['ok', 'rate_limited', 'key_banned'])
+
+  const env = { REDIS_URL: redis.url }
+  const list = await cli(['bans', 'list'], { env })
+  t.equal(list.code, 0)
+  t.match(list.stdout, /^demo-free\tuntil \d{4}-\d\d-\d\dT[\d:.]+Z\t\((89\d|900) s left\)\n$/)
+  const lift = await cli(['bans', 'lift', 'demo-free'], { env })
+  t.same(lift, { code: 0, stdout: 'ban on demo-free lifted\n', stderr: '' })
+  t.same(await cli(['bans', 'list'], { env }), { code: 0, stdout: 'no bans in force\n', stderr: '' })
+  const again = await cli(['bans', 'lift', 'demo-free'], { env })
+  t.same(again, { code: 1, stdout: 'demo-free is not banned\n', stderr: '' })
+})

@@ -1,0 +1,125 @@
+import t from 'tap'
+import { cpSync, mkdirSync, readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { keyDigest } from '../../../src/gateway/auth/bearer.js'
+import { loadConfigDir } from '../../../src/gateway/config/loader.js'
+import { bearer, DEMO_KEYS, REPO_CONFIG_DIR, startGateway } from '../../helpers/gateway.js'
+
+const NEW_KEY = 'psk_reload_test_key_0123456789abcdef'
+const DEFAULT_KEYS = readFileSync(join(REPO_CONFIG_DIR, 'keys.yaml'), 'utf8')
+
+/** Polls until `check` holds, failing after `ms` (the contract allows 2 s). */
+async function within (ms: number, check: () => Promise<boolean>): Promise<number> {
+  const started = Date.now()
+  while (!(await check())) {
+    if (Date.now() - started > ms) throw new Error(`not within ${ms} ms`)
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+  return Date.now() - started
+}
+
+function copyConfig (t: Parameters<typeof startGateway>[0]): string {
+  const dir = t.testdir()
+  cpSync(REPO_CONFIG_DIR, dir, { recursive: true })
+  return dir
+}
+
+async function status (url: string, key: string): Promise<number> {
+  const res = await fetch(`${url}/v1/store/orders`, { headers: bearer(key) })
+  await res.arrayBuffer()
+  return res.status
+}
+
+t.test('a key added to keys.yaml works within 2 s; disabling it takes effect the same way', async (t) => {
+  const dir = copyConfig(t)
+  const gw = await startGateway(t, { config: loadConfigDir(dir), reload: { dir, debounceMs: 50 } })
+  t.equal(await status(gw.url, NEW_KEY), 401)
+
+  writeFileSync(join(dir, 'keys.yaml'), `${DEFAULT_KEYS}  - { id: new-partner, sha256: ${keyDigest(NEW_KEY)}, plan: pro }\n`)
+  const added = await within(2000, async () => await status(gw.url, NEW_KEY) === 200)
+  t.ok(added <= 2000, `new key admitted after ${added} ms`)
+
+  writeFileSync(join(dir, 'keys.yaml'), `${DEFAULT_KEYS}  - { id: new-partner, sha256: ${keyDigest(NEW_KEY)}, plan: pro, disabled: true }\n`)
+  await within(2000, async () => await status(gw.url, NEW_KEY) === 401)
+  t.equal(await status(gw.url, DEMO_KEYS.free), 200, 'other keys unaffected')
+
+  const reloads = gw.logs.filter((l) => l.msg === 'config reloaded')
+  t.ok(reloads.length >= 2, 'each reload is logged')
+  t.match(reloads.at(-1), { trigger: 'watch', changed: true, keys: 5 })
+})
+
+t.test('a bad file is rejected whole: the last good config stays, the failure is logged and counted', async (t) => {
+  const dir = copyConfig(t)
+  const gw = await startGateway(t, { config: loadConfigDir(dir), reload: { dir, watch: false } })
+  const before = gw.app.gatewayConfig.current.version
+  // The new key is valid, but the plan of another entry is not: neither may take effect.
+  writeFileSync(join(dir, 'keys.yaml'), `${DEFAULT_KEYS}  - { id: new-partner, sha256: ${keyDigest(NEW_KEY)}, plan: pro }\n  - { id: broken, sha256: ${'e'.repeat(64)}, plan: gold }\n`)
+  const result = gw.app.configReloader.reload('test')
+  t.same(result, { ok: false, problems: ['keys.yaml: keys[5].plan: unknown plan "gold"'] })
+  t.equal(gw.app.gatewayConfig.current.version, before)
+  t.equal(await status(gw.url, NEW_KEY), 401, 'the valid part of the bad file did not take effect')
+  t.equal(await status(gw.url, DEMO_KEYS.pro), 200)
+  t.match(gw.logs.find((l) => l.msg === 'config reload rejected; the last good config stays in force'), {
+    level: 50, trigger: 'test', keptVersion: before, problems: ['keys.yaml: keys[5].plan: unknown plan "gold"']
+  })
+  const scrape = await (await fetch(`${gw.adminUrl}/metrics`)).text()
+  t.match(scrape, /gateway_config_reloads_total\{result="failure"\} 1/)
+
+  writeFileSync(join(dir, 'keys.yaml'), DEFAULT_KEYS)
+  t.match(gw.app.configReloader.reload('test'), { ok: true, changed: false, version: before })
+  t.match(await (await fetch(`${gw.adminUrl}/metrics`)).text(), /gateway_config_reloads_total\{result="success"\} 1/)
+})
+
+t.test('the Kubernetes ConfigMap symlink swap (..data) is picked up', async (t) => {
+  const dir = t.testdir()
+  const first = join(dir, '..2026_11_22_10_00_00.000000001')
+  mkdirSync(first)
+  cpSync(REPO_CONFIG_DIR, first, { recursive: true })
+  symlinkSync('..2026_11_22_10_00_00.000000001', join(dir, '..data'))
+  for (const file of ['plans.yaml', 'keys.yaml', 'routes.yaml']) symlinkSync(join('..data', file), join(dir, file))
+
+  const gw = await startGateway(t, { config: loadConfigDir(dir), reload: { dir, debounceMs: 50 } })
+  t.equal(await status(gw.url, NEW_KEY), 401)
+
+  // What the kubelet does: write the new version beside the old, then atomically re-point ..data.
+  const second = join(dir, '..2026_11_22_10_05_00.000000002')
+  mkdirSync(second)
+  cpSync(REPO_CONFIG_DIR, second, { recursive: true })
+  writeFileSync(join(second, 'keys.yaml'), `${DEFAULT_KEYS}  - { id: new-partner, sha256: ${keyDigest(NEW_KEY)}, plan: pro }\n`)
+  symlinkSync('..2026_11_22_10_05_00.000000002', join(dir, '..data_tmp'))
+  renameSync(join(dir, '..data_tmp'), join(dir, '..data'))
+
+  const took = await within(2000, async () => await status(gw.url, NEW_KEY) === 200)
+  t.ok(took <= 2000, `ConfigMap swap applied after ${took} ms`)
+})
+
+t.test('moving a key to a smaller plan keeps the requests it already spent in the window', async (t) => {
+  const dir = copyConfig(t)
+  const plans = 'plans:\n  big: { perMinute: 10, perDay: 1000 }\n  small: { perMinute: 5, perDay: 1000 }\nanonymous: { perMinute: 30, perDay: 300 }\n'
+  writeFileSync(join(dir, 'plans.yaml'), plans)
+  writeFileSync(join(dir, 'keys.yaml'), `keys:\n  - { id: mover, sha256: ${keyDigest(NEW_KEY)}, plan: big }\n`)
+  const gw = await startGateway(t, { config: loadConfigDir(dir), reload: { dir, watch: false } })
+  for (let i = 0; i < 6; i++) t.equal(await status(gw.url, NEW_KEY), 200)
+
+  writeFileSync(join(dir, 'keys.yaml'), `keys:\n  - { id: mover, sha256: ${keyDigest(NEW_KEY)}, plan: small }\n`)
+  t.match(gw.app.configReloader.reload('test'), { ok: true, changed: true })
+  const res = await fetch(`${gw.url}/v1/store/orders`, { headers: bearer(NEW_KEY) })
+  t.equal(res.status, 429, '6 already spent against a limit of 5: limited at once')
+  t.equal(res.headers.get('x-ratelimit-limit'), '5')
+  t.equal(res.headers.get('x-ratelimit-remaining'), '0')
+  t.match(await res.json(), { code: 'rate_limited', status: 429 })
+})
+
+t.test('requests in flight during reloads are all answered, each under one config', async (t) => {
+  const dir = copyConfig(t)
+  const gw = await startGateway(t, { config: loadConfigDir(dir), reload: { dir, watch: false } })
+  const variants = [DEFAULT_KEYS, `${DEFAULT_KEYS}  - { id: new-partner, sha256: ${keyDigest(NEW_KEY)}, plan: pro }\n`]
+  const requests: Array<Promise<number>> = []
+  for (let i = 0; i < 40; i++) {
+    requests.push(status(gw.url, DEMO_KEYS.enterprise))
+    writeFileSync(join(dir, 'keys.yaml'), variants[i % 2]!)
+    gw.app.configReloader.reload('test')
+  }
+  const statuses = await Promise.all(requests)
+  t.same(statuses, statuses.map(() => 200), 'no request dropped or failed by a reload')
+})
