@@ -5,7 +5,8 @@ import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
-import { parse as parseYaml, YAMLParseError } from 'yaml'
+import { CORE_SCHEMA, load as parseYaml, YAMLException } from 'js-yaml'
+import { parseCanonicalKeys } from './keys-fast-path.js'
 import { keysFileSchema, plansFileSchema, routesFileSchema } from './schema.js'
 import type { BanPolicy, ConfigSnapshot, KeyRecord, Limits, RouteRule } from './types.js'
 
@@ -65,20 +66,25 @@ function describe (file: string, e: ErrorObject): string {
   }
 }
 
-function parseFile<T> (file: ConfigFileName, text: string, problems: string[]): T | undefined {
-  let data: unknown
+const MALFORMED = Symbol('malformed')
+
+function readYaml (file: ConfigFileName, text: string, problems: string[]): unknown {
+  const canonical = file === 'keys.yaml' ? parseCanonicalKeys(text) : undefined
+  if (canonical !== undefined) return canonical
   try {
-    data = parseYaml(text, { prettyErrors: true, uniqueKeys: true })
+    // CORE_SCHEMA: dates stay strings (no YAML timestamps); duplicate keys are errors.
+    return parseYaml(text, { schema: CORE_SCHEMA, filename: file })
   } catch (err) {
-    if (err instanceof YAMLParseError) {
-      const pos = err.linePos?.[0]
-      const where = pos === undefined ? '' : ` at line ${pos.line}, column ${pos.col}`
-      const reason = (err.message.split('\n', 1)[0] ?? '').replace(/ at line \d+, column \d+:?$/, '')
-      problems.push(`${file}: malformed YAML${where}: ${reason}`)
-      return undefined
-    }
-    throw err
+    if (!(err instanceof YAMLException)) throw err
+    const where = err.mark === undefined ? '' : ` at line ${err.mark.line + 1}, column ${err.mark.column + 1}`
+    problems.push(`${file}: malformed YAML${where}: ${err.reason}`)
+    return MALFORMED
   }
+}
+
+function parseFile<T> (file: ConfigFileName, text: string, problems: string[]): T | undefined {
+  const data = readYaml(file, text, problems)
+  if (data === MALFORMED) return undefined
   const validate = validators[file]
   if (!validate(data)) {
     for (const e of validate.errors ?? []) {

@@ -1,10 +1,11 @@
 import t from 'tap'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { ConfigError, loadConfigDir, parseConfig } from '../../../src/gateway/config/loader.js'
 import { assertNoDemoKeys } from '../../../src/gateway/config/demo-keys.js'
 import { configTexts, REPO_CONFIG_DIR } from '../../helpers/gateway.js'
 
 const D1 = 'a'.repeat(64)
-const D2 = 'b'.repeat(64)
 
 function problemsOf (overrides: Parameters<typeof configTexts>[0]): readonly string[] {
   try {
@@ -33,25 +34,39 @@ t.test('the shipped config loads: four plans, anonymous policy, ban policy, rout
   t.equal(loadConfigDir(REPO_CONFIG_DIR).version, snapshot.version, 'same files, same version')
 })
 
-t.test('each kind of bad config names the file, the path and the reason', async (t) => {
+t.test('other shape and cross-entry problems are named by file, path and reason', async (t) => {
   const cases: Array<[string, Parameters<typeof configTexts>[0], string]> = [
-    ['unknown plan', { 'keys.yaml': `keys:\n  - { id: a, sha256: ${D1}, plan: gold }\n` }, 'keys.yaml: keys[0].plan: unknown plan "gold"'],
-    ['negative limit', { 'plans.yaml': 'plans:\n  free: { perMinute: -5, perDay: 10 }\nanonymous: { perMinute: 1, perDay: 1 }\n' }, 'plans.yaml: plans.free.perMinute: must be >= 1'],
-    ['enterprise key without limits', { 'keys.yaml': `keys:\n  - { id: big, sha256: ${D1}, plan: enterprise }\n` }, 'keys.yaml: keys[0]: plan "enterprise" is custom, so the key needs limits: { perMinute, perDay }'],
-    ['duplicate id', { 'keys.yaml': `keys:\n  - { id: a, sha256: ${D1}, plan: free }\n  - { id: a, sha256: ${D2}, plan: pro }\n` }, 'keys.yaml: keys[1].id: duplicate id "a"'],
-    ['duplicate digest', { 'keys.yaml': `keys:\n  - { id: a, sha256: ${D1}, plan: free }\n  - { id: b, sha256: ${D1}, plan: pro }\n` }, 'keys.yaml: keys[1].sha256: same digest as key "a"'],
-    ['malformed YAML', { 'keys.yaml': 'keys:\n  - { id: a, sha256: x\n' }, 'keys.yaml: malformed YAML at line 3, column 1: Flow map in block collection must be sufficiently indented and end with a }'],
-    ['unknown field', { 'keys.yaml': `keys:\n  - { id: a, sha256: ${D1}, plan: free, color: red }\n` }, 'keys.yaml: keys[0]: unknown field "color"'],
     ['digest not hex', { 'keys.yaml': 'keys:\n  - { id: a, sha256: NOTHEX, plan: free }\n' }, 'keys.yaml: keys[0].sha256: must match pattern "^[0-9a-f]{64}$"'],
     ['missing field', { 'keys.yaml': `keys:\n  - { id: a, sha256: ${D1} }\n` }, 'keys.yaml: keys[0]: missing field "plan"'],
     ['plan neither limited nor custom', { 'plans.yaml': 'plans:\n  free: { perMinute: 5 }\nanonymous: { perMinute: 1, perDay: 1 }\n', 'keys.yaml': 'keys: []\n' }, 'plans.yaml: plans.free: needs perMinute and perDay, or custom: true (not both)'],
-    ['bad stability', { 'routes.yaml': 'routes:\n  - { method: GET, path: /v1/pets, stability: alpha }\n' }, 'routes.yaml: routes[0].stability: must be one of "experimental", "beta"'],
-    ['sunset before since', { 'routes.yaml': 'routes:\n  - { method: GET, path: /v1/pets, deprecated: { since: 2030-01-01, sunset: 2029-01-01 } }\n' }, 'routes.yaml: routes[0].deprecated.sunset: must not be before since'],
     ['duplicate route', { 'routes.yaml': 'routes:\n  - { method: GET, path: /v1/pets }\n  - { method: GET, path: /v1/pets }\n' }, 'routes.yaml: routes[1]: duplicate route GET /v1/pets'],
     ['impossible date', { 'routes.yaml': 'routes:\n  - { method: GET, path: /v1/pets, deprecated: { since: 2030-13-45, sunset: 2031-01-01 } }\n' }, 'routes.yaml: routes[0].deprecated: since and sunset must be real dates']
   ]
   for (const [name, overrides, message] of cases) {
     t.same(problemsOf(overrides), [message], name)
+  }
+})
+
+const FIXTURES = join(import.meta.dirname, '..', '..', 'fixtures', 'bad-config')
+
+t.test('one fixture per kind of bad config, each with its exact message', async (t) => {
+  const expected: Record<string, string> = {
+    'unknown-plan.keys.yaml': 'keys.yaml: keys[0].plan: unknown plan "gold"',
+    'negative-limit.plans.yaml': 'plans.yaml: plans.free.perMinute: must be >= 1',
+    'enterprise-without-limits.keys.yaml': 'keys.yaml: keys[0]: plan "enterprise" is custom, so the key needs limits: { perMinute, perDay }',
+    'duplicate-id.keys.yaml': 'keys.yaml: keys[1].id: duplicate id "acme"',
+    'duplicate-digest.keys.yaml': 'keys.yaml: keys[1].sha256: same digest as key "acme"',
+    'malformed.keys.yaml': 'keys.yaml: malformed YAML at line 3, column 1: deficient indentation',
+    'unknown-field.keys.yaml': 'keys.yaml: keys[0]: unknown field "colour"',
+    'unknown-field.plans.yaml': 'plans.yaml: ban: unknown field "maxDurationSecs"',
+    'bad-stability.routes.yaml': 'routes.yaml: routes[0].stability: must be one of "experimental", "beta"',
+    'sunset-before-since.routes.yaml': 'routes.yaml: routes[0].deprecated.sunset: must not be before since'
+  }
+  for (const [fixture, message] of Object.entries(expected)) {
+    const file = fixture.slice(fixture.indexOf('.') + 1) as 'plans.yaml' | 'keys.yaml' | 'routes.yaml'
+    const overrides = { [file]: readFileSync(join(FIXTURES, fixture), 'utf8') }
+    if (file === 'plans.yaml' && fixture.startsWith('negative')) overrides['keys.yaml'] = 'keys: []\n'
+    t.same(problemsOf(overrides), [message], fixture)
   }
 })
 
