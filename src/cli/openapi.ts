@@ -1,0 +1,41 @@
+// `npm run openapi`: writes the OpenAPI description the gateway serves (for the repository's config,
+// or CONFIG_DIR's) to docs/openapi.json, and regenerates the client's types from it, so the
+// committed document and types never drift from the schemas (a test checks both are current).
+import { mkdirSync, writeFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import openapiTS, { astToString, COMMENT_HEADER, type OpenAPI3 } from 'openapi-typescript'
+import { loadConfigDir } from '../gateway/config/loader.js'
+import { buildOpenApiDocument, type JsonObject } from '../gateway/openapi/document.js'
+import { DEFAULT_CONFIG_DIR } from '../gateway/settings.js'
+
+const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
+export const DEFAULT_DOCUMENT_PATH = join(repoRoot, 'docs', 'openapi.json')
+export const DEFAULT_TYPES_PATH = join(repoRoot, 'src', 'client', 'openapi-types.ts')
+
+/** The document as it is written to disk: 2-space JSON and a final newline. */
+export function documentText (document: JsonObject): string {
+  return JSON.stringify(document, null, 2) + '\n'
+}
+
+/** The client's TypeScript types for a document, as openapi-typescript writes them. */
+export async function clientTypesText (document: JsonObject): Promise<string> {
+  const ast = await openapiTS(document as unknown as OpenAPI3, { exportType: true, defaultNonNullable: false })
+  return COMMENT_HEADER + astToString(ast)
+}
+
+async function main (): Promise<void> {
+  const configDir = process.env.CONFIG_DIR ?? join(repoRoot, DEFAULT_CONFIG_DIR)
+  const document = buildOpenApiDocument(loadConfigDir(configDir))
+  mkdirSync(dirname(DEFAULT_DOCUMENT_PATH), { recursive: true })
+  writeFileSync(DEFAULT_DOCUMENT_PATH, documentText(document))
+  writeFileSync(DEFAULT_TYPES_PATH, await clientTypesText(document))
+  console.log(`wrote ${DEFAULT_DOCUMENT_PATH} and ${DEFAULT_TYPES_PATH} (config: ${configDir})`)
+}
+
+if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
+  main().catch((err: unknown) => {
+    console.error(err instanceof Error ? err.message : err)
+    process.exitCode = 1
+  })
+}

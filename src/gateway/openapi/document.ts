@@ -1,0 +1,330 @@
+// The OpenAPI 3.1 description of the public interface, built from the JSON Schemas the backend
+// validates with (src/backend/schemas.ts), the shared Error schema and the gateway's operation table,
+// so there is no hand-kept copy to drift. Lifecycle marks (deprecation, sunset, stability) and the
+// plan limits come from a config snapshot: a reload that changes them changes the document.
+import { backendSchemas, petIdParamsSchema, orderListQuerySchema, petListQuerySchema } from '../../backend/schemas.js'
+import { errorBodySchema } from '../../shared/api-error.js'
+import type { ConfigSnapshot, RouteRule } from '../config/types.js'
+import { deprecationValue, successorLink, sunsetValue } from '../lifecycle/rules.js'
+import { OPERATIONS, type Operation } from '../proxy/operations.js'
+
+export const OPENAPI_VERSION = '3.1.0'
+export const DEFAULT_API_VERSION = '1.0.0'
+export const DEFAULT_TITLE = 'Pet Store'
+export const API_PREFIX = '/v1'
+export const SECURITY_SCHEME = 'bearerAuth'
+
+export type JsonObject = { [key: string]: JsonValue }
+export type JsonValue = string | number | boolean | null | JsonValue[] | JsonObject
+
+export interface OpenApiDocumentOptions {
+  /** `info.version`; the interface description is numbered 1.0.0. */
+  version?: string
+  /** `servers[].url`; default the relative `/v1`, so the document works behind any host. */
+  serverUrl?: string
+}
+
+const SCHEMA_REF = '#/components/schemas/'
+
+/** What each operation says in the document beyond method, path and schemas. */
+interface OperationText {
+  readonly summary: string
+  readonly description: string
+  readonly tag: 'pets' | 'store'
+  readonly query?: object
+  readonly pathParams?: object
+  readonly body?: string
+  readonly success: { readonly status: number, readonly schema: string, readonly description: string, readonly paged: boolean, readonly location?: boolean }
+  /** Error statuses of CONTRACT §6 that this operation can answer besides those every operation can. */
+  readonly errors: readonly number[]
+}
+
+const OPERATION_TEXT: Readonly<Record<string, OperationText>> = {
+  listPets: {
+    summary: 'List animals',
+    description: 'Animals ordered by id, optionally filtered by status. Paged: when more animals follow, the response carries `Link: <…?cursor=…&limit=…>; rel="next"`; follow it until it is absent.',
+    tag: 'pets',
+    query: petListQuerySchema,
+    success: { status: 200, schema: 'Pets', description: 'A page of animals', paged: true },
+    errors: [400]
+  },
+  createPet: {
+    summary: 'Add an animal',
+    description: 'Adds an animal; `status` defaults to `available`. Unknown fields are rejected.',
+    tag: 'pets',
+    body: 'NewPet',
+    success: { status: 201, schema: 'Pet', description: 'The animal added, with its assigned `id`', paged: false, location: true },
+    errors: [400, 413, 415]
+  },
+  getPet: {
+    summary: 'Get an animal',
+    description: 'One animal by its identifier.',
+    tag: 'pets',
+    pathParams: petIdParamsSchema,
+    success: { status: 200, schema: 'Pet', description: 'The animal', paged: false },
+    errors: [400, 404]
+  },
+  listOrders: {
+    summary: 'List store orders',
+    description: 'Orders of the store ordered by id, paged like `GET /pets` (`limit`, `cursor`, `Link: rel="next"`).',
+    tag: 'store',
+    query: orderListQuerySchema,
+    success: { status: 200, schema: 'Orders', description: 'A page of orders', paged: true },
+    errors: [400]
+  }
+}
+
+/** CONTRACT §6: status → the codes it carries and when. */
+const ERRORS: Readonly<Record<number, { readonly codes: readonly string[], readonly description: string }>> = {
+  400: { codes: ['invalid_body', 'invalid_parameter'], description: 'Bad JSON, missing or invalid fields, bad query or path parameter' },
+  401: { codes: ['unauthorized'], description: 'Missing, invalid or disabled API key' },
+  404: { codes: ['not_found'], description: 'No animal with this id' },
+  410: { codes: ['endpoint_removed'], description: 'The operation is past its sunset date and has been removed' },
+  413: { codes: ['payload_too_large'], description: 'Request body over the size limit' },
+  415: { codes: ['unsupported_media_type'], description: 'Request body is not `application/json`' },
+  429: { codes: ['rate_limited', 'key_banned'], description: 'Over the rate limit (`rate_limited`), or the key is temporarily banned for continuing after 429s (`key_banned`). Wait `Retry-After` seconds before retrying; back off exponentially.' },
+  500: { codes: ['internal_error'], description: 'Unexpected error' },
+  502: { codes: ['upstream_unavailable'], description: 'The pet store service is unavailable' },
+  503: { codes: ['unavailable'], description: 'Shutting down, or the rate limiter is unavailable' },
+  504: { codes: ['upstream_timeout'], description: 'The pet store service did not answer in time' }
+}
+
+/** Every operation can answer these, whatever it does. */
+const COMMON_ERRORS = [401, 429, 500, 502, 503, 504] as const
+/** Answered before the limiter decided (503 on shutdown or store failure), or wherever a 500 happens; a 503 on shutdown has no request id either. */
+const MAY_LACK_RATE_LIMIT_HEADERS = new Set([500, 503])
+/** 401 and 429 are answered before the lifecycle step, so they carry no lifecycle headers. */
+const BEFORE_LIFECYCLE = new Set([401, 429, 503])
+
+function clone<T> (value: T): JsonValue {
+  return JSON.parse(JSON.stringify(value)) as JsonValue
+}
+
+/** Drops the Fastify-registry `$id` and rewrites `$ref: 'Name#'` to the document's components. */
+function toComponentSchema (value: JsonValue): JsonValue {
+  if (Array.isArray(value)) return value.map(toComponentSchema)
+  if (value === null || typeof value !== 'object') return value
+  const out: JsonObject = {}
+  for (const [key, inner] of Object.entries(value)) {
+    if (key === '$id') continue
+    if (key === '$ref' && typeof inner === 'string' && /^[A-Za-z]+#$/.test(inner)) {
+      out.$ref = SCHEMA_REF + inner.slice(0, -1)
+      continue
+    }
+    out[key] = toComponentSchema(inner)
+  }
+  return out
+}
+
+/** The schemas that are resources (not Fastify's query/params wrappers, which become parameters). */
+const RESOURCE_SCHEMAS = new Set(['PetStatus', 'NewPet', 'Pet', 'Pets', 'Order', 'Orders'])
+
+function componentSchemas (): JsonObject {
+  const schemas: JsonObject = {}
+  for (const schema of backendSchemas) {
+    if (RESOURCE_SCHEMAS.has(schema.$id)) schemas[schema.$id] = toComponentSchema(clone(schema))
+  }
+  schemas.Error = toComponentSchema(clone(errorBodySchema))
+  return schemas
+}
+
+/** Turns a Fastify `querystring`/`params` object schema into OpenAPI parameters, one per property. */
+function parameters (objectSchema: object, location: 'query' | 'path'): JsonValue[] {
+  const wrapper = toComponentSchema(clone(objectSchema)) as JsonObject
+  const required = new Set((wrapper.required as string[] | undefined) ?? [])
+  const properties = (wrapper.properties ?? {}) as JsonObject
+  return Object.entries(properties).map(([name, property]) => {
+    const { description, ...schema } = property as JsonObject
+    return {
+      name,
+      in: location,
+      required: location === 'path' || required.has(name),
+      ...(description === undefined ? {} : { description }),
+      schema
+    }
+  })
+}
+
+function header (description: string, schema: JsonObject, example?: JsonValue): JsonObject {
+  return { description, schema, ...(example === undefined ? {} : { example }) }
+}
+
+// Inlined where used: a Reference Object cannot carry `required`, which differs per response.
+const HEADERS: Readonly<Record<string, JsonObject>> = {
+  'X-RateLimit-Limit': header('The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)', { type: 'integer', minimum: 0 }, 60),
+  'X-RateLimit-Remaining': header('Requests left in that window', { type: 'integer', minimum: 0 }, 59),
+  'X-RateLimit-Reset': header('Unix time (whole seconds, rounded up) when that window next frees capacity', { type: 'integer', minimum: 0 }, 1767225660),
+  'RateLimit-Policy': header('Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds', { type: 'string' }, '"minute";q=60;w=60, "day";q=1000;w=86400'),
+  RateLimit: header('The binding policy per draft-ietf-httpapi-ratelimit-headers-10: remaining `r` and seconds until reset `t`', { type: 'string' }, '"minute";r=59;t=60'),
+  'Retry-After': header('Seconds to wait before retrying (integer ≥ 1)', { type: 'integer', minimum: 1 }, 12),
+  'X-Request-Id': header('Identifier of this request, for support and logs', { type: 'string' }),
+  'WWW-Authenticate': header('The bearer challenge; with `error="invalid_token"` when a token was presented', { type: 'string' }, 'Bearer realm="petstore"'),
+  Location: header('Path of the animal created', { type: 'string' }, '/v1/pets/1'),
+  'Link-Next': header('Announces the next page: `<…?cursor=…&limit=…>; rel="next"`. Absent on the last page.', { type: 'string' }, '</v1/pets?cursor=cGV0czoyMA&limit=20>; rel="next"')
+}
+
+function use (name: string, required: boolean): JsonObject {
+  const found = HEADERS[name]
+  if (found === undefined) throw new Error(`unknown header ${name}`)
+  return { ...found, required }
+}
+
+function rateLimitHeaders (required: boolean): JsonObject {
+  const names = ['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'RateLimit-Policy', 'RateLimit']
+  return Object.fromEntries(names.map((n) => [n, use(n, required)]))
+}
+
+/** Deprecation / Sunset / Link / X-API-Stability of one route, with the values its config gives. */
+function lifecycleHeaders (rule: RouteRule | undefined, paged: boolean): JsonObject {
+  const headers: JsonObject = {}
+  if (rule?.deprecated !== undefined) {
+    const deprecation = deprecationValue(rule.deprecated.since)
+    const sunset = sunsetValue(rule.deprecated.sunset)
+    headers.Deprecation = { description: 'RFC 9745: deprecated since this Unix time', required: true, schema: { type: 'string', const: deprecation }, example: deprecation }
+    headers.Sunset = { description: 'RFC 8594: removed from this instant (then answered 410)', required: true, schema: { type: 'string', const: sunset }, example: sunset }
+    if (rule.deprecated.successor !== undefined) {
+      const link = successorLink(rule.deprecated.successor)
+      // On a paged list the same field may also announce the next page.
+      const schema: JsonObject = paged ? { type: 'string', pattern: link.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') } : { type: 'string', const: link }
+      headers.Link = { description: paged ? 'The successor of this operation, and the next page when there is one' : 'The successor of this operation', required: true, schema, example: link }
+    }
+  }
+  if (rule?.stability !== undefined) {
+    headers['X-API-Stability'] = { description: 'Stability mark: may change without a new version', required: true, schema: { type: 'string', const: rule.stability }, example: rule.stability }
+  }
+  return headers
+}
+
+function errorResponse (status: number, lifecycle: JsonObject): JsonObject {
+  const entry = ERRORS[status]
+  if (entry === undefined) throw new Error(`no error catalogue entry for ${status}`)
+  const headers: JsonObject = {
+    'X-Request-Id': use('X-Request-Id', status !== 503),
+    ...rateLimitHeaders(!MAY_LACK_RATE_LIMIT_HEADERS.has(status)),
+    ...(BEFORE_LIFECYCLE.has(status) ? {} : lifecycle)
+  }
+  if (status === 401) headers['WWW-Authenticate'] = use('WWW-Authenticate', true)
+  if (status === 429) headers['Retry-After'] = use('Retry-After', true)
+  return {
+    description: `${entry.description} (\`${entry.codes.join('` / `')}\`)`,
+    headers,
+    content: {
+      'application/json': {
+        schema: {
+          allOf: [
+            { $ref: SCHEMA_REF + 'Error' },
+            { properties: { code: { enum: [...entry.codes] }, status: { const: status } } }
+          ]
+        }
+      }
+    }
+  }
+}
+
+function isoDate (ms: number): string {
+  return new Date(ms).toISOString().slice(0, 10)
+}
+
+function operationObject (op: Operation, text: OperationText, rule: RouteRule | undefined): JsonObject {
+  const lifecycle = lifecycleHeaders(rule, text.success.paged)
+  const successHeaders: JsonObject = { 'X-Request-Id': use('X-Request-Id', true), ...rateLimitHeaders(true), ...lifecycle }
+  if (text.success.paged && successHeaders.Link === undefined) successHeaders.Link = use('Link-Next', false)
+  if (text.success.location === true) successHeaders.Location = use('Location', true)
+
+  const statuses = [...new Set([...text.errors, ...COMMON_ERRORS, ...(rule?.deprecated === undefined ? [] : [410])])].sort((a, b) => a - b)
+  const responses: JsonObject = {
+    [String(text.success.status)]: {
+      description: text.success.description,
+      headers: successHeaders,
+      content: { 'application/json': { schema: { $ref: SCHEMA_REF + text.success.schema } } }
+    }
+  }
+  for (const status of statuses) responses[String(status)] = errorResponse(status, lifecycle)
+
+  const notes: string[] = [text.description]
+  const out: JsonObject = { operationId: op.operationId, summary: text.summary, tags: [text.tag] }
+  if (rule?.deprecated !== undefined) {
+    const successor = rule.deprecated.successor === undefined ? '' : ` Use \`GET ${rule.deprecated.successor.replace(API_PREFIX, '')}\` (with the \`status\` filter) instead.`
+    notes.push(`**Deprecated** since ${isoDate(rule.deprecated.since)}; removed on ${isoDate(rule.deprecated.sunset)} (the \`Sunset\` header), after which it answers \`410 endpoint_removed\`.${successor}`)
+    out.deprecated = true
+    out['x-sunset'] = new Date(rule.deprecated.sunset).toISOString()
+  }
+  if (rule?.stability !== undefined) {
+    notes.push(`**Stability: ${rule.stability}.** This operation may change without a new API version (\`X-API-Stability: ${rule.stability}\`).`)
+    out['x-api-stability'] = rule.stability
+  }
+  out.description = notes.join('\n\n')
+  const params = [
+    ...(text.pathParams === undefined ? [] : parameters(text.pathParams, 'path')),
+    ...(text.query === undefined ? [] : parameters(text.query, 'query'))
+  ]
+  if (params.length > 0) out.parameters = params
+  if (text.body !== undefined) {
+    out.requestBody = { required: true, content: { 'application/json': { schema: { $ref: SCHEMA_REF + text.body } } } }
+  }
+  out.responses = responses
+  return out
+}
+
+/** `/v1/pets/:petId` → `/pets/{petId}` (relative to the `/v1` server). */
+export function openApiPath (fastifyPath: string): string {
+  const relative = fastifyPath.startsWith(API_PREFIX) ? fastifyPath.slice(API_PREFIX.length) : fastifyPath
+  return relative.replace(/:([A-Za-z0-9_]+)/g, '{$1}')
+}
+
+function limitsDescription (snapshot: ConfigSnapshot): string {
+  const rows = [...snapshot.plans].map(([plan, limits]) =>
+    limits === undefined ? `| ${plan} | per key | per key |` : `| ${plan} | ${limits.perMinute} | ${limits.perDay} |`)
+  rows.push(`| without a valid key (per client IP) | ${snapshot.anonymous.perMinute} | ${snapshot.anonymous.perDay} |`)
+  return [
+    '| plan | per minute | per day |', '|---|---|---|', ...rows
+  ].join('\n')
+}
+
+function infoDescription (snapshot: ConfigSnapshot): string {
+  return [
+    'Catalogue of animals (pets) and orders of the store, behind an API gateway.',
+    '**Authentication.** Every operation needs an API key sent as `Authorization: Bearer <key>`. Keys are issued by the operators of the gateway.',
+    '**Limits.** Windows are sliding (any rolling 60 s and 86,400 s).\n\n' + limitsDescription(snapshot),
+    'Every response carries `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` and the IETF `RateLimit-Policy` / `RateLimit` fields. ' +
+      'Over a limit the answer is `429 rate_limited` with `Retry-After` (seconds): wait that long, then back off exponentially. ' +
+      `A key that keeps sending after 429s (more than ${snapshot.ban.threshold} within ${snapshot.ban.windowSeconds} s) is banned for ${snapshot.ban.durationSeconds} s and more (\`429 key_banned\`).`,
+    '**Lifecycle.** Deprecated operations carry `Deprecation`, `Sunset` and a `Link` to their successor; after the sunset they answer `410`. Operations marked `experimental` or `beta` carry `X-API-Stability`.',
+    '**Paging.** List operations take `limit` and an opaque `cursor`; the next page is announced by `Link: <…>; rel="next"`.'
+  ].join('\n\n')
+}
+
+/** The OpenAPI 3.1 document for one config snapshot. Pure: same snapshot, same document. */
+export function buildOpenApiDocument (snapshot: ConfigSnapshot, opts: OpenApiDocumentOptions = {}): JsonObject {
+  const paths: JsonObject = {}
+  for (const op of OPERATIONS) {
+    const text = OPERATION_TEXT[op.operationId]
+    if (text === undefined) throw new Error(`operation ${op.operationId} has no description`)
+    const rule = snapshot.routes.find((r) => r.path === op.path && r.method === op.method)
+    const path = openApiPath(op.path)
+    const item = (paths[path] ?? {}) as JsonObject
+    item[op.method.toLowerCase()] = operationObject(op, text, rule)
+    paths[path] = item
+  }
+  return {
+    openapi: OPENAPI_VERSION,
+    info: {
+      title: DEFAULT_TITLE,
+      version: opts.version ?? DEFAULT_API_VERSION,
+      description: infoDescription(snapshot)
+    },
+    servers: [{ url: opts.serverUrl ?? API_PREFIX, description: 'This gateway' }],
+    security: [{ [SECURITY_SCHEME]: [] }],
+    tags: [
+      { name: 'pets', description: 'The catalogue of animals' },
+      { name: 'store', description: 'Orders of the store' }
+    ],
+    paths,
+    components: {
+      schemas: componentSchemas(),
+      securitySchemes: {
+        [SECURITY_SCHEME]: { type: 'http', scheme: 'bearer', description: 'The API key as a bearer token: `Authorization: Bearer <key>`' }
+      }
+    }
+  }
+}

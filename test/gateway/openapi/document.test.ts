@@ -1,0 +1,161 @@
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { Validator } from '@seriousme/openapi-schema-validator'
+import t from 'tap'
+import { backendSchemas, NAME_PATTERN } from '../../../src/backend/schemas.js'
+import { clientTypesText, DEFAULT_DOCUMENT_PATH, DEFAULT_TYPES_PATH, documentText } from '../../../src/cli/openapi.js'
+import { loadConfigDir } from '../../../src/gateway/config/loader.js'
+import { buildOpenApiDocument, openApiPath, type JsonObject } from '../../../src/gateway/openapi/document.js'
+import { OPERATIONS } from '../../../src/gateway/proxy/operations.js'
+import { errorBodySchema } from '../../../src/shared/api-error.js'
+import { REPO_CONFIG_DIR, testConfig } from '../../helpers/gateway.js'
+
+type Doc = Record<string, any> // eslint-disable-line @typescript-eslint/no-explicit-any -- walking a JSON document in assertions
+
+const doc = buildOpenApiDocument(testConfig()) as Doc
+const RATE_LIMIT_HEADERS = ['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'RateLimit-Policy', 'RateLimit']
+
+function operations (d: Doc): Array<[string, string, Doc]> {
+  const out: Array<[string, string, Doc]> = []
+  for (const [path, item] of Object.entries(d.paths as Doc)) {
+    for (const [method, op] of Object.entries(item as Doc)) out.push([method, path, op as Doc])
+  }
+  return out
+}
+
+function operation (d: Doc, operationId: string): Doc {
+  const found = operations(d).find(([, , op]) => op.operationId === operationId)
+  if (found === undefined) throw new Error(`no ${operationId}`)
+  return found[2]
+}
+
+t.test('the description is a valid OpenAPI 3.1 document (@seriousme/openapi-schema-validator)', async (t) => {
+  const validator = new Validator()
+  const result = await validator.validate(doc as never)
+  t.same(result, { valid: true })
+  t.equal(validator.version, '3.1')
+  t.equal(doc.openapi, '3.1.0')
+  t.equal(doc.info.version, '1.0.0')
+  t.same(doc.servers, [{ url: '/v1', description: 'This gateway' }])
+})
+
+t.test('the four public operations, at their paths relative to /v1, and nothing else', async (t) => {
+  t.same(operations(doc).map(([method, path, op]) => `${op.operationId as string} ${method.toUpperCase()} ${path}`).sort(), [
+    'createPet POST /pets',
+    'getPet GET /pets/{petId}',
+    'listOrders GET /store/orders',
+    'listPets GET /pets'
+  ])
+  for (const op of OPERATIONS) t.ok(doc.paths[openApiPath(op.path)][op.method.toLowerCase()], op.operationId)
+})
+
+t.test('components.schemas are the backend schemas and the Error schema, with $id dropped and $refs rewritten', async (t) => {
+  const expected: Doc = {}
+  const rewrite = (value: unknown): unknown => JSON.parse(JSON.stringify(value, (key, v: unknown) => key === '$id' ? undefined : v)
+    .replace(/"\$ref":"([A-Za-z]+)#"/g, '"$ref":"#/components/schemas/$1"'))
+  for (const schema of backendSchemas) {
+    if (['PetListQuery', 'OrderListQuery', 'PetIdParams'].includes(schema.$id)) continue
+    expected[schema.$id] = rewrite(schema)
+  }
+  expected.Error = rewrite(errorBodySchema)
+  t.same(doc.components.schemas, expected)
+  t.equal(doc.components.schemas.NewPet.properties.name.pattern, NAME_PATTERN)
+  t.same(doc.components.schemas.Pet.properties.status, { $ref: '#/components/schemas/PetStatus' })
+})
+
+t.test('parameters come from the backend query and path schemas; the body from NewPet', async (t) => {
+  const listPets = operation(doc, 'listPets')
+  t.same(listPets.parameters.map((p: Doc) => [p.name, p.in, p.required]), [['limit', 'query', false], ['status', 'query', false], ['cursor', 'query', false]])
+  t.same(listPets.parameters[0].schema, { type: 'integer', minimum: 1, maximum: 100, default: 20 })
+  t.same(operation(doc, 'listOrders').parameters.map((p: Doc) => p.name), ['limit', 'cursor'])
+  const getPet = operation(doc, 'getPet')
+  t.same(getPet.parameters, [{
+    name: 'petId', in: 'path', required: true, description: 'Identifier of the animal',
+    schema: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER, format: 'int64' }
+  }])
+  t.same(operation(doc, 'createPet').requestBody, { required: true, content: { 'application/json': { schema: { $ref: '#/components/schemas/NewPet' } } } })
+})
+
+t.test('every response of CONTRACT §6 that applies, each with the Error schema and its codes', async (t) => {
+  const statuses = Object.fromEntries(operations(doc).map(([, , op]) => [op.operationId, Object.keys(op.responses)]))
+  t.same(statuses, {
+    listPets: ['200', '400', '401', '429', '500', '502', '503', '504'],
+    createPet: ['201', '400', '401', '413', '415', '429', '500', '502', '503', '504'],
+    getPet: ['200', '400', '401', '404', '410', '429', '500', '502', '503', '504'],
+    listOrders: ['200', '400', '401', '429', '500', '502', '503', '504']
+  })
+  t.same(operation(doc, 'listPets').responses['429'].content['application/json'].schema, {
+    allOf: [{ $ref: '#/components/schemas/Error' }, { properties: { code: { enum: ['rate_limited', 'key_banned'] }, status: { const: 429 } } }]
+  })
+  t.same(doc.security, [{ bearerAuth: [] }])
+  t.same(doc.components.securitySchemes, { bearerAuth: { type: 'http', scheme: 'bearer', description: 'The API key as a bearer token: `Authorization: Bearer <key>`' } })
+})
+
+t.test('rate-limit headers on every response, Retry-After on 429, WWW-Authenticate on 401, Link paging on lists', async (t) => {
+  for (const [, , op] of operations(doc)) {
+    for (const [status, response] of Object.entries(op.responses as Doc)) {
+      const headers = (response as Doc).headers as Doc
+      for (const name of RATE_LIMIT_HEADERS) {
+        t.equal(headers[name]?.required, !['500', '503'].includes(status), `${op.operationId as string} ${status} ${name}`)
+      }
+      t.equal(headers['Retry-After']?.required, status === '429' ? true : undefined)
+      t.equal(headers['WWW-Authenticate']?.required, status === '401' ? true : undefined)
+    }
+  }
+  for (const id of ['listPets', 'listOrders']) {
+    const link = operation(doc, id).responses['200'].headers.Link
+    t.equal(link.required, false)
+    t.match(link.description, /rel="next"/)
+    t.match(operation(doc, id).parameters.find((p: Doc) => p.name === 'cursor').description, /Link: rel="next"/)
+  }
+  t.equal(operation(doc, 'createPet').responses['201'].headers.Location.required, true)
+})
+
+t.test('getPet is deprecated with the sunset, Deprecation/Sunset/Link values and a 410 from routes.yaml', async (t) => {
+  const getPet = operation(doc, 'getPet')
+  t.equal(getPet.deprecated, true)
+  t.equal(getPet['x-sunset'], '2030-12-05T00:00:00.000Z')
+  t.match(getPet.description, /Deprecated\*\* since 2026-11-21; removed on 2030-12-05/)
+  const headers = getPet.responses['200'].headers
+  t.same(headers.Deprecation.schema, { type: 'string', const: `@${Date.UTC(2026, 10, 21) / 1000}` })
+  t.same(headers.Sunset.schema, { type: 'string', const: 'Thu, 05 Dec 2030 00:00:00 GMT' })
+  t.same(headers.Link.schema, { type: 'string', const: '</v1/pets>; rel="successor-version"' })
+  t.equal(getPet.responses['410'].headers.Sunset.required, true)
+  t.equal(getPet.responses['401'].headers.Sunset, undefined, 'answered before the lifecycle step')
+  for (const id of ['listPets', 'createPet', 'listOrders']) t.equal(operation(doc, id).deprecated, undefined, id)
+})
+
+t.test('the stability mark of orders comes from routes.yaml', async (t) => {
+  const listOrders = operation(doc, 'listOrders')
+  t.equal(listOrders['x-api-stability'], 'experimental')
+  t.same(listOrders.responses['200'].headers['X-API-Stability'].schema, { type: 'string', const: 'experimental' })
+  t.match(listOrders.description, /Stability: experimental/)
+})
+
+t.test('another config snapshot gives another document: marks, sunset and limits follow the config', async (t) => {
+  const other = buildOpenApiDocument(testConfig({
+    'routes.yaml': 'routes:\n  - { method: GET, path: /v1/store/orders, stability: beta }\n  - { method: GET, path: /v1/pets, deprecated: { since: 2027-01-01, sunset: 2031-01-01 } }\n',
+    'plans.yaml': 'plans:\n  free: { perMinute: 7, perDay: 70 }\n  pro: { perMinute: 8, perDay: 80 }\n  business: { perMinute: 9, perDay: 90 }\n  enterprise: { custom: true }\nanonymous: { perMinute: 3, perDay: 9 }\n'
+  })) as Doc
+  t.equal(operation(other, 'getPet').deprecated, undefined)
+  t.same(Object.keys(operation(other, 'getPet').responses).includes('410'), false)
+  t.equal(operation(other, 'listPets').deprecated, true)
+  t.equal(operation(other, 'listPets')['x-sunset'], '2031-01-01T00:00:00.000Z')
+  t.same(operation(other, 'listPets').responses['200'].headers.Link, operation(doc, 'listPets').responses['200'].headers.Link, 'no successor: the paging Link stays')
+  const withSuccessor = buildOpenApiDocument(testConfig({
+    'routes.yaml': 'routes:\n  - { method: GET, path: /v1/store/orders, deprecated: { since: 2027-01-01, sunset: 2031-01-01, successor: /v2/orders } }\n'
+  })) as Doc
+  const link = operation(withSuccessor, 'listOrders').responses['200'].headers.Link
+  t.same(link.schema, { type: 'string', pattern: '</v2/orders>; rel="successor-version"' }, 'paged and deprecated: the successor within the paging Link')
+  t.ok(new RegExp(link.schema.pattern).test('</v1/store/orders?cursor=b3JkZXJzOjE&limit=1>; rel="next", </v2/orders>; rel="successor-version"'))
+  t.equal(operation(other, 'listOrders')['x-api-stability'], 'beta')
+  t.match(other.info.description, /\| free \| 7 \| 70 \|\n\| pro \| 8 \| 80 \|\n\| business \| 9 \| 90 \|\n\| enterprise \| per key \| per key \|/)
+  t.match(other.info.description, /\| without a valid key \(per client IP\) \| 3 \| 9 \|/)
+})
+
+t.test('docs/openapi.json and src/client/openapi-types.ts are what `npm run openapi` writes now', async (t) => {
+  const current = buildOpenApiDocument(loadConfigDir(REPO_CONFIG_DIR)) as JsonObject
+  t.equal(DEFAULT_DOCUMENT_PATH, join(REPO_CONFIG_DIR, '..', 'docs', 'openapi.json'))
+  t.equal(readFileSync(DEFAULT_DOCUMENT_PATH, 'utf8'), documentText(current), 'docs/openapi.json is stale: run npm run openapi')
+  t.equal(readFileSync(DEFAULT_TYPES_PATH, 'utf8'), await clientTypesText(current), 'src/client/openapi-types.ts is stale: run npm run openapi')
+})
