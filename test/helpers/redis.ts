@@ -51,6 +51,8 @@ export interface RedisProcess {
   stop: () => Promise<void>
   /** Starts it again on the same port (empty). */
   start: () => Promise<void>
+  /** Sends a signal to the running server (SIGKILL to crash it, SIGSTOP/SIGCONT to freeze it). */
+  signal: (signal: NodeJS.Signals) => void
   cli: (...args: string[]) => Promise<string>
 }
 
@@ -69,6 +71,7 @@ async function stopServer (child: ChildProcess | undefined): Promise<void> {
   await new Promise<void>((resolve) => {
     child.once('exit', () => resolve())
     child.kill('SIGTERM')
+    child.kill('SIGCONT') // a fault test may have left it stopped (SIGSTOP): let it see the SIGTERM
   })
 }
 
@@ -85,6 +88,7 @@ export async function startRedis (t: Test, extra: string[] = []): Promise<RedisP
     url: `redis://127.0.0.1:${port}`,
     stop: async () => { await stopServer(child); child = undefined },
     start: async () => { child = await startServer(port, extra, dir) },
+    signal: (signal) => { child?.kill(signal) },
     cli: (...args) => redisCli(port, ...args)
   }
 }
@@ -94,9 +98,12 @@ export interface RedisClusterProcess {
   /** `host:port` seeds, as REDIS_CLUSTER_NODES takes them. */
   nodes: string[]
   cli: (port: number, ...args: string[]) => Promise<string>
+  /** Sends a signal to the master on `port` (SIGKILL: lose that node). */
+  signal: (port: number, signal: NodeJS.Signals) => void
 }
 
-export async function startRedisCluster (t: Test, size = 3): Promise<RedisClusterProcess> {
+/** `extra`: more redis-server arguments for every node (e.g. `--cluster-require-full-coverage no`). */
+export async function startRedisCluster (t: Test, size = 3, extra: string[] = []): Promise<RedisClusterProcess> {
   const dir = mkdtempSync(join(tmpdir(), 'petstore-redis-cluster-'))
   const ports: number[] = []
   const children: ChildProcess[] = []
@@ -107,7 +114,7 @@ export async function startRedisCluster (t: Test, size = 3): Promise<RedisCluste
   for (let i = 0; i < size; i++) {
     const port = await freeRedisPort()
     ports.push(port)
-    children.push(await startServer(port, ['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', '2000'], dir))
+    children.push(await startServer(port, ['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', '2000', ...extra], dir))
   }
   const nodes = ports.map((p) => `127.0.0.1:${p}`)
   await run('redis-cli', ['--cluster', 'create', ...nodes, '--cluster-replicas', '0', '--cluster-yes'])
@@ -115,5 +122,5 @@ export async function startRedisCluster (t: Test, size = 3): Promise<RedisCluste
     const infos = await Promise.all(ports.map((p) => redisCli(p, 'CLUSTER', 'INFO')))
     return infos.every((info) => info.includes('cluster_state:ok'))
   }, 20_000)
-  return { ports, nodes, cli: (port, ...args) => redisCli(port, ...args) }
+  return { ports, nodes, cli: (port, ...args) => redisCli(port, ...args), signal: (port, signal) => { children[ports.indexOf(port)]?.kill(signal) } }
 }

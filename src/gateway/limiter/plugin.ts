@@ -1,6 +1,8 @@
 // The limiter in the request pipeline (after authenticate, before requireKey): counts every request
 // against its key, or against the client IP under the anonymous policy, answers 429 over a limit or
-// during a ban, and puts the rate-limit headers on every response the public port sends.
+// during a ban, and puts the rate-limit headers on every response the public port sends. Bans are
+// cached in-process until they end (a banned flood costs the store nothing); a lift anywhere reaches
+// every process through the store's `watchBanLifts`.
 import fp from 'fastify-plugin'
 import { LRUCache } from 'lru-cache'
 import type { FastifyRequest } from 'fastify'
@@ -11,13 +13,12 @@ import type { RateLimitDecision, WindowName } from './decision.js'
 import { policyField, setRateLimitHeaders } from './headers.js'
 import type { BanEntry, ConsumeResult, LimiterStore } from './store.js'
 import { createMemoryStore } from './stores/memory.js'
+import { StoreUnavailableError } from './stores/resilient.js'
 
-/**
- * How long a process trusts its cached ban before asking the store again: a banned flood costs one
- * store call per process per interval, and a ban lifted elsewhere reaches every process within it.
- */
-export const DEFAULT_BAN_CACHE_MS = 5_000
+/** Bans cached per process (each until its end); beyond this, the least recent is asked again. */
 export const DEFAULT_BAN_CACHE_SIZE = 10_000
+/** STORE_ON_ERROR=closed: the 503's Retry-After and reset, in seconds. */
+export const DEFAULT_UNAVAILABLE_RETRY_SECONDS = 1
 export const ANONYMOUS_POLICY = 'anonymous'
 const ANONYMOUS_PREFIX = 'ip:'
 
@@ -27,14 +28,13 @@ export interface LimiterOptions {
   settings?: StoreSettings
   /** Clock of the ban cache (and of the default in-process store). */
   now?: () => number
-  banCacheMs?: number
 }
 
 export interface Limiter {
   readonly store: LimiterStore
   /** Bans in force in the shared store. */
   listBans: () => Promise<BanEntry[]>
-  /** Lifts a ban in the store and in this process's cache; other processes see it within the ban cache interval. */
+  /** Lifts a ban in the store and in this process's cache; the store tells every other process (watchBanLifts). */
   liftBan: (id: string) => Promise<boolean>
 }
 
@@ -94,18 +94,48 @@ function bannedDecision (until: number, now: number, limits: Limits, policy: str
   }
 }
 
+/** The 503 of STORE_ON_ERROR=closed has no decision behind it: the key's policy, nothing left, retry in 1 s. */
+function unavailableHeaders (limits: Limits, now: number): Record<string, string> {
+  const retry = DEFAULT_UNAVAILABLE_RETRY_SECONDS
+  return {
+    'x-ratelimit-limit': String(limits.perMinute),
+    'x-ratelimit-remaining': '0',
+    'x-ratelimit-reset': String(Math.ceil(now / 1000) + retry),
+    'ratelimit-policy': policyField(limits),
+    ratelimit: `"minute";r=0;t=${retry}`,
+    'retry-after': String(retry)
+  }
+}
+
 export const limiterPlugin = fp<LimiterOptions>(async function limiterPlugin (app, opts) {
   const now = opts.now ?? Date.now
   const store = opts.store ?? (opts.settings === undefined
     ? createMemoryStore({ now })
-    : await createStore(opts.settings, { onError: (err) => app.log.warn({ err: err.message }, 'limiter store connection error') }))
-  const banCacheMs = opts.banCacheMs ?? DEFAULT_BAN_CACHE_MS
-  const bans = new LRUCache<string, number>({ max: DEFAULT_BAN_CACHE_SIZE, ttl: banCacheMs, perf: { now } })
+    : await createStore(opts.settings, {
+      onError: (err) => app.log.warn({ err: err.message }, 'limiter store error'),
+      onBreaker: (open) => {
+        if (open) app.log.error('limiter store circuit open: the STORE_ON_ERROR policy answers until Redis is back')
+        else app.log.info('limiter store circuit closed: counting in Redis again')
+      }
+    }))
+  /** id → Unix ms (this process's clock) when its ban ends; an expired entry is dropped on read. */
+  const bans = new LRUCache<string, number>({ max: DEFAULT_BAN_CACHE_SIZE })
   let storeErrors = 0
+  store.watchBanLifts?.((id) => {
+    if (id === undefined) bans.clear()
+    else bans.delete(id)
+  })
 
   function remember (id: string, result: ConsumeResult): void {
     const left = result.bannedUntil - result.now
-    if (left > 0) bans.set(id, now() + left, { ttl: Math.min(left, banCacheMs) })
+    if (left > 0) bans.set(id, now() + left)
+  }
+
+  function cachedBan (id: string): number | undefined {
+    const until = bans.get(id)
+    if (until === undefined || until > now()) return until
+    bans.delete(id)
+    return undefined
   }
 
   app.decorate('limiter', {
@@ -117,8 +147,8 @@ export const limiterPlugin = fp<LimiterOptions>(async function limiterPlugin (ap
     }
   })
   app.decorate('limiterStatus', {
-    storeErrors: () => storeErrors,
-    fallbackActive: () => false,
+    storeErrors: () => storeErrors + (store.errors?.() ?? 0),
+    fallbackActive: () => store.fallbackActive?.() ?? false,
     bannedKeys: async () => (await store.listBans()).length
   })
   app.decorateRequest('rateLimit', null)
@@ -141,7 +171,7 @@ export const limiterPlugin = fp<LimiterOptions>(async function limiterPlugin (ap
       limits = consumer.limits
       ban = request.snapshot.ban
       policy = consumer.plan
-      const cachedUntil = bans.get(id)
+      const cachedUntil = cachedBan(id)
       if (cachedUntil !== undefined) {
         const decision = bannedDecision(cachedUntil, now(), limits, policy, false)
         request.rateLimit = decision
@@ -152,9 +182,12 @@ export const limiterPlugin = fp<LimiterOptions>(async function limiterPlugin (ap
     try {
       result = await store.consume(id, limits, ban)
     } catch (err) {
-      storeErrors++
-      request.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'limiter store error')
-      throw gatewayErrors.unavailable('The rate limiter is unavailable')
+      // A resilient store has counted and logged its failure already; it throws only under `closed`.
+      if (!(err instanceof StoreUnavailableError)) {
+        storeErrors++
+        request.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'limiter store error')
+      }
+      throw gatewayErrors.limiterUnavailable(unavailableHeaders(limits, now()))
     }
     if (result.outcome === 'key_banned' || result.outcome === 'ban_started') {
       remember(id, result)

@@ -50,4 +50,19 @@ export interface LimiterStore {
   ping: () => Promise<void>
   /** Releases connections and timers. */
   close: () => Promise<void>
+  /**
+   * Shared stores: calls `onLift(id)` whenever any process lifts `id`'s ban, so every process drops
+   * it from its ban cache; `onLift(undefined)` when lifts may have been missed (the subscription
+   * reconnected): drop every cached ban. Absent on a store that only one process uses.
+   */
+  watchBanLifts?: (onLift: (id: string | undefined) => void) => void
+  /**
+   * Which independent part of the store holds `id` (a Cluster master, as `host:port`), so a wrapper can
+   * break the circuit for a lost node only; absent or '' : one part.
+   */
+  shardOf?: (id: string) => string
+  /** A resilient wrapper's failures so far (timeouts, connection errors); absent: nothing counted. */
+  errors?: () => number
+  /** A resilient wrapper's breaker: true while it is open and the fallback policy answers. */
+  fallbackActive?: () => boolean
 }

@@ -1,5 +1,6 @@
-// Settings → store, and a real Redis going away and coming back: the gateway answers 503 fast (never
-// hangs), readiness fails, and it recovers by itself (reconnect, script reloaded on NOSCRIPT).
+// Settings → store, and a real Redis going away and coming back under STORE_ON_ERROR=closed: the
+// gateway answers 503 fast (never hangs), readiness fails, and it recovers by itself (reconnect,
+// script reloaded on NOSCRIPT). The other policies are in faults.test.ts.
 import t from 'tap'
 import { createRedisClient, createStore } from '../../../src/gateway/limiter/create-store.js'
 import { bearer, DEMO_KEYS, startGateway } from '../../helpers/gateway.js'
@@ -25,7 +26,7 @@ t.test('Sentinel settings make a Sentinel client', async (t) => {
 t.test('an unreachable Redis errors fast instead of hanging', async (t) => {
   const port = await freePort()
   const errors: Error[] = []
-  const store = await createStore({ redisUrl: `redis://127.0.0.1:${port}` }, { readyWaitMs: 100, onError: (err) => errors.push(err) })
+  const store = await createStore({ redisUrl: `redis://127.0.0.1:${port}`, storeOnError: 'closed' }, { readyWaitMs: 100, onError: (err) => errors.push(err) })
   t.equal(store.kind, 'redis')
   const started = Date.now()
   await t.rejects(store.consume('k', { perMinute: 1, perDay: 1 }, null))
@@ -34,9 +35,9 @@ t.test('an unreachable Redis errors fast instead of hanging', async (t) => {
   await store.close()
 })
 
-t.test('Redis stops and comes back: 503 and not ready, then recovery', async (t) => {
+t.test('closed policy: Redis stops and comes back: 503 and not ready, then recovery', async (t) => {
   const redis = await startRedis(t)
-  const gw = await startGateway(t, { limiter: { settings: { redisUrl: redis.url } } })
+  const gw = await startGateway(t, { limiter: { settings: { redisUrl: redis.url, storeOnError: 'closed' } } })
   const get = async (): Promise<number> => {
     const res = await fetch(`${gw.url}/v1/pets`, { headers: bearer(DEMO_KEYS.business) })
     await res.arrayBuffer()

@@ -3,7 +3,9 @@
 // key's state carries one hash tag ({id}) and so lives in one slot, and a request costs one EVALSHA
 // of lua/sliding-window.lua (ioredis `defineCommand` sends it by SHA and reloads it on NOSCRIPT).
 // Bans are per-key `rl:{id}:ban` keys, not a global set (which Cluster could not update atomically
-// with the key's slot); listing them SCANs every master for that pattern.
+// with the key's slot); listing them SCANs every master for that pattern. Every gateway caches a
+// ban until it ends, so a lift is published on BAN_LIFT_CHANNEL (classic pub/sub, which a Cluster
+// broadcasts to every node: no hash tag needed) and each gateway's subscriber drops its cache entry.
 import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { Cluster, type Redis, type Result } from 'ioredis'
@@ -13,6 +15,7 @@ import { DAY_WINDOW, MINUTE_WINDOW } from '../arithmetic.js'
 import type { BanEntry, ConsumeOutcome, ConsumeResult, LimiterStore } from '../store.js'
 
 export const KEY_PREFIX = 'rl:'
+export const BAN_LIFT_CHANNEL = 'petstore:ban-lifted'
 export const DEFAULT_KEY_CACHE_SIZE = 10_000
 const SCAN_COUNT = 1000
 const COMMAND = 'petstoreSlidingWindow'
@@ -29,6 +32,23 @@ declare module 'ioredis' {
   interface RedisCommander<Context> {
     petstoreSlidingWindow: (...args: ScriptArg[]) => Result<ScriptReply, Context>
   }
+}
+
+/** CRC16/XMODEM, Redis Cluster's key → slot hash. */
+function crc16 (text: string): number {
+  let crc = 0
+  for (const byte of Buffer.from(text)) {
+    crc ^= byte << 8
+    for (let i = 0; i < 8; i++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff
+  }
+  return crc
+}
+
+/** The Cluster slot of a key (its hash tag when it has a non-empty one). */
+export function keySlot (key: string): number {
+  const open = key.indexOf('{')
+  const close = open < 0 ? -1 : key.indexOf('}', open + 1)
+  return crc16(close > open + 1 ? key.slice(open + 1, close) : key) % 16384
 }
 
 /** Every Redis key of one limiter id: one hash tag, one slot. */
@@ -50,6 +70,7 @@ export function createRedisStore (client: Redis | Cluster, opts: RedisStoreOptio
   const isCluster = client instanceof Cluster
   const keyCache = new LRUCache<string, ReturnType<typeof redisKeys>>({ max: DEFAULT_KEY_CACHE_SIZE })
   const clock = opts.clock
+  let subscriber: Redis | Cluster | undefined
 
   function keysOf (id: string): ReturnType<typeof redisKeys> {
     let keys = keyCache.get(id)
@@ -112,12 +133,35 @@ export function createRedisStore (client: Redis | Cluster, opts: RedisStoreOptio
       const [, , ban, escalation, rejections] = keysOf(id)
       const [until, t] = await Promise.all([client.get(ban), storeNow()])
       await client.del(ban, escalation, rejections)
+      await client.publish(BAN_LIFT_CHANNEL, id)
       return Number(until ?? 0) > t
+    },
+    watchBanLifts (onLift) {
+      // A connection of its own (a subscribed connection runs no other command), queueing its
+      // SUBSCRIBE until it connects; ioredis resubscribes after every reconnect. Lifts published
+      // while it was away are lost, so each (re)connection or topology change forgets every cached ban.
+      const sub = client instanceof Cluster
+        ? client.duplicate([], { enableOfflineQueue: true })
+        : client.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: null })
+      subscriber = sub
+      sub.on('error', () => { /* the main client reports connection errors */ })
+      sub.on('message', (channel: string, id: string) => { if (channel === BAN_LIFT_CHANNEL) onLift(id) })
+      const forgetAll = (): void => { onLift(undefined) }
+      sub.on('ready', forgetAll)
+      if (sub instanceof Cluster) {
+        sub.on('+node', forgetAll)
+        sub.on('-node', forgetAll)
+      }
+      sub.subscribe(BAN_LIFT_CHANNEL).catch(() => { /* retried on reconnect */ })
     },
     async ping () {
       await client.ping()
     },
+    ...(isCluster
+      ? { shardOf: (id: string) => (client as Cluster).slots[keySlot(keysOf(id)[0])]?.[0] ?? '' }
+      : {}),
     async close () {
+      subscriber?.disconnect()
       try {
         await client.quit()
       } catch {

@@ -1,0 +1,77 @@
+// CONTRACT §3: bans are cached in-process until they end, so a banned flood costs Redis nothing —
+// also long after the old 5 s cache interval — and a lift made through one gateway reaches every
+// other gateway at once (Redis pub/sub), standalone and Cluster.
+import t, { type Test } from 'tap'
+import type { StoreSettings } from '../../../src/gateway/limiter/create-store.js'
+import { startBackend } from '../../helpers/backend.js'
+import { bearer, DEMO_KEYS, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
+import { startRedis, startRedisCluster } from '../../helpers/redis.js'
+
+const PLANS = `plans:
+  free:       { perMinute: 60,   perDay: 1000 }
+  pro:        { perMinute: 5,    perDay: 10000 }
+  business:   { perMinute: 1000, perDay: 100000 }
+  enterprise: { custom: true }
+anonymous: { perMinute: 30, perDay: 300 }
+ban: { threshold: 3, windowSeconds: 60, durationSeconds: 900, maxDurationSeconds: 86400 }
+`
+const ID = 'demo-pro'
+
+async function get (gw: StartedGateway): Promise<{ status: number, code: string | undefined }> {
+  const res = await fetch(`${gw.url}/v1/pets?limit=1`, { headers: bearer(DEMO_KEYS.pro) })
+  const body = await res.json() as { code?: string }
+  return { status: res.status, code: body.code }
+}
+
+async function evalshaCalls (cli: (...args: string[]) => Promise<string>): Promise<number> {
+  return Number(/cmdstat_evalsha:calls=(\d+)/.exec(await cli('INFO', 'commandstats'))?.[1] ?? 0)
+}
+
+async function scenario (t: Test, settings: StoreSettings, cli: (...args: string[]) => Promise<string>): Promise<void> {
+  const backend = await startBackend(t)
+  const skew = { ms: 0 }
+  const [a, b] = await Promise.all([
+    startGateway(t, { backendUrl: backend.url, config: testConfig({ 'plans.yaml': PLANS }), limiter: { settings } }),
+    startGateway(t, { backendUrl: backend.url, config: testConfig({ 'plans.yaml': PLANS }), limiter: { settings, now: () => Date.now() + skew.ms } })
+  ])
+  const earned: string[] = []
+  for (let i = 0; i < 9; i++) earned.push((await get(a!)).code ?? 'ok')
+  t.same(earned, ['ok', 'ok', 'ok', 'ok', 'ok', 'rate_limited', 'rate_limited', 'rate_limited', 'key_banned'], 'banned through A')
+  t.same(await get(b!), { status: 429, code: 'key_banned' }, 'B learns the ban from Redis once')
+
+  await cli('CONFIG', 'RESETSTAT')
+  const flood = await Promise.all(Array.from({ length: 50 }, async () => await get(b!)))
+  t.ok(flood.every((r) => r.status === 429 && r.code === 'key_banned'), '50 requests to B: all key_banned')
+  skew.ms = 60_000
+  t.same(await get(b!), { status: 429, code: 'key_banned' }, 'still cached a minute later (B\'s clock), far past the old 5 s')
+  t.equal(await evalshaCalls(cli), 0, '0 EVALSHA for the banned flood')
+  skew.ms = 0
+
+  await cli('DEL', `rl:{${ID}}:m`) // as if the minute window had drained, so a lifted key is admitted
+  t.equal(await a!.app.limiter.liftBan(ID), true, 'lifted through A')
+  const lifted = performance.now()
+  let answer = await get(b!)
+  while (answer.status !== 200 && performance.now() - lifted < 2_000) answer = await get(b!)
+  const ms = performance.now() - lifted
+  t.equal(answer.status, 200, 'B admits again')
+  t.ok(ms < 200, `within ${ms.toFixed(1)} ms of the lift`)
+  t.comment(`lift reached the other gateway in ${ms.toFixed(1)} ms`)
+}
+
+t.test('standalone Redis: the ban cache holds until the ban ends; a lift reaches every gateway', async (t) => {
+  const redis = await startRedis(t)
+  await scenario(t, { redisUrl: redis.url }, redis.cli)
+})
+
+t.test('Redis Cluster: the same through cluster pub/sub', async (t) => {
+  const cluster = await startRedisCluster(t)
+  const everyNode = async (...args: string[]): Promise<string> => {
+    if (args[0] === 'INFO') {
+      let calls = 0
+      for (const port of cluster.ports) calls += await evalshaCalls((...a) => cluster.cli(port, ...a))
+      return `cmdstat_evalsha:calls=${calls}`
+    }
+    return (await Promise.all(cluster.ports.map(async (port) => await cluster.cli(port, '-c', ...args).catch(() => '')))).join('\n')
+  }
+  await scenario(t, { redisClusterNodes: cluster.nodes }, everyNode)
+})

@@ -1,0 +1,92 @@
+// CONTRACT §7: the store timeout (50 ms) must never fire on a healthy Redis because the event loop
+// is busy. Guards the two sources of false timeouts that stores/resilient.ts defends against —
+// replies already read by the kernel but not yet by Node (a 100 ms busy loop while replies are in
+// flight), and a deep pipeline (2,000 concurrent requests) — by asserting exact admission across two
+// gateways with 0 store errors, i.e. 0 answers from the fallback. A naive timer is run as a control.
+import t from 'tap'
+import { createStore } from '../../../src/gateway/limiter/create-store.js'
+import type { LimiterStore } from '../../../src/gateway/limiter/store.js'
+import { startBackend } from '../../helpers/backend.js'
+import { bearer, DEMO_KEYS, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
+import { startRedis } from '../../helpers/redis.js'
+
+const LIMITS = { perMinute: 300, perDay: 10_000 }
+const BUSY_MS = 100
+/** The repository's plans without bans, so every one of the 2,000 requests reaches Redis. */
+const NO_BANS = `plans:
+  free:       { perMinute: 60,   perDay: 1000 }
+  pro:        { perMinute: 300,  perDay: 10000 }
+  business:   { perMinute: 1000, perDay: 100000 }
+  enterprise: { custom: true }
+anonymous: { perMinute: 30, perDay: 300 }
+ban: { threshold: 1000000, windowSeconds: 60, durationSeconds: 900, maxDurationSeconds: 86400 }
+`
+
+function busyWait (ms: number): void {
+  const until = performance.now() + ms
+  while (performance.now() < until) { /* the event loop is blocked: replies pile up in the socket */ }
+}
+
+async function burst (gateways: StartedGateway[], key: string, n: number): Promise<number[]> {
+  return await Promise.all(Array.from({ length: n }, async (_, i) => {
+    const res = await fetch(`${gateways[i % gateways.length]!.url}/v1/pets?limit=1`, { headers: bearer(key) })
+    await res.arrayBuffer()
+    return res.status
+  }))
+}
+
+t.test('a 100 ms busy loop while 300 replies are in flight: no timeout, no fallback', async (t) => {
+  const redis = await startRedis(t)
+  const store = await createStore({ redisUrl: redis.url })
+  t.teardown(() => store.close())
+  await store.consume('warm-up', LIMITS, null)
+  const calls = Array.from({ length: 300 }, (_, i) => store.consume(`busy-${i % 10}`, LIMITS, null))
+  busyWait(BUSY_MS)
+  const results = await Promise.all(calls)
+  t.equal(results.filter((r) => r.outcome === 'ok').length, 300)
+  t.equal(store.errors?.(), 0, '0 timeouts: every reply that arrived during the busy loop was read first')
+  t.equal(store.fallbackActive?.(), false)
+  t.equal(await redis.cli('HLEN', 'rl:{busy-0}:m') !== '0', true, 'counted in Redis')
+
+  // Control: the same scene with a plain setTimeout race times out on every call, which is what
+  // the deferred verdict prevents (so this test can tell the two designs apart).
+  const naive = Array.from({ length: 300 }, async (_, i) => await Promise.race([
+    store.consume(`naive-${i % 10}`, LIMITS, null).then(() => 'reply'),
+    new Promise<string>((resolve) => setTimeout(() => resolve('timeout'), 50))
+  ]))
+  busyWait(BUSY_MS)
+  const naiveTimeouts = (await Promise.all(naive)).filter((r) => r === 'timeout').length
+  t.ok(naiveTimeouts > 0, 'a plain setTimeout race would have failed over')
+  t.comment(`plain setTimeout race: ${naiveTimeouts}/300 false timeouts; resilient store: ${store.errors?.() ?? -1}`)
+})
+
+function busyAfter (store: LimiterStore, n: number): LimiterStore {
+  let calls = 0
+  return {
+    ...store,
+    consume: (id, limits, ban) => {
+      const pending = store.consume(id, limits, ban)
+      if (++calls === n) busyWait(BUSY_MS)
+      return pending
+    }
+  }
+}
+
+t.test('two gateways, one Redis, 50 ms timeout on: exact limit under a busy loop and under 2,000 concurrent requests', async (t) => {
+  const redis = await startRedis(t)
+  const backend = await startBackend(t)
+  const stores = await Promise.all([0, 1].map(async () => await createStore({ redisUrl: redis.url, storeTimeoutMs: 50 })))
+  const gateways = await Promise.all(stores.map(async (store) =>
+    await startGateway(t, { backendUrl: backend.url, config: testConfig({ 'plans.yaml': NO_BANS }), limiter: { store: busyAfter(store, 150) } })))
+
+  const statuses = await burst(gateways, DEMO_KEYS.pro, 400)
+  t.equal(statuses.filter((s) => s === 200).length, 300, '400 concurrent for a 300/min key, 100 ms busy loop in flight: exactly 300 admitted')
+  t.equal(statuses.filter((s) => s === 429).length, 100)
+  t.same(gateways.map((gw) => gw.app.limiterStatus.storeErrors()), [0, 0], '0 timeouts, so 0 fallback answers')
+
+  const big = await burst(gateways, DEMO_KEYS.free, 2_000)
+  t.equal(big.filter((s) => s === 200).length, 60, '2,000 concurrent for a 60/min key: exactly 60 admitted')
+  t.equal(big.filter((s) => s === 429).length, 1_940)
+  t.same(gateways.map((gw) => gw.app.limiterStatus.storeErrors()), [0, 0], '0 timeouts under the deep pipeline')
+  t.same(gateways.map((gw) => gw.app.limiterStatus.fallbackActive()), [false, false])
+})

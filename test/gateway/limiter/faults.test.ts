@@ -1,0 +1,236 @@
+// CONTRACT §7 against real processes: a redis-server killed under steady load and restarted on its
+// port, a redis-server frozen with SIGSTOP (connections open, no answers), the `closed` and `open`
+// policies, and a Cluster master lost. Under `local` no request fails for any reason but its limit,
+// requests stay fast during the outage, gateway_store_fallback_active goes 1 and back to 0, and
+// counting returns to Redis by itself.
+import t from 'tap'
+import { createHash } from 'node:crypto'
+import { startBackend } from '../../helpers/backend.js'
+import { bearer, DEMO_KEYS, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
+import { startRedis, startRedisCluster } from '../../helpers/redis.js'
+import { parseScrape, sampleValue } from '../../helpers/scrape.js'
+
+/** Limits far above what the load sends, so every answer should be 200 unless something fails. */
+const HIGH_PLANS = `plans:
+  free:       { perMinute: 60,     perDay: 1000 }
+  pro:        { perMinute: 300,    perDay: 10000 }
+  business:   { perMinute: 100000, perDay: 1000000 }
+  enterprise: { custom: true }
+anonymous: { perMinute: 30, perDay: 300 }
+ban: { threshold: 30, windowSeconds: 60, durationSeconds: 900, maxDurationSeconds: 86400 }
+`
+const CONCURRENCY = 8
+
+interface Sample { readonly start: number, readonly ms: number, readonly status: number }
+
+/** Steady concurrent load: CONCURRENCY loops of one request each, until stopped. */
+function load (url: string, keys: readonly string[]): { samples: Sample[], stop: () => Promise<Sample[]> } {
+  const samples: Sample[] = []
+  let stopped = false
+  const loops = Array.from({ length: CONCURRENCY }, async (_, i) => {
+    for (let n = 0; !stopped; n++) {
+      const start = performance.now()
+      let status = 0
+      try {
+        const res = await fetch(`${url}/v1/pets?limit=1`, { headers: bearer(keys[(i + n) % keys.length]!) })
+        await res.arrayBuffer()
+        status = res.status
+      } catch { /* status 0: the request itself failed */ }
+      samples.push({ start, ms: performance.now() - start, status })
+    }
+  })
+  return { samples, stop: async () => { stopped = true; await Promise.all(loops); return samples } }
+}
+
+function p90 (values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.9))] ?? 0
+}
+
+async function sleep (ms: number): Promise<void> {
+  await new Promise((resolve) => setTimeout(resolve, ms))
+}
+
+async function until (check: () => boolean | Promise<boolean>, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms
+  while (Date.now() < deadline) {
+    if (await check()) return true
+    await sleep(25)
+  }
+  return await check()
+}
+
+async function fallbackGauge (gw: StartedGateway): Promise<number | undefined> {
+  const res = await fetch(`${gw.adminUrl}/metrics`)
+  return sampleValue(parseScrape(await res.text()), 'gateway_store_fallback_active')
+}
+
+async function evalshaCalls (cli: (...args: string[]) => Promise<string>): Promise<number> {
+  const match = /cmdstat_evalsha:calls=(\d+)/.exec(await cli('INFO', 'commandstats'))
+  return Number(match?.[1] ?? 0)
+}
+
+function statusCounts (samples: Sample[]): Record<number, number> {
+  const counts: Record<number, number> = {}
+  for (const s of samples) counts[s.status] = (counts[s.status] ?? 0) + 1
+  return counts
+}
+
+t.test('local: redis-server killed under load, restarted on its port', async (t) => {
+  const redis = await startRedis(t)
+  const gw = await startGateway(t, { config: testConfig({ 'plans.yaml': HIGH_PLANS }), limiter: { settings: { redisUrl: redis.url } } })
+  const traffic = load(gw.url, [DEMO_KEYS.business])
+  await sleep(300)
+  t.equal(gw.app.limiterStatus.fallbackActive(), false)
+
+  const killedAt = performance.now()
+  redis.signal('SIGKILL')
+  await redis.stop()
+  t.ok(await until(() => gw.app.limiterStatus.fallbackActive(), 1_000), 'the breaker opens')
+  t.equal(await fallbackGauge(gw), 1, 'gateway_store_fallback_active 1 during the outage')
+  await sleep(800)
+  const restartedAt = performance.now()
+  await redis.start()
+  t.ok(await until(() => !gw.app.limiterStatus.fallbackActive(), 6_000), 'the breaker closes by itself')
+  t.equal(await fallbackGauge(gw), 0, 'and the gauge returns to 0')
+  const recoveredAt = performance.now()
+  const before = await evalshaCalls(redis.cli)
+  await sleep(300)
+  const samples = await traffic.stop()
+  const after = await evalshaCalls(redis.cli)
+
+  t.same(statusCounts(samples), { 200: samples.length }, 'every request admitted: no 5xx, no failure')
+  const outage = samples.filter((s) => s.start >= killedAt && s.start < restartedAt).map((s) => s.ms)
+  t.ok(outage.length > 20, `load went on during the outage (${outage.length} requests)`)
+  t.ok(p90(outage) < 300, `p90 during the outage ${p90(outage).toFixed(1)} ms < 300 ms`)
+  t.ok(after - before > 0, `counting is back in Redis: ${after - before} EVALSHA after recovery`)
+  t.ok(gw.app.limiterStatus.storeErrors() > 0, 'the failures are counted')
+  t.comment(`kill: ${samples.length} requests, outage p90 ${p90(outage).toFixed(1)} ms (max ${Math.max(...outage).toFixed(1)}), ` +
+    `recovery ${(recoveredAt - restartedAt).toFixed(0)} ms after restart, ${after - before} EVALSHA in 300 ms after, ` +
+    `storeErrors ${gw.app.limiterStatus.storeErrors()}`)
+})
+
+t.test('local: redis-server frozen (SIGSTOP) answers nothing; requests stay within the timeout budget', async (t) => {
+  const redis = await startRedis(t)
+  t.teardown(() => redis.signal('SIGCONT'))
+  const gw = await startGateway(t, { config: testConfig({ 'plans.yaml': HIGH_PLANS }), limiter: { settings: { redisUrl: redis.url } } })
+  const traffic = load(gw.url, [DEMO_KEYS.business])
+  await sleep(300)
+  const stoppedAt = performance.now()
+  redis.signal('SIGSTOP')
+  try {
+    t.ok(await until(() => gw.app.limiterStatus.fallbackActive(), 1_000), 'the breaker opens on timeouts')
+    await sleep(800)
+  } finally {
+    redis.signal('SIGCONT')
+  }
+  const resumedAt = performance.now()
+  t.ok(await until(() => !gw.app.limiterStatus.fallbackActive(), 4_000), 'after SIGCONT the breaker closes by itself')
+  const before = await evalshaCalls(redis.cli)
+  await sleep(300)
+  const samples = await traffic.stop()
+  const after = await evalshaCalls(redis.cli)
+
+  t.same(statusCounts(samples), { 200: samples.length }, 'every request admitted')
+  const frozen = samples.filter((s) => s.start >= stoppedAt && s.start < resumedAt).map((s) => s.ms)
+  t.ok(frozen.length > 20, `load went on while frozen (${frozen.length} requests)`)
+  t.ok(p90(frozen) < 300, `p90 while frozen ${p90(frozen).toFixed(1)} ms < 300 ms`)
+  t.ok(Math.max(...frozen) < 1_000, 'no request hangs')
+  t.ok(after - before > 0, `counting is back in Redis: ${after - before} EVALSHA`)
+  t.comment(`SIGSTOP: outage p90 ${p90(frozen).toFixed(1)} ms (max ${Math.max(...frozen).toFixed(1)}), storeErrors ${gw.app.limiterStatus.storeErrors()}`)
+})
+
+t.test('closed: 503 unavailable with the Error shape and "retry shortly" rate-limit headers; open: admitted', async (t) => {
+  const redis = await startRedis(t)
+  const backend = await startBackend(t)
+  const [closed, open] = await Promise.all((['closed', 'open'] as const).map(async (storeOnError) =>
+    await startGateway(t, { backendUrl: backend.url, limiter: { settings: { redisUrl: redis.url, storeOnError } } })))
+  await redis.stop()
+
+  const started = Date.now()
+  const refused = await fetch(`${closed!.url}/v1/pets`, { headers: bearer(DEMO_KEYS.pro) })
+  t.ok(Date.now() - started < 500, 'answered at once')
+  t.equal(refused.status, 503)
+  t.equal(refused.headers.get('content-type'), 'application/json; charset=utf-8')
+  t.same(await refused.json(), { code: 'unavailable', message: 'The rate limiter is unavailable', status: 503 })
+  const now = Math.ceil(Date.now() / 1000)
+  t.equal(refused.headers.get('retry-after'), '1')
+  t.equal(refused.headers.get('x-ratelimit-limit'), '300')
+  t.equal(refused.headers.get('x-ratelimit-remaining'), '0')
+  t.ok(Math.abs(Number(refused.headers.get('x-ratelimit-reset')) - (now + 1)) <= 1, 'reset: now + 1 s')
+  t.equal(refused.headers.get('ratelimit-policy'), '"minute";q=300;w=60, "day";q=10000;w=86400')
+  t.equal(refused.headers.get('ratelimit'), '"minute";r=0;t=1')
+  t.ok(refused.headers.get('x-request-id'))
+  const ready = await fetch(`${closed!.adminUrl}/readyz`)
+  t.equal(ready.status, 503, 'closed: not ready while Redis is down (it cannot serve)')
+  await ready.arrayBuffer()
+
+  const admitted = await fetch(`${open!.url}/v1/pets`, { headers: bearer(DEMO_KEYS.pro) })
+  t.equal(admitted.status, 200, 'open: admitted')
+  await admitted.arrayBuffer()
+  t.equal(admitted.headers.get('x-ratelimit-limit'), '300', 'with the headers of the key\'s policy')
+  t.equal(admitted.headers.get('x-ratelimit-remaining'), '300', 'nothing counted: the full limit')
+  t.equal(admitted.headers.get('ratelimit-policy'), '"minute";q=300;w=60, "day";q=10000;w=86400')
+  const openReady = await fetch(`${open!.adminUrl}/readyz`)
+  t.equal(openReady.status, 200, 'open: still ready (it serves)')
+  await openReady.arrayBuffer()
+  for (let i = 0; i < 5; i++) await (await fetch(`${open!.url}/v1/pets`, { headers: bearer(DEMO_KEYS.pro) })).arrayBuffer()
+  t.equal(open!.app.limiterStatus.fallbackActive(), true, 'consecutive failures open the breaker')
+})
+
+/** Keys (plaintext → id) spread over the slots, to find some on the node we kill and some elsewhere. */
+const CLUSTER_KEYS = Array.from({ length: 12 }, (_, i) => ({ id: `cluster-${i}`, key: `psk_test_cluster_${i}_${'x'.repeat(20)}` }))
+
+t.test('Cluster: one master lost; surviving slots keep counting in Redis, lost slots fall back; no 5xx', async (t) => {
+  const cluster = await startRedisCluster(t, 3, ['--cluster-require-full-coverage', 'no'])
+  const keysYaml = 'keys:\n' + CLUSTER_KEYS.map(({ id, key }) =>
+    `  - { id: ${id}, sha256: ${createHash('sha256').update(key).digest('hex')}, plan: business }\n`).join('')
+  const gw = await startGateway(t, {
+    config: testConfig({ 'plans.yaml': HIGH_PLANS, 'keys.yaml': keysYaml }),
+    limiter: { settings: { redisClusterNodes: cluster.nodes } }
+  })
+  const owner = new Map<string, number>()
+  const slotsOf = new Map<number, Array<[number, number]>>()
+  for (const line of (await cluster.cli(cluster.ports[0]!, 'CLUSTER', 'NODES')).split('\n')) {
+    const parts = line.split(' ')
+    const port = Number(/:(\d+)@/.exec(parts[1] ?? '')?.[1])
+    slotsOf.set(port, parts.slice(8).map((r) => r.split('-').map(Number) as [number, number]).map(([a, b]) => [a, b ?? a]))
+  }
+  for (const { id } of CLUSTER_KEYS) {
+    const slot = Number(await cluster.cli(cluster.ports[0]!, 'CLUSTER', 'KEYSLOT', `{${id}}`))
+    for (const [port, ranges] of slotsOf) if (ranges.some(([a, b]) => slot >= a && slot <= b)) owner.set(id, port)
+  }
+  const victim = owner.get(CLUSTER_KEYS[0]!.id)!
+  const lost = CLUSTER_KEYS.filter(({ id }) => owner.get(id) === victim)
+  const kept = CLUSTER_KEYS.filter(({ id }) => owner.get(id) !== victim)
+  t.ok(kept.length > 0 && lost.length > 0, `${lost.length} keys on the lost master, ${kept.length} elsewhere`)
+
+  const traffic = load(gw.url, CLUSTER_KEYS.map((k) => k.key))
+  await sleep(300)
+  cluster.signal(victim, 'SIGKILL')
+  const killedAt = performance.now()
+  await sleep(1_500)
+  const windows = async (): Promise<number> => {
+    let total = 0
+    for (const { id } of kept) {
+      const port = owner.get(id)!
+      total += Number(await cluster.cli(port, 'HLEN', `rl:{${id}}:m`)) + Number(await cluster.cli(port, 'EXISTS', `rl:{${id}}:m`))
+    }
+    return total
+  }
+  const survivors = [...new Set(kept.map(({ id }) => owner.get(id)!))]
+  const evalshas = async (): Promise<number[]> => await Promise.all(survivors.map(async (port) => await evalshaCalls((...args) => cluster.cli(port, ...args))))
+  const beforeStats = await evalshas()
+  await sleep(500)
+  const afterStats = await evalshas()
+  const samples = await traffic.stop()
+
+  t.same(statusCounts(samples), { 200: samples.length }, 'every request admitted: no 5xx under local')
+  t.ok(await windows() > 0, 'surviving keys have their windows in Redis')
+  const grew = afterStats.reduce((a, b) => a + b, 0) - beforeStats.reduce((a, b) => a + b, 0)
+  t.ok(grew > 0, `surviving masters keep counting after the loss (${grew} EVALSHA in 500 ms)`)
+  const after = samples.filter((s) => s.start >= killedAt).map((s) => s.ms)
+  t.ok(p90(after) < 300, `p90 after the loss ${p90(after).toFixed(1)} ms`)
+  t.comment(`cluster: ${lost.length}/${CLUSTER_KEYS.length} keys lost, ${after.length} requests after the loss, p90 ${p90(after).toFixed(1)} ms, ` +
+    `${grew} EVALSHA on surviving masters in 500 ms, storeErrors ${gw.app.limiterStatus.storeErrors()}, fallbackActive ${gw.app.limiterStatus.fallbackActive()}`)
+})
