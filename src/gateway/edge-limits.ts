@@ -1,0 +1,170 @@
+// The public listener's limits, chosen deliberately rather than inherited from Node or Fastify
+// defaults, and the handler that answers what Node's HTTP parser rejects before Fastify sees a
+// request (bad bytes, oversized headers, a request not received in time) with the Error shape
+// instead of Fastify's own body, without ever logging the raw packet (it may hold an Authorization
+// header).
+import { randomUUID } from 'node:crypto'
+import { STATUS_CODES } from 'node:http'
+import type { Server } from 'node:http'
+import type { Socket } from 'node:net'
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { ApiError, sendApiError, type ErrorBody } from '../shared/api-error.js'
+
+/** Node's own default, stated: a 20 KB bearer token or a flood of headers is refused 431 by the parser. */
+export const DEFAULT_MAX_HEADER_BYTES = 16 * 1024
+/** Headers must arrive within this (slowloris); Node checks every `connectionsCheckingInterval`. */
+export const DEFAULT_HEADERS_TIMEOUT_MS = 10_000
+/** The whole request (headers and body) must arrive within this, else 408. */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000
+/** How often Node looks for connections over the two timeouts above. */
+export const DEFAULT_CONNECTIONS_CHECKING_INTERVAL_MS = 1_000
+/** Idle keep-alive sockets are kept longer than common load-balancer idle timeouts (60 s), so the LB closes first. */
+export const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 72_000
+/** Backstop on a silent socket during a request; longer than the request and upstream timeouts, so it never cuts a live one. */
+export const DEFAULT_CONNECTION_TIMEOUT_MS = 60_000
+/** After this many requests a keep-alive connection is closed (`Connection: close`), so load rebalances across instances. */
+export const DEFAULT_MAX_REQUESTS_PER_SOCKET = 1_000
+/** Connections above this are closed on accept: bounded memory and file descriptors; the LB retries elsewhere. */
+export const DEFAULT_MAX_CONNECTIONS = 10_000
+/** Path parameters (pet id) longer than this match no route (404). */
+export const DEFAULT_MAX_PARAM_LENGTH = 100
+/** JSON bodies nested deeper than this are 400: the Pet body is flat, and deep nesting overflows the parser's stack (500). */
+export const DEFAULT_MAX_JSON_DEPTH = 32
+const CLIENT_ERROR_FLUSH_MS = 1_000
+const IN_FLIGHT_FLUSH_MS = 15_000
+
+export interface ServerLimits {
+  maxHeaderBytes: number
+  headersTimeoutMs: number
+  requestTimeoutMs: number
+  connectionsCheckingIntervalMs: number
+  keepAliveTimeoutMs: number
+  connectionTimeoutMs: number
+  maxRequestsPerSocket: number
+  maxConnections: number
+  maxParamLength: number
+}
+
+export const DEFAULT_SERVER_LIMITS: Readonly<ServerLimits> = Object.freeze({
+  maxHeaderBytes: DEFAULT_MAX_HEADER_BYTES,
+  headersTimeoutMs: DEFAULT_HEADERS_TIMEOUT_MS,
+  requestTimeoutMs: DEFAULT_REQUEST_TIMEOUT_MS,
+  connectionsCheckingIntervalMs: DEFAULT_CONNECTIONS_CHECKING_INTERVAL_MS,
+  keepAliveTimeoutMs: DEFAULT_KEEP_ALIVE_TIMEOUT_MS,
+  connectionTimeoutMs: DEFAULT_CONNECTION_TIMEOUT_MS,
+  maxRequestsPerSocket: DEFAULT_MAX_REQUESTS_PER_SOCKET,
+  maxConnections: DEFAULT_MAX_CONNECTIONS,
+  maxParamLength: DEFAULT_MAX_PARAM_LENGTH
+})
+
+export function serverLimits (overrides: Partial<ServerLimits> = {}): ServerLimits {
+  return { ...DEFAULT_SERVER_LIMITS, ...overrides }
+}
+
+/** The Fastify server options that carry the limits (server.maxConnections is set after creation). */
+export function fastifyLimitOptions (limits: ServerLimits) {
+  return {
+    http: {
+      maxHeaderSize: limits.maxHeaderBytes,
+      // Node requires headersTimeout ≤ requestTimeout.
+      headersTimeout: Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs),
+      connectionsCheckingInterval: limits.connectionsCheckingIntervalMs
+    },
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    connectionTimeout: limits.connectionTimeoutMs,
+    maxRequestsPerSocket: limits.maxRequestsPerSocket,
+    clientErrorHandler,
+    frameworkErrors
+  }
+}
+
+/**
+ * Errors Fastify's router raises before any hook runs (bad percent-encoding, a path parameter over
+ * maxParamLength): the Error shape, without echoing the URL back.
+ */
+export function frameworkErrors (error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  reply.header('x-request-id', request.id)
+  const message = error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'A path parameter is longer than the limit' : 'The URL is not valid'
+  sendApiError(reply, new ApiError(400, 'invalid_parameter', message))
+}
+
+/** Deepest bracket nesting outside strings, stopping early past `limit`: linear, no recursion. */
+export function jsonDepthOver (text: string, limit: number): boolean {
+  let depth = 0
+  let inString = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (inString) {
+      if (c === 0x5c) i++
+      else if (c === 0x22) inString = false
+    } else if (c === 0x22) inString = true
+    else if (c === 0x7b || c === 0x5b) { if (++depth > limit) return true } else if (c === 0x7d || c === 0x5d) depth--
+  }
+  return false
+}
+
+/** Fastify's JSON parser (prototype-poisoning checks included) behind a nesting-depth check. */
+export function installJsonParser (app: FastifyInstance, maxDepth = DEFAULT_MAX_JSON_DEPTH): void {
+  const parse = app.getDefaultJsonParser('error', 'error')
+  app.removeContentTypeParser('application/json')
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, function parseJson (request, body, done) {
+    const text = typeof body === 'string' ? body : body.toString('utf8')
+    if (jsonDepthOver(text, maxDepth)) {
+      done(new ApiError(400, 'invalid_body', `Request body is not valid JSON: nested deeper than ${maxDepth} levels`), undefined)
+      return
+    }
+    parse(request, text, done)
+  })
+}
+
+/** Node destroys a CONNECT request's socket without a word when nobody listens for it: answer 405 instead. */
+export function refuseConnect (server: Server): void {
+  server.on('connect', (_req, socket: Socket) => {
+    writeRaw(socket, { code: 'method_not_allowed', message: 'Method CONNECT is not allowed', status: 405 })
+  })
+}
+
+function writeRaw (socket: Socket, body: ErrorBody): void {
+  const json = JSON.stringify(body)
+  socket.end(`HTTP/1.1 ${body.status} ${STATUS_CODES[body.status] ?? 'Error'}\r\n` +
+    'content-type: application/json; charset=utf-8\r\n' +
+    `content-length: ${Buffer.byteLength(json)}\r\n` +
+    `x-request-id: ${randomUUID()}\r\n` +
+    'connection: close\r\n\r\n' + json, () => socket.destroy())
+  // A peer that never reads must not keep the socket: the reply gets a second to flush.
+  setTimeout(() => socket.destroy(), CLIENT_ERROR_FLUSH_MS).unref()
+}
+
+function parserError (code: string | undefined): ErrorBody {
+  if (code === 'HPE_HEADER_OVERFLOW') return { code: 'headers_too_large', message: 'Request headers are larger than the limit', status: 431 }
+  if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return { code: 'request_timeout', message: 'The request was not received in time', status: 408 }
+  return { code: 'invalid_request', message: 'The request is not valid HTTP', status: 400 }
+}
+
+interface SocketWithMessage extends Socket {
+  _httpMessage?: (NodeJS.EventEmitter & { headersSent?: boolean, writableFinished?: boolean }) | null
+}
+
+/**
+ * Fastify's `clientErrorHandler`: answers a request Node's parser refused with the Error shape and an
+ * `x-request-id`, then closes the connection. The error's `rawPacket` (request bytes, possibly a key)
+ * is never logged: only its code.
+ */
+export function clientErrorHandler (this: FastifyInstance, err: Error & { code?: string }, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return
+  const body = parserError(err.code)
+  this.log.debug({ code: err.code, status: body.status }, 'client error')
+  const responding = (socket as SocketWithMessage)._httpMessage
+  if (responding !== undefined && responding !== null && responding.writableFinished !== true) {
+    // Garbage pipelined behind a request still being answered: let that answer finish, then close.
+    responding.once('close', () => socket.destroy())
+    setTimeout(() => socket.destroy(), IN_FLIGHT_FLUSH_MS).unref()
+    return
+  }
+  if (socket.writable) {
+    writeRaw(socket, body)
+    return
+  }
+  socket.destroy()
+}
