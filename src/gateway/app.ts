@@ -7,16 +7,23 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import type { LoggerOptions } from 'pino'
 import { installErrorHandling } from '../shared/api-error.js'
 import { authenticate, requireKey } from './auth/plugin.js'
+import { clockPlugin, type Clock } from './clock.js'
 import { configPlugin, createConfigHolder, type ConfigHolder } from './config/plugin.js'
+import { reloadPlugin, type ReloadOptions } from './config/reload.js'
 import type { ConfigSnapshot } from './config/types.js'
+import { fastifyLimitOptions, installJsonParser, refuseConnect, serverLimits, type ServerLimits } from './edge-limits.js'
 import { healthPlugin } from './health.js'
+import { lifecyclePlugin } from './lifecycle/plugin.js'
+import { limiterPlugin, type LimiterOptions } from './limiter/plugin.js'
+import { metricsPlugin } from './metrics/plugin.js'
+import { upstreamTimingPlugin } from './metrics/upstream-timing.js'
+import { openApiPlugin } from './openapi/plugin.js'
 import { proxyPlugin } from './proxy/plugin.js'
 import { LOG_REDACT_PATHS, requestLogPlugin } from './request-log.js'
+import { shutdownPlugin } from './shutdown.js'
 import { DEFAULT_BODY_LIMIT_BYTES, DEFAULT_UPSTREAM_TIMEOUT_MS } from './settings.js'
 
-export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000
-export const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 72_000
-export const DEFAULT_MAX_PARAM_LENGTH = 100
+export { DEFAULT_KEEP_ALIVE_TIMEOUT_MS, DEFAULT_MAX_PARAM_LENGTH, DEFAULT_REQUEST_TIMEOUT_MS } from './edge-limits.js'
 
 export interface GatewayOptions {
   /** A snapshot (fixed config) or a holder whose snapshot a reloader swaps. */
@@ -25,8 +32,18 @@ export interface GatewayOptions {
   upstreamTimeoutMs?: number
   bodyLimit?: number
   trustProxy?: boolean | number | string
+  /** Reload the config from this directory on change / SIGHUP / admin request. */
+  reload?: ReloadOptions
   /** A pino logger, pino options, or false for none. */
   logger?: FastifyBaseLogger | LoggerOptions | false
+  /** Wall clock in Unix ms (lifecycle sunset); tests inject one. Default Date.now. */
+  now?: Clock
+  /** Per-request metrics and process metrics; false only for the bench's baseline. Default true. */
+  metrics?: boolean
+  /** The limiter's store (or Redis settings to create one) and clock. Default: in-process store. */
+  limiter?: LimiterOptions
+  /** Header/body/time/connection limits of the public listener (edge-limits.ts); tests shorten the timeouts. */
+  serverLimits?: Partial<ServerLimits>
 }
 
 function isHolder (config: ConfigSnapshot | ConfigHolder): config is ConfigHolder {
@@ -45,24 +62,28 @@ function trustProxyOption (trust: GatewayOptions['trustProxy']): boolean | strin
 
 export async function buildGateway (options: GatewayOptions): Promise<FastifyInstance> {
   const logger = options.logger ?? false
+  const limits = serverLimits(options.serverLimits)
   const serverOptions = {
+    ...fastifyLimitOptions(limits),
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'reqId' }),
     genReqId: () => randomUUID(),
     bodyLimit: options.bodyLimit ?? DEFAULT_BODY_LIMIT_BYTES,
     trustProxy: trustProxyOption(options.trustProxy),
-    requestTimeout: DEFAULT_REQUEST_TIMEOUT_MS,
-    keepAliveTimeout: DEFAULT_KEEP_ALIVE_TIMEOUT_MS,
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',
-    return503OnClosing: true,
-    routerOptions: { maxParamLength: DEFAULT_MAX_PARAM_LENGTH }
+    // shutdown.ts answers requests that arrive while closing, in the Error shape.
+    return503OnClosing: false,
+    routerOptions: { maxParamLength: limits.maxParamLength }
   } as const
   const app: FastifyInstance = isLoggerInstance(logger)
     ? Fastify({ ...serverOptions, loggerInstance: logger })
     : Fastify({ ...serverOptions, logger: logger === false ? false : { ...logger, redact: LOG_REDACT_PATHS } })
+  app.server.maxConnections = limits.maxConnections
+  refuseConnect(app.server)
   installErrorHandling(app)
   // The interface speaks JSON only: any other body type is 415 at the edge.
   app.removeContentTypeParser('text/plain')
+  installJsonParser(app)
   app.addHook('onRequest', function tagRequestId (request, reply, done) {
     reply.header('x-request-id', request.id)
     done()
@@ -70,10 +91,18 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
 
   const holder = isHolder(options.config) ? options.config : createConfigHolder(options.config)
   await app.register(healthPlugin)
+  await app.register(shutdownPlugin)
+  await app.register(clockPlugin, { now: options.now })
   await app.register(configPlugin, { holder })
   await app.register(authenticate)
+  await app.register(limiterPlugin, options.limiter ?? {})
   await app.register(requireKey)
+  await app.register(lifecyclePlugin)
+  await app.register(upstreamTimingPlugin)
+  await app.register(metricsPlugin, { enabled: options.metrics })
   await app.register(requestLogPlugin)
+  if (options.reload !== undefined) await app.register(reloadPlugin, options.reload)
+  await app.register(openApiPlugin)
   await app.register(proxyPlugin, {
     backendUrl: options.backendUrl,
     upstreamTimeoutMs: options.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS

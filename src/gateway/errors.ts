@@ -18,5 +18,7 @@ export const gatewayErrors = {
     new ApiError(410, 'endpoint_removed', `${method} ${path} was removed at its sunset date${successor === undefined ? '' : `; use ${successor}`}`),
   upstreamUnavailable: () => new ApiError(502, 'upstream_unavailable', 'The pet store service is unavailable'),
   upstreamTimeout: () => new ApiError(504, 'upstream_timeout', 'The pet store service did not answer in time'),
-  unavailable: (reason: string) => new ApiError(503, 'unavailable', reason)
+  unavailable: (reason: string) => new ApiError(503, 'unavailable', reason),
+  /** Limiter store failing under STORE_ON_ERROR=closed: no decision, so the headers say "nothing left, retry shortly". */
+  limiterUnavailable: (headers: Record<string, string>) => new ApiError(503, 'unavailable', 'The rate limiter is unavailable', headers)
 } as const

@@ -9,7 +9,12 @@ import { assertNoDemoKeys } from './config/demo-keys.js'
 import { ConfigError, loadConfigDir } from './config/loader.js'
 import { createConfigHolder } from './config/plugin.js'
 import { LOG_REDACT_PATHS } from './request-log.js'
+import { stopGateway } from './shutdown.js'
 import { settingsFromEnv } from './settings.js'
+import { nonStopSignals, superviseWorkers } from './workers.js'
+
+/** Time allowed after the drain for closing Redis and the admin listener. */
+const CLOSE_MARGIN_MS = 5_000
 
 async function main (): Promise<void> {
   const settings = settingsFromEnv()
@@ -30,6 +35,8 @@ async function main (): Promise<void> {
     }
     throw err
   }
+  // GATEWAY_WORKERS > 1: this process only supervises the workers (after the config proved valid).
+  if (superviseWorkers(settings, logger)) return
 
   const gateway = await buildGateway({
     config: holder,
@@ -37,15 +44,21 @@ async function main (): Promise<void> {
     upstreamTimeoutMs: settings.upstreamTimeoutMs,
     bodyLimit: settings.bodyLimit,
     trustProxy: settings.trustProxy,
-    logger
+    logger,
+    reload: { dir: settings.configDir, watch: settings.configWatch, production: settings.production },
+    limiter: { settings }
   })
   const admin = await buildAdmin({ gateway, token: settings.adminToken })
 
-  closeWithGrace({ delay: settings.shutdownGraceMs }, async ({ signal, err }) => {
+  process.on('SIGHUP', () => { gateway.configReloader.reload('SIGHUP') })
+
+  // The drain itself is bounded by the grace period (stopGateway cuts what is left); this outer bound
+  // only catches a hang in closing Redis or the admin port, and then exits 1.
+  const closeBound = settings.shutdownDrainDelayMs + settings.shutdownGraceMs + CLOSE_MARGIN_MS
+  closeWithGrace({ delay: closeBound, logger, skip: nonStopSignals() }, async ({ signal, err }) => {
     if (err !== undefined) logger.error({ err }, 'stopping after an unexpected error')
-    logger.info({ signal }, 'shutting down: draining in-flight requests')
-    gateway.health.draining = true
-    await gateway.close()
+    logger.info({ signal }, 'shutting down: readiness failing, draining in-flight requests')
+    await stopGateway(gateway, { drainDelayMs: settings.shutdownDrainDelayMs, graceMs: settings.shutdownGraceMs, log: logger })
     await admin.close()
     logger.info('stopped')
   })

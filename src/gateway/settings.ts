@@ -10,6 +10,20 @@ export const DEFAULT_LOG_LEVEL = 'info'
 export const DEFAULT_BODY_LIMIT_BYTES = 16 * 1024
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 10_000
 export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000
+/**
+ * Readiness fails, and every response says `Connection: close`, this long before the listener stops
+ * accepting: busy keep-alive connections end cleanly instead of racing the close (a request sent on
+ * a connection the server is closing is lost). Raise it to the LB's health-check detection time.
+ */
+export const DEFAULT_SHUTDOWN_DRAIN_DELAY_MS = 1_000
+export const DEFAULT_REDIS_SENTINEL_NAME = 'mymaster'
+/** Budget of one limiter call to Redis, and what answers while Redis fails (see limiter/stores/resilient.ts). */
+export const DEFAULT_STORE_TIMEOUT_MS = 50
+export const DEFAULT_STORE_ON_ERROR = 'local'
+/** Gateway processes (Node cluster workers) sharing the public port; >1 needs Redis (see workers.ts). */
+export const DEFAULT_GATEWAY_WORKERS = 1
+export const MAX_GATEWAY_WORKERS = 64
+const STORE_ON_ERROR = ['local', 'open', 'closed'] as const
 
 export interface GatewaySettings {
   readonly host: string
@@ -19,14 +33,27 @@ export interface GatewaySettings {
   readonly adminToken: string | undefined
   readonly backendUrl: string
   readonly configDir: string
+  /** Watch CONFIG_DIR and reload on change (SIGHUP and the admin API reload either way). */
+  readonly configWatch: boolean
   readonly redisUrl: string | undefined
   readonly redisClusterNodes: readonly string[] | undefined
+  /** Sentinel seeds (`host:port`, comma-separated in REDIS_SENTINELS); REDIS_URL then only carries password/TLS. */
+  readonly redisSentinels: readonly string[] | undefined
+  readonly redisSentinelName: string
+  /** STORE_TIMEOUT_MS: a Redis call without progress for this long fails over to STORE_ON_ERROR. */
+  readonly storeTimeoutMs: number
+  /** STORE_ON_ERROR: `local` (in-process windows, per process), `open` (admit) or `closed` (503). */
+  readonly storeOnError: 'local' | 'open' | 'closed'
   readonly logLevel: string
   /** Fastify `trustProxy`: false, true, a hop count, or a comma-separated list of addresses/CIDRs. */
   readonly trustProxy: boolean | number | string
   readonly bodyLimit: number
   readonly upstreamTimeoutMs: number
   readonly shutdownGraceMs: number
+  /** On SIGTERM, readiness fails (and responses close their connection) this long before the listener stops accepting. */
+  readonly shutdownDrainDelayMs: number
+  /** GATEWAY_WORKERS: processes sharing the public port (Node cluster); 1 = no cluster. */
+  readonly workers: number
   readonly production: boolean
 }
 
@@ -45,6 +72,12 @@ function int (env: Env, name: string, fallback: number, min = 0, max = Number.MA
 function str (env: Env, name: string, fallback: string): string {
   const raw = env[name]
   return raw === undefined || raw === '' ? fallback : raw
+}
+
+function oneOf<T extends string> (env: Env, name: string, fallback: T, allowed: readonly T[]): T {
+  const raw = str(env, name, fallback)
+  if (!(allowed as readonly string[]).includes(raw)) throw new Error(`${name}: expected one of ${allowed.join(', ')}, got "${raw}"`)
+  return raw as T
 }
 
 function optional (env: Env, name: string): string | undefined {
@@ -73,13 +106,20 @@ export function settingsFromEnv (env: Env = process.env): GatewaySettings {
     adminToken: optional(env, 'ADMIN_TOKEN'),
     backendUrl: backendUrl.replace(/\/$/, ''),
     configDir: str(env, 'CONFIG_DIR', DEFAULT_CONFIG_DIR),
+    configWatch: env.CONFIG_WATCH !== 'false',
     redisUrl: optional(env, 'REDIS_URL'),
     redisClusterNodes: cluster?.split(',').map((s) => s.trim()).filter((s) => s !== ''),
+    redisSentinels: optional(env, 'REDIS_SENTINELS')?.split(',').map((s) => s.trim()).filter((s) => s !== ''),
+    redisSentinelName: str(env, 'REDIS_SENTINEL_NAME', DEFAULT_REDIS_SENTINEL_NAME),
+    storeTimeoutMs: int(env, 'STORE_TIMEOUT_MS', DEFAULT_STORE_TIMEOUT_MS, 1, 60_000),
+    storeOnError: oneOf(env, 'STORE_ON_ERROR', DEFAULT_STORE_ON_ERROR, STORE_ON_ERROR),
     logLevel: str(env, 'LOG_LEVEL', DEFAULT_LOG_LEVEL),
     trustProxy: trustProxy(optional(env, 'TRUST_PROXY')),
     bodyLimit: int(env, 'BODY_LIMIT_BYTES', DEFAULT_BODY_LIMIT_BYTES, 1),
     upstreamTimeoutMs: int(env, 'UPSTREAM_TIMEOUT_MS', DEFAULT_UPSTREAM_TIMEOUT_MS, 1),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', DEFAULT_SHUTDOWN_GRACE_MS, 0),
+    shutdownDrainDelayMs: int(env, 'SHUTDOWN_DRAIN_DELAY_MS', DEFAULT_SHUTDOWN_DRAIN_DELAY_MS, 0),
+    workers: int(env, 'GATEWAY_WORKERS', DEFAULT_GATEWAY_WORKERS, 1, MAX_GATEWAY_WORKERS),
     production: env.NODE_ENV === 'production'
   })
 }

@@ -151,3 +151,25 @@ t.test('every response carries a fresh x-request-id', async (t) => {
   }
   t.equal(ids.size, 4)
 })
+
+t.test('a backend answering garbage instead of HTTP is a clean 502', async (t) => {
+  const upstream = await startEchoUpstream(t)
+  upstream.behave((req) => { req.socket.end('this is not HTTP at all\r\n\r\n') })
+  const gw = await startGateway(t, { backendUrl: upstream.url })
+  const res = await fetch(`${gw.url}/v1/pets`, { headers: KEY })
+  t.equal(res.status, 502)
+  t.same(await res.json(), { code: 'upstream_unavailable', message: 'The pet store service is unavailable', status: 502 })
+})
+
+t.test('a backend that dies mid-body never passes a half response off as complete', async (t) => {
+  const upstream = await startEchoUpstream(t)
+  upstream.behave((req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': '1000' })
+    res.write('[{"id":1,"name":"Re')
+    setTimeout(() => req.socket.destroy(), 20)
+  })
+  const gw = await startGateway(t, { backendUrl: upstream.url })
+  const res = await fetch(`${gw.url}/v1/pets`, { headers: KEY })
+  t.equal(res.status, 200, 'the status line had already been forwarded')
+  await t.rejects(res.text(), 'the client sees the body fail, not a short success')
+})

@@ -60,3 +60,30 @@ t.test('the gateway process serves, reports health, and exits 0 on SIGTERM', asy
   t.match(proc.output(), '"msg":"stopped"')
   t.notMatch(proc.output(), DEMO_KEYS.free)
 })
+
+t.test('SIGHUP reloads the config of a running process (watching off)', async (t) => {
+  const dir = t.testdir()
+  cpSync(REPO_CONFIG_DIR, dir, { recursive: true })
+  const env = await gatewayEnv(dir, { CONFIG_WATCH: 'false' })
+  const proc = runEntry(t, 'src/gateway/server.ts', env)
+  await waitForHttp(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`)
+  const before = await (await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/admin/config`)).json() as { version: string, keys: { total: number } }
+  t.equal(before.keys.total, 4)
+
+  writeFileSync(join(dir, 'keys.yaml'), `keys:\n  - { id: only-one, sha256: ${'d'.repeat(64)}, plan: pro }\n`)
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  const unchanged = await (await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/admin/config`)).json() as { version: string }
+  t.equal(unchanged.version, before.version, 'with CONFIG_WATCH=false a file change alone does nothing')
+
+  proc.child.kill('SIGHUP')
+  let after = unchanged
+  for (let i = 0; i < 40 && after.version === before.version; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    after = await (await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/admin/config`)).json() as { version: string }
+  }
+  t.not(after.version, before.version)
+  t.match(after, { keys: { total: 1, byPlan: { pro: 1 } } })
+  t.match(proc.output(), /"trigger":"SIGHUP".*"msg":"config reloaded"/)
+  proc.child.kill('SIGTERM')
+  t.equal((await proc.exited).code, 0)
+})

@@ -10,13 +10,20 @@ t.test('defaults follow CONTRACT §8', async (t) => {
     adminToken: undefined,
     backendUrl: 'http://127.0.0.1:3001',
     configDir: './config',
+    configWatch: true,
     redisUrl: undefined,
     redisClusterNodes: undefined,
+    redisSentinels: undefined,
+    redisSentinelName: 'mymaster',
+    storeTimeoutMs: 50,
+    storeOnError: 'local',
     logLevel: 'info',
     trustProxy: false,
     bodyLimit: 16384,
     upstreamTimeoutMs: 10000,
     shutdownGraceMs: 10000,
+    shutdownDrainDelayMs: 1000,
+    workers: 1,
     production: false
   })
 })
@@ -35,5 +42,7 @@ t.test('values from the environment are parsed and checked', async (t) => {
   t.equal(settingsFromEnv({ TRUST_PROXY: 'true' }).trustProxy, true)
   t.equal(settingsFromEnv({ TRUST_PROXY: '10.0.0.0/8,127.0.0.1' }).trustProxy, '10.0.0.0/8,127.0.0.1')
   t.throws(() => settingsFromEnv({ GATEWAY_PORT: '70000' }), { message: 'GATEWAY_PORT: expected an integer from 0 to 65535, got "70000"' })
+  t.same([settingsFromEnv({ STORE_TIMEOUT_MS: '20', STORE_ON_ERROR: 'closed' })].map((x) => [x.storeTimeoutMs, x.storeOnError]), [[20, 'closed']])
+  t.throws(() => settingsFromEnv({ STORE_ON_ERROR: 'fail-open' }), { message: 'STORE_ON_ERROR: expected one of local, open, closed, got "fail-open"' })
   t.throws(() => settingsFromEnv({ BACKEND_URL: 'ftp://x' }), { message: 'BACKEND_URL: expected http(s)://host:port, got "ftp://x"' })
 })

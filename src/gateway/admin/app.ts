@@ -1,14 +1,16 @@
 // buildAdmin: the operations side of a gateway on its own port (loopback by default) — /healthz,
-// /readyz, and the slots where metrics and the admin API attach. Never reachable from the
-// public port, and, when ADMIN_TOKEN is set, closed to requests without that bearer token.
+// /readyz, /metrics (the gateway's own registry), and the slot where the admin API attaches. Never
+// reachable from the public port, and, when ADMIN_TOKEN is set, closed to requests without that
+// bearer token.
 import { timingSafeEqual, createHash } from 'node:crypto'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { ApiError, installErrorHandling } from '../../shared/api-error.js'
 import { checkReadiness } from '../health.js'
+import { adminApi } from './api.js'
 
 export interface AdminOptions {
   gateway: FastifyInstance
-  /** When set, every admin request but /healthz must carry `Authorization: Bearer <token>`. */
+  /** When set, every admin request but /healthz and /readyz must carry `Authorization: Bearer <token>`. */
   token?: string | undefined
 }
 
@@ -24,7 +26,8 @@ export async function buildAdmin (options: AdminOptions): Promise<FastifyInstanc
   if (options.token !== undefined) {
     const expected = digest(`Bearer ${options.token}`)
     app.addHook('onRequest', function requireAdminToken (request, _reply, done) {
-      if (request.url === '/healthz') { done(); return }
+      // Probes cannot carry a secret header: liveness and readiness stay open, they reveal no key data.
+      if (request.url === '/healthz' || request.url === '/readyz') { done(); return }
       const given = digest(request.headers.authorization ?? '')
       if (!timingSafeEqual(given, expected)) {
         done(new ApiError(401, 'unauthorized', 'Admin token required', { 'www-authenticate': 'Bearer realm="petstore-admin"' }))
@@ -38,6 +41,11 @@ export async function buildAdmin (options: AdminOptions): Promise<FastifyInstanc
   app.get('/readyz', async (_request, reply) => {
     const report = await checkReadiness(gateway.health)
     return reply.code(report.ready ? 200 : 503).send({ status: report.ready ? 'ready' : 'not_ready', checks: report.checks })
+  })
+  await app.register(adminApi, { gateway })
+  app.get('/metrics', async (_request, reply) => {
+    const { registry } = gateway.metrics
+    return reply.type(registry.contentType).send(await registry.metrics())
   })
   return app
 }

@@ -4,7 +4,8 @@
 import fp from 'fastify-plugin'
 import { gatewayErrors, type ApiError } from '../errors.js'
 import type { KeyRecord } from '../config/types.js'
-import { keyDigest, parseBearer } from './bearer.js'
+import { parseBearer } from './bearer.js'
+import { createKeyLookup } from './key-cache.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -22,10 +23,11 @@ declare module 'fastify' {
 export const authenticate = fp(async function authenticate (app) {
   app.decorateRequest('consumer', null)
   app.decorateRequest('authFailure', null)
+  const lookup = createKeyLookup()
   app.addHook('onRequest', function identifyKey (request, _reply, done) {
     const parsed = parseBearer(request.headers.authorization)
     if (parsed.kind === 'token') {
-      const record = request.snapshot.keysByDigest.get(keyDigest(parsed.token))
+      const record = lookup(request.snapshot, parsed.token)
       if (record === undefined) request.authFailure = gatewayErrors.invalidKey()
       else if (record.disabled) request.authFailure = gatewayErrors.disabledKey()
       else request.consumer = record

@@ -29,6 +29,11 @@ export function createConfigHolder (initial: ConfigSnapshot): ConfigHolder {
 
 export const configPlugin = fp<{ holder: ConfigHolder }>(async function configPlugin (app, { holder }) {
   app.decorate('gatewayConfig', holder)
+  if (app.hasDecorator('health')) {
+    app.health.checks.set('config', async () => {
+      if (!holder.current) throw new Error('no config snapshot loaded')
+    })
+  }
   app.decorateRequest('snapshot', null as unknown as ConfigSnapshot)
   app.addHook('onRequest', function readSnapshot (request, _reply, done) {
     request.snapshot = holder.current

@@ -31,10 +31,7 @@ export interface CreateStoreOptions {
   readyWaitMs?: number
 }
 
-// Auto-pipelining: the EVALSHAs issued in one event-loop turn leave in one socket write instead of
-// one write each (a syscall per request was ~10 % of the gateway's CPU in bench/results/profile.md).
 const CLIENT_OPTIONS: RedisOptions = {
-  enableAutoPipelining: true,
   enableOfflineQueue: false,
   maxRetriesPerRequest: 1,
   connectTimeout: DEFAULT_CONNECT_TIMEOUT_MS
@@ -57,7 +54,7 @@ export async function waitReady (client: Redis | Cluster, ms: number): Promise<b
 
 export function createRedisClient (settings: StoreSettings): Redis | Cluster | undefined {
   if (settings.redisClusterNodes !== undefined && settings.redisClusterNodes.length > 0) {
-    const options: ClusterOptions = { enableAutoPipelining: true, enableOfflineQueue: false, redisOptions: CLIENT_OPTIONS }
+    const options: ClusterOptions = { enableOfflineQueue: false, redisOptions: CLIENT_OPTIONS }
     return new Cluster(settings.redisClusterNodes.map(hostPort), options)
   }
   if (settings.redisSentinels !== undefined && settings.redisSentinels.length > 0) {

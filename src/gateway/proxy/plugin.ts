@@ -8,8 +8,13 @@ import { registerMethodNotAllowed } from '../../shared/api-error.js'
 import { methodsByPath, OPERATIONS, type Operation } from './operations.js'
 import { upstreamError } from './upstream-errors.js'
 import { probeBackend } from './backend-probe.js'
+import { startUpstreamTimer, stopUpstreamTimer } from '../metrics/upstream-timing.js'
 
 export const DEFAULT_UPSTREAM_CONNECTIONS = 64
+/** Requests in flight per upstream connection; 1 = no HTTP pipelining (see bench/results/latest.md). */
+export const DEFAULT_UPSTREAM_PIPELINING = 1
+/** Idle upstream sockets are kept this long (the backend's own keep-alive is longer). */
+export const DEFAULT_UPSTREAM_KEEP_ALIVE_MS = 30_000
 const PREFIX = '/v1'
 
 export interface ProxyOptions {
@@ -20,13 +25,21 @@ export interface ProxyOptions {
 }
 
 /** Headers that only the gateway may set, and that never leave for the backend as the client sent them. */
-const GATEWAY_OWNED = ['authorization', 'x-consumer-id', 'x-consumer-plan', 'x-request-id', 'connection', 'keep-alive', 'proxy-authorization']
+// `expect`: Node already answered the client's 100-continue; undici refuses to send the header (→ 502).
+const GATEWAY_OWNED = ['authorization', 'x-consumer-id', 'x-consumer-plan', 'x-request-id', 'connection', 'keep-alive', 'proxy-authorization', 'expect']
 
 type Headers = Record<string, string | string[] | undefined>
 
+const GATEWAY_OWNED_SET = new Set(GATEWAY_OWNED)
+
+/**
+ * The backend's request headers: the client's minus the gateway-owned ones, plus the gateway's. A
+ * filtered copy, not a spread and `delete`s: `delete` turns the object into a slow dictionary, and
+ * this runs on every request (~75 ns instead of ~250 ns; 1 % of the gateway's CPU in the profile).
+ */
 export function backendRequestHeaders (request: Pick<FastifyRequest, 'id' | 'consumer'>, headers: Headers): Headers {
-  const out: Headers = { ...headers }
-  for (const name of GATEWAY_OWNED) delete out[name]
+  const out: Headers = {}
+  for (const name in headers) if (!GATEWAY_OWNED_SET.has(name)) out[name] = headers[name]
   out['x-request-id'] = request.id
   if (request.consumer !== null) {
     out['x-consumer-id'] = request.consumer.id
@@ -39,12 +52,14 @@ export const proxyPlugin = fp<ProxyOptions>(async function proxyPlugin (app, opt
   const operations = opts.operations ?? OPERATIONS
   const pool = new Pool(opts.backendUrl, {
     connections: opts.connections ?? DEFAULT_UPSTREAM_CONNECTIONS,
-    pipelining: 1,
+    pipelining: DEFAULT_UPSTREAM_PIPELINING,
     headersTimeout: opts.upstreamTimeoutMs,
     bodyTimeout: opts.upstreamTimeoutMs,
-    keepAliveTimeout: 30_000
+    keepAliveTimeout: DEFAULT_UPSTREAM_KEEP_ALIVE_MS
   })
-  app.addHook('onClose', async () => { await pool.close() })
+  // onClose runs after the listener closed its last connection: no client waits on what is still
+  // running upstream (a request cut at the drain deadline), so destroy rather than wait for it.
+  app.addHook('onClose', async () => { await pool.destroy() })
   app.health.checks.set('backend', () => probeBackend(opts.backendUrl))
 
   const pathsByMethod = new Map<HTTPMethods, string[]>()
@@ -65,8 +80,20 @@ export const proxyPlugin = fp<ProxyOptions>(async function proxyPlugin (app, opt
       undici: pool,
       disableRequestLogging: true,
       replyOptions: {
-        rewriteRequestHeaders: backendRequestHeaders,
+        rewriteRequestHeaders (request, headers) {
+          startUpstreamTimer(request)
+          return backendRequestHeaders(request, headers)
+        },
+        onResponse (request, reply, res) {
+          stopUpstreamTimer(request)
+          // Hop-by-hop: the backend connection's keep-alive is not the client's (a client that sent
+          // `Connection: close` was otherwise kept open by the backend's `connection: keep-alive`).
+          reply.removeHeader('connection')
+          reply.removeHeader('keep-alive')
+          reply.send(res.stream)
+        },
         onError (reply, { error }) {
+          stopUpstreamTimer(reply.request)
           reply.send(upstreamError(error))
         }
       }

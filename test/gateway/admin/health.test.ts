@@ -36,15 +36,16 @@ t.test('the backend check fails while the backend is down', async (t) => {
   t.match(await res.json(), { checks: { backend: { ok: false, error: /ECONNREFUSED/ } } })
 })
 
-t.test('with ADMIN_TOKEN set, admin requests need it (except /healthz)', async (t) => {
+t.test('with ADMIN_TOKEN set, admin requests need it (except the probes /healthz and /readyz)', async (t) => {
   const gw = await startGateway(t, { adminToken: 's3cret-admin-token' })
   t.equal((await fetch(`${gw.adminUrl}/healthz`)).status, 200)
-  const denied = await fetch(`${gw.adminUrl}/readyz`)
+  t.equal((await fetch(`${gw.adminUrl}/readyz`)).status, 200)
+  const denied = await fetch(`${gw.adminUrl}/admin/config`)
   t.equal(denied.status, 401)
   t.same(await denied.json(), { code: 'unauthorized', message: 'Admin token required', status: 401 })
-  const wrong = await fetch(`${gw.adminUrl}/readyz`, { headers: { authorization: 'Bearer nope' } })
+  const wrong = await fetch(`${gw.adminUrl}/admin/config`, { headers: { authorization: 'Bearer nope' } })
   t.equal(wrong.status, 401)
-  const ok = await fetch(`${gw.adminUrl}/readyz`, { headers: { authorization: 'Bearer s3cret-admin-token' } })
+  const ok = await fetch(`${gw.adminUrl}/admin/config`, { headers: { authorization: 'Bearer s3cret-admin-token' } })
   t.equal(ok.status, 200)
 })
 

@@ -1,0 +1,109 @@
+// Load generation for the benches, with autocannon in this process: a closed-loop run (as many
+// requests as N connections get answered: throughput), a constant-rate run whose latencies are kept
+// as exact floats (autocannon's own histogram rounds to whole milliseconds, too coarse for a
+// "≤ 1 ms added" target), and traffic spread over many keys (one bearer token per request, in turn).
+// Every run is bounded by its duration and stops by itself.
+import autocannon from 'autocannon'
+import { DEFAULT_MAX_REQUESTS_PER_SOCKET } from '../../src/gateway/edge-limits.js'
+
+/**
+ * Every client connection is replaced after this many requests, for every target alike. The gateway
+ * ends a keep-alive connection after DEFAULT_MAX_REQUESTS_PER_SOCKET requests (`Connection: close`);
+ * autocannon ignores that header, and Node answers 503 to whatever else arrives on such a
+ * connection, which would turn a fast run into a flood of 503s.
+ */
+export const DEFAULT_RECONNECT_EVERY = Math.floor(DEFAULT_MAX_REQUESTS_PER_SOCKET / 2)
+
+export interface Run {
+  requestsPerSecond: number
+  total: number
+  latencyP50Ms: number
+  latencyP99Ms: number
+  non2xx: number
+  errors: number
+}
+
+export interface LoadOptions {
+  url: string
+  seconds: number
+  connections: number
+  /** One token for every request, or a list used in turn (one per request). */
+  tokens: readonly string[]
+}
+
+export const median = (xs: readonly number[]): number => {
+  const sorted = [...xs].sort((a, b) => a - b)
+  const mid = Math.floor(sorted.length / 2)
+  if (sorted.length === 0) return NaN
+  return sorted.length % 2 === 1 ? sorted[mid] ?? NaN : ((sorted[mid - 1] ?? NaN) + (sorted[mid] ?? NaN)) / 2
+}
+
+export function percentile (sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return NaN
+  return sorted[Math.min(sorted.length - 1, Math.ceil(p / 100 * sorted.length) - 1)] ?? NaN
+}
+
+function requestsOption (tokens: readonly string[]): autocannon.Request[] | undefined {
+  if (tokens.length <= 1) return undefined
+  let next = 0
+  // Header objects are built once; each request takes the next one (the same work for 2 or 100,000
+  // tokens, so runs with different key counts compare fairly).
+  const headers = tokens.map((t) => ({ authorization: `Bearer ${t}` }))
+  return [{
+    setupRequest (req) {
+      req.headers = headers[next] ?? {}
+      next = (next + 1) % headers.length
+      return req
+    }
+  }]
+}
+
+export async function throughput (opts: LoadOptions): Promise<Run> {
+  const requests = requestsOption(opts.tokens)
+  const result = await autocannon({
+    url: opts.url,
+    connections: opts.connections,
+    duration: opts.seconds,
+    reconnectRate: DEFAULT_RECONNECT_EVERY,
+    headers: opts.tokens.length === 1 ? { authorization: `Bearer ${opts.tokens[0] ?? ''}` } : {},
+    ...(requests === undefined ? {} : { requests })
+  })
+  return {
+    requestsPerSecond: result.requests.average,
+    total: result.requests.total,
+    latencyP50Ms: result.latency.p50,
+    latencyP99Ms: result.latency.p99,
+    non2xx: result.non2xx,
+    errors: result.errors
+  }
+}
+
+export interface RateRun extends Run { rate: number, latencyP90Ms: number, latencyP999Ms: number }
+
+/** `rate` requests per second over `connections`, latency of every answer kept exactly (ms, float). */
+export async function fixedRate (opts: LoadOptions & { rate: number }): Promise<RateRun> {
+  const samples: number[] = []
+  const result = await new Promise<autocannon.Result>((resolve, reject) => {
+    const instance = autocannon({
+      url: opts.url,
+      connections: opts.connections,
+      duration: opts.seconds,
+      overallRate: opts.rate,
+      reconnectRate: DEFAULT_RECONNECT_EVERY,
+      headers: { authorization: `Bearer ${opts.tokens[0] ?? ''}` }
+    }, (err, res) => { if (err !== null && err !== undefined) reject(err); else resolve(res) })
+    instance.on('response', (_client: unknown, _status: number, _bytes: number, ms: number) => { samples.push(ms) })
+  })
+  samples.sort((a, b) => a - b)
+  return {
+    rate: opts.rate,
+    requestsPerSecond: result.requests.average,
+    total: result.requests.total,
+    latencyP50Ms: percentile(samples, 50),
+    latencyP90Ms: percentile(samples, 90),
+    latencyP99Ms: percentile(samples, 99),
+    latencyP999Ms: percentile(samples, 99.9),
+    non2xx: result.non2xx,
+    errors: result.errors
+  }
+}

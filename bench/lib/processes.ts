@@ -1,0 +1,211 @@
+// The processes a load bench runs against: each server under test in a child process of its own
+// (never in the process that drives the load, so they do not share an event loop), on loopback and
+// free ports, and stopped by PID when the bench ends — whatever happened. Shared by bench/run.ts and
+// bench/metrics-overhead.ts.
+import { spawn, execFile, type ChildProcess } from 'node:child_process'
+import { createHash, randomBytes } from 'node:crypto'
+import { copyFileSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { createInterface } from 'node:readline'
+import { promisify } from 'node:util'
+
+export const REPO_ROOT = join(import.meta.dirname, '..', '..')
+export const DEFAULT_READY_TIMEOUT_MS = 20_000
+export const DEFAULT_STOP_TIMEOUT_MS = 15_000
+/** Limits no bench run reaches: the bench measures the proxy path, not 429s. */
+export const UNBOUNDED_LIMITS = { perMinute: 1_000_000_000, perDay: 1_000_000_000_000 } as const
+
+const run = promisify(execFile)
+
+export interface ChildOptions {
+  env?: Record<string, string>
+  /** Extra node flags (e.g. --cpu-prof). */
+  nodeArgs?: string[]
+  /** 'pipe': the caller reads stdout (a child that prints its ports); default 'ignore' (/dev/null). */
+  stdout?: 'pipe' | 'ignore'
+}
+
+/** Every child started here, so `stopAll` can end exactly these, by PID. */
+const started = new Set<ChildProcess>()
+
+export function startNode (args: string[], opts: ChildOptions = {}): ChildProcess {
+  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), '--import', 'tsx', ...args], {
+    cwd: REPO_ROOT,
+    env: { ...process.env, ...opts.env },
+    stdio: ['ignore', opts.stdout ?? 'ignore', 'inherit']
+  })
+  started.add(child)
+  child.once('exit', () => started.delete(child))
+  return child
+}
+
+export function startProcess (command: string, args: string[], cwd: string): ChildProcess {
+  const child = spawn(command, args, { cwd, stdio: 'ignore' })
+  started.add(child)
+  child.once('exit', () => started.delete(child))
+  return child
+}
+
+export async function firstLine (child: ChildProcess): Promise<string> {
+  if (child.stdout === null) throw new Error('child has no stdout')
+  const lines = createInterface({ input: child.stdout })
+  return await new Promise((resolve, reject) => {
+    child.once('exit', (code) => reject(new Error(`child exited with ${code} before it was ready`)))
+    lines.once('line', resolve)
+  })
+}
+
+/** SIGTERM to one child, SIGKILL if it has not exited within the bound. */
+export async function stop (child: ChildProcess, timeoutMs = DEFAULT_STOP_TIMEOUT_MS): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(() => { child.kill('SIGKILL') }, timeoutMs)
+    child.once('exit', () => { clearTimeout(timer); resolve() })
+    child.kill('SIGTERM')
+  })
+}
+
+export async function stopAll (): Promise<void> {
+  await Promise.all([...started].map(async (child) => { await stop(child) }))
+}
+
+export async function freePort (): Promise<number> {
+  return await new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number }
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+export async function waitFor (what: string, check: () => Promise<boolean>, timeoutMs = DEFAULT_READY_TIMEOUT_MS): Promise<void> {
+  const begun = Date.now()
+  for (;;) {
+    try {
+      if (await check()) return
+    } catch { /* not up yet */ }
+    if (Date.now() - begun > timeoutMs) throw new Error(`${what} not ready within ${timeoutMs} ms`)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+}
+
+export async function waitForHttp (url: string, timeoutMs = DEFAULT_READY_TIMEOUT_MS): Promise<void> {
+  await waitFor(url, async () => {
+    const res = await fetch(url)
+    await res.arrayBuffer()
+    return res.status < 500
+  }, timeoutMs)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Redis
+
+export interface RedisServer { port: number, url: string, child: ChildProcess, cli: (...args: string[]) => Promise<string> }
+
+export async function redisCli (port: number, ...args: string[]): Promise<string> {
+  const { stdout } = await run('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args])
+  return stdout.trim()
+}
+
+export async function startRedis (dir: string): Promise<RedisServer> {
+  const port = await freePort()
+  const child = startProcess('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no'], dir)
+  await waitFor(`redis-server :${port}`, async () => (await redisCli(port, 'PING')) === 'PONG')
+  return { port, url: `redis://127.0.0.1:${port}`, child, cli: (...args) => redisCli(port, ...args) }
+}
+
+/**
+ * Commands that the scripts on the measured path run inside Redis (ours: lua/sliding-window.lua;
+ * @fastify/rate-limit's: INCR/PEXPIRE/PTTL/GET). Redis counts those in commandstats and in
+ * total_commands_processed alike, so the commands a client sent over the network are the calls of
+ * every other command (EVALSHA included). A client command of the same name would be missed: none
+ * is sent on the request path of either (the limiter's hot path is one EVALSHA by design).
+ */
+export function scriptInnerCommands (): Set<string> {
+  const sources = [
+    readFileSync(join(REPO_ROOT, 'src', 'gateway', 'limiter', 'lua', 'sliding-window.lua'), 'utf8'),
+    readFileSync(join(REPO_ROOT, 'node_modules', '@fastify', 'rate-limit', 'store', 'RedisStore.js'), 'utf8')
+  ]
+  const names = new Set<string>()
+  for (const text of sources) for (const m of text.matchAll(/redis\.p?call\(\s*'([A-Za-z]+)'/g)) names.add((m[1] ?? '').toLowerCase())
+  return names
+}
+
+export interface CommandStats { calls: Map<string, number>, usec: Map<string, number>, total: number }
+
+/** `INFO commandstats` as command → calls and µs of Redis CPU, and `total_commands_processed` (which counts scripts' inner calls too). */
+export async function commandCalls (redis: RedisServer): Promise<CommandStats> {
+  const info = await redis.cli('INFO', 'commandstats')
+  const stats = await redis.cli('INFO', 'stats')
+  const calls = new Map<string, number>()
+  const usec = new Map<string, number>()
+  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm)) {
+    calls.set(m[1] ?? '', Number(m[2]))
+    usec.set(m[1] ?? '', Number(m[3]))
+  }
+  return { calls, usec, total: Number(/total_commands_processed:(\d+)/.exec(stats)?.[1] ?? NaN) }
+}
+
+export interface CommandDelta {
+  /** Calls per command as commandstats counts them (scripts' inner calls included). */
+  calls: Record<string, number>
+  /** Commands clients sent (see scriptInnerCommands). */
+  sent: number
+  /** µs of Redis CPU (commandstats usec; a script's usec includes its inner calls, which are not added again). */
+  usec: number
+}
+
+/** Calls, client-sent commands and Redis CPU between two readings (the INFO calls left out). */
+export function commandDelta (before: CommandStats, after: CommandStats, inner = scriptInnerCommands()): CommandDelta {
+  const calls: Record<string, number> = {}
+  let usec = 0
+  let sent = 0
+  for (const [name, n] of after.calls) {
+    if (name === 'info') continue
+    const d = n - (before.calls.get(name) ?? 0)
+    if (d <= 0) continue
+    calls[name] = d
+    if (!inner.has(name)) {
+      sent += d
+      usec += (after.usec.get(name) ?? 0) - (before.usec.get(name) ?? 0)
+    }
+  }
+  return { calls, sent, usec }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Config
+
+/** plans.yaml and routes.yaml of the repository, and one enterprise key whose limits never bind. */
+export function writeSingleKeyConfig (dir = mkdtempSync(join(tmpdir(), 'petstore-bench-config-'))): { dir: string, key: string } {
+  const key = `psk_bench_${randomBytes(16).toString('hex')}`
+  for (const file of ['plans.yaml', 'routes.yaml']) copyFileSync(join(REPO_ROOT, 'config', file), join(dir, file))
+  writeFileSync(join(dir, 'keys.yaml'), [
+    'keys:',
+    '  - id: bench',
+    `    sha256: ${createHash('sha256').update(key).digest('hex')}`,
+    '    plan: enterprise',
+    `    limits: { perMinute: ${UNBOUNDED_LIMITS.perMinute}, perDay: ${UNBOUNDED_LIMITS.perDay} }`,
+    ''
+  ].join('\n'))
+  return { dir, key }
+}
+
+/** Rewrites plans.yaml of a config dir so that no plan's limits bind during a bench. */
+export function unboundPlans (dir: string): void {
+  const limits = `{ perMinute: ${UNBOUNDED_LIMITS.perMinute}, perDay: ${UNBOUNDED_LIMITS.perDay} }`
+  writeFileSync(join(dir, 'plans.yaml'), [
+    'plans:',
+    `  free: ${limits}`,
+    `  pro: ${limits}`,
+    `  business: ${limits}`,
+    '  enterprise: { custom: true }',
+    'anonymous: { perMinute: 30, perDay: 300 }',
+    'ban: { threshold: 30, windowSeconds: 60, durationSeconds: 900, maxDurationSeconds: 86400 }',
+    ''
+  ].join('\n'))
+}

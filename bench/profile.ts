@@ -1,0 +1,147 @@
+// `npm run bench:profile`: where the gateway's CPU goes under load. Runs the real entry point
+// (src/gateway/server.ts, Redis store, info logs, metrics) under `node --cpu-prof` behind the same
+// backend and Redis as `npm run bench`, loads it for BENCH_SECONDS, stops it (the profile is written
+// at exit) and summarizes the top self-time frames and the self time per package. Writes
+// bench/results/gateway-redis.cpuprofile (open it in Chrome DevTools or speedscope) and
+// bench/results/<target>-profile.md. Env: BENCH_SECONDS [10] BENCH_CONNECTIONS [32]
+// PROFILE_TARGET=redis (default) | memory (in-process store) | bare (bench/servers/bare-proxy.ts, to compare).
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { throughput } from './lib/load.js'
+import { firstLine, freePort, REPO_ROOT, startNode, startRedis, stop, stopAll, waitForHttp, writeSingleKeyConfig } from './lib/processes.js'
+
+export const DEFAULT_PROFILE_SECONDS = 10
+export const DEFAULT_TOP_FRAMES = 25
+const RESULTS_DIR = join(REPO_ROOT, 'bench', 'results')
+
+interface ProfileNode { id: number, callFrame: { functionName: string, url: string, lineNumber: number }, hitCount?: number, children?: number[] }
+interface CpuProfile { nodes: ProfileNode[], samples: number[], timeDeltas: number[], startTime: number, endTime: number }
+
+/** Which package (or our module, or Node internals) a frame belongs to. */
+function owner (url: string): string {
+  if (url === '') return '(native / gc / idle)'
+  const nm = url.lastIndexOf('node_modules/')
+  if (nm >= 0) {
+    const rest = url.slice(nm + 'node_modules/'.length).split('/')
+    return rest[0]?.startsWith('@') === true ? `${rest[0]}/${rest[1] ?? ''}` : rest[0] ?? url
+  }
+  if (url.startsWith('node:')) return 'node core'
+  const src = url.indexOf('/src/')
+  return src >= 0 ? url.slice(src + 1) : url
+}
+
+/** µs the profiled thread was not idle. */
+export function busyMicros (profile: CpuProfile): number {
+  const idle = new Set(profile.nodes.filter((n) => n.callFrame.functionName === '(idle)').map((n) => n.id))
+  return profile.samples.reduce((sum, id, i) => sum + (idle.has(id) ? 0 : profile.timeDeltas[i] ?? 0), 0)
+}
+
+export function summarizeProfile (profile: CpuProfile, top = DEFAULT_TOP_FRAMES): string[] {
+  const selfUs = new Map<number, number>()
+  profile.samples.forEach((id, i) => { selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)) })
+  const total = [...selfUs.values()].reduce((a, b) => a + b, 0)
+  const byFrame = new Map<string, number>()
+  const byOwner = new Map<string, number>()
+  for (const node of profile.nodes) {
+    const us = selfUs.get(node.id) ?? 0
+    if (us === 0) continue
+    const f = node.callFrame
+    const file = f.url.replace(/^.*node_modules\//, '').replace(/^.*\/src\//, 'src/').replace(/^file:\/\//, '')
+    const key = `${f.functionName === '' ? '(anonymous)' : f.functionName} ${file === '' ? '' : `${file}:${f.lineNumber + 1}`}`
+    byFrame.set(key, (byFrame.get(key) ?? 0) + us)
+    const o = owner(f.url)
+    byOwner.set(o, (byOwner.get(o) ?? 0) + us)
+  }
+  const pct = (us: number): string => `${(100 * us / total).toFixed(1)} %`
+  const lines = ['| self time | frame |', '|---:|---|']
+  for (const [k, us] of [...byFrame].sort((a, b) => b[1] - a[1]).slice(0, top)) lines.push(`| ${pct(us)} | \`${k.trim()}\` |`)
+  // Native frames (socket writes, mostly) have no file: charge them to the nearest caller in a package or in src/.
+  const parent = new Map<number, number>()
+  for (const node of profile.nodes) for (const c of node.children ?? []) parent.set(c, node.id)
+  const byNode = new Map(profile.nodes.map((n) => [n.id, n]))
+  const nativeBy = new Map<string, number>()
+  for (const node of profile.nodes) {
+    const us = selfUs.get(node.id) ?? 0
+    if (us === 0 || node.callFrame.url !== '' || node.callFrame.functionName.startsWith('(')) continue
+    let id = parent.get(node.id)
+    let caller: string | undefined
+    let nearest: string | undefined
+    while (id !== undefined && caller === undefined) {
+      const f = byNode.get(id)?.callFrame
+      const name = f === undefined ? '' : `${f.functionName === '' ? '(anonymous)' : f.functionName} ${f.url.replace(/^.*node_modules\//, '').replace(/^.*\/src\//, 'src/')}:${f.lineNumber + 1}`
+      if (f !== undefined && (f.url.includes('node_modules/') || f.url.includes('/src/'))) caller = name
+      else if (nearest === undefined && f !== undefined && f.url !== '') nearest = name
+      id = parent.get(id)
+    }
+    caller ??= nearest === undefined ? '(no JS caller)' : `${nearest} (node core only)`
+    const key = `${node.callFrame.functionName} ← ${caller}`
+    nativeBy.set(key, (nativeBy.get(key) ?? 0) + us)
+  }
+  lines.push('', '| self time | native frame ← nearest caller in a package or src/ |', '|---:|---|')
+  for (const [k, us] of [...nativeBy].sort((a, b) => b[1] - a[1]).slice(0, 10)) lines.push(`| ${pct(us)} | \`${k}\` |`)
+  lines.push('', '| self time | package / module |', '|---:|---|')
+  for (const [k, us] of [...byOwner].sort((a, b) => b[1] - a[1]).slice(0, top)) lines.push(`| ${pct(us)} | ${k} |`)
+  return lines
+}
+
+async function main (): Promise<void> {
+  const seconds = Number(process.env.BENCH_SECONDS ?? DEFAULT_PROFILE_SECONDS)
+  const connections = Number(process.env.BENCH_CONNECTIONS ?? 32)
+  const target = process.env.PROFILE_TARGET ?? 'redis'
+  const useRedis = target === 'redis'
+  const work = mkdtempSync(join(tmpdir(), 'petstore-profile-'))
+  try {
+    const redis = await startRedis(work)
+    const backendPort = await freePort()
+    const backendUrl = `http://127.0.0.1:${backendPort}`
+    startNode([join(REPO_ROOT, 'src', 'backend', 'server.ts')], {
+      env: { BACKEND_HOST: '127.0.0.1', BACKEND_PORT: String(backendPort), PETS_DB: join(work, 'pets.db'), LOG_LEVEL: 'warn' }
+    })
+    await waitForHttp(`${backendUrl}/v1/pets`)
+    const configDir = join(work, 'config')
+    mkdirSync(configDir)
+    const { key } = writeSingleKeyConfig(configDir)
+    const profDir = join(work, 'prof')
+    const port = await freePort()
+    const nodeArgs = ['--cpu-prof', `--cpu-prof-dir=${profDir}`]
+    let gateway
+    let url
+    if (target === 'bare') {
+      gateway = startNode([join(REPO_ROOT, 'bench', 'servers', 'bare-proxy.ts'), backendUrl], { nodeArgs, stdout: 'pipe' })
+      url = `http://127.0.0.1:${(JSON.parse(await firstLine(gateway)) as { port: number }).port}/v1/pets?limit=10`
+    } else {
+      gateway = startNode([join(REPO_ROOT, 'src', 'gateway', 'server.ts')], {
+        nodeArgs,
+        env: {
+          GATEWAY_HOST: '127.0.0.1', GATEWAY_PORT: String(port), ADMIN_PORT: String(await freePort()),
+          BACKEND_URL: backendUrl, CONFIG_DIR: configDir, CONFIG_WATCH: 'false', LOG_LEVEL: 'info',
+          REDIS_URL: useRedis ? redis.url : '', GATEWAY_WORKERS: '1'
+        }
+      })
+      url = `http://127.0.0.1:${port}/v1/pets?limit=10`
+    }
+    await waitForHttp(url)
+    const warm = await throughput({ url, seconds: 2, connections, tokens: [key] })
+    const run = await throughput({ url, seconds, connections, tokens: [key] })
+    await stop(gateway)
+    const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'))
+    if (file === undefined) throw new Error('no profile written')
+    const profile = JSON.parse(readFileSync(join(profDir, file), 'utf8')) as CpuProfile
+    mkdirSync(RESULTS_DIR, { recursive: true })
+    const name = target === 'bare' ? 'bare-proxy' : `gateway-${target}`
+    copyFileSync(join(profDir, file), join(RESULTS_DIR, `${name}.cpuprofile`))
+    const busyUs = busyMicros(profile)
+    const md = [`# CPU profile: ${target === 'bare' ? 'bare @fastify/http-proxy' : `gateway (${useRedis ? 'Redis' : 'in-process store'}, info logs, metrics)`}`, '',
+      `${seconds} s at ${connections} connections after 2 s of warm-up (the profile covers start-up, warm-up and the run): ${Math.round(run.requestsPerSecond)} req/s. File: bench/results/${name}.cpuprofile.`,
+      `CPU busy (not idle) over the whole profile ÷ requests answered: ${(busyUs / (run.total + warm.total)).toFixed(1)} µs per request (includes start-up).`, '',
+      ...summarizeProfile(profile), '']
+    writeFileSync(join(RESULTS_DIR, `${name}-profile.md`), md.join('\n'))
+    process.stdout.write(md.join('\n') + '\n')
+  } finally {
+    await stopAll()
+    rmSync(work, { recursive: true, force: true })
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1] ?? ''}`) await main()
