@@ -40,7 +40,7 @@ export interface LimiterStore {
    * under `ban` counts a 429 and may start a ban (`ban_started`). `ban` null: never banned (anonymous).
    */
   consume: (id: string, limits: Limits, ban: BanPolicy | null) => Promise<ConsumeResult>
-  /** What `consume` would answer now, changing nothing (no count, no 429 recorded). */
+  /** What `consume` would answer now, changing nothing (no count, no 429 recorded); a banned key's windows are read too. */
   peek: (id: string, limits: Limits) => Promise<ConsumeResult>
   /** Bans in force now, in every process's view (the shared store), any order. */
   listBans: () => Promise<BanEntry[]>

@@ -59,11 +59,12 @@ export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore 
       return result('ok', t, readWindow(newRing(MINUTE_WINDOW), MINUTE_WINDOW, t, limits.perMinute, emptyReading()),
         readWindow(newRing(DAY_WINDOW), DAY_WINDOW, t, limits.perDay, emptyReading()), 0)
     }
-    if ((ban !== null || !write) && state.banUntil > t) {
+    if (write && ban !== null && state.banUntil > t) {
       return result('key_banned', t, emptyReading(), emptyReading(), state.banUntil)
     }
     const minute = readWindow(state.minute, MINUTE_WINDOW, t, limits.perMinute, emptyReading())
     const day = readWindow(state.day, DAY_WINDOW, t, limits.perDay, emptyReading())
+    if (!write && state.banUntil > t) return result('key_banned', t, minute, day, state.banUntil)
     if (minute.count < limits.perMinute && day.count < limits.perDay) {
       if (write) {
         admit(state.minute, MINUTE_WINDOW, t, minute)
