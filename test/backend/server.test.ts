@@ -1,15 +1,13 @@
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import t from 'tap'
+import { CHILD_ENV } from '../helpers/processes.js'
 
 const SERVER = 'src/backend/server.ts'
-// The child runs under its own tsx transform; its coverage does not line up with tap's and garbles the
-// merged report, so coverage collection is switched off in the child.
-const NO_CHILD_COVERAGE = { _TAPJS_PROCESSINFO_COVERAGE_: '0' }
 
 function startServer (env: Record<string, string>): { child: ReturnType<typeof spawn>, output: () => string, listening: Promise<string> } {
   const child = spawn(process.execPath, ['--import', 'tsx', SERVER], {
-    env: { ...process.env, BACKEND_HOST: '127.0.0.1', BACKEND_PORT: '0', LOG_LEVEL: 'info', ...NO_CHILD_COVERAGE, ...env },
+    env: { ...process.env, BACKEND_HOST: '127.0.0.1', BACKEND_PORT: '0', LOG_LEVEL: 'info', ...CHILD_ENV, ...env },
     stdio: ['ignore', 'pipe', 'pipe']
   })
   let out = ''

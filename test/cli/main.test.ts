@@ -7,7 +7,7 @@ import { keyDigest } from '../../src/gateway/auth/bearer.js'
 import { loadConfigDir } from '../../src/gateway/config/loader.js'
 import { bearer, DEMO_KEYS, REPO_CONFIG_DIR, startGateway, testConfig } from '../helpers/gateway.js'
 import { startRedis } from '../helpers/redis.js'
-import { REPO_ROOT } from '../helpers/processes.js'
+import { CHILD_ENV, REPO_ROOT } from '../helpers/processes.js'
 
 const exec = promisify(execFile)
 
@@ -15,7 +15,7 @@ interface CliResult { code: number, stdout: string, stderr: string }
 
 async function cli (args: string[], opts: { env?: Record<string, string>, input?: string } = {}): Promise<CliResult> {
   const child = exec(process.execPath, ['--import', 'tsx', join(REPO_ROOT, 'src/cli/main.ts'), ...args], {
-    cwd: REPO_ROOT, env: { ...process.env, ...opts.env }
+    cwd: REPO_ROOT, env: { ...process.env, ...CHILD_ENV, ...opts.env }
   })
   if (opts.input !== undefined) { child.child.stdin?.end(opts.input) } else { child.child.stdin?.end() }
   try {

@@ -6,6 +6,13 @@ import type { Test } from 'tap'
 
 export const REPO_ROOT = join(import.meta.dirname, '..', '..')
 
+/**
+ * Environment for entry points run as child processes. They load TypeScript through tsx, whose
+ * transform differs from tap's: merged with tap's coverage of the same files it garbles the
+ * report (those files drop out of it), so the children collect none.
+ */
+export const CHILD_ENV: Readonly<Record<string, string>> = { _TAPJS_PROCESSINFO_COVERAGE_: '0' }
+
 export interface RunningProcess {
   child: ChildProcess
   output: () => string
@@ -15,7 +22,7 @@ export interface RunningProcess {
 export function runEntry (t: Test, entry: string, env: Record<string, string>): RunningProcess {
   const child = spawn(process.execPath, ['--import', 'tsx', join(REPO_ROOT, entry)], {
     cwd: REPO_ROOT,
-    env: { ...process.env, LOG_LEVEL: 'info', ...env },
+    env: { ...process.env, ...CHILD_ENV, LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe']
   })
   let out = ''
