@@ -18,8 +18,7 @@ import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { DAY_WINDOW, MINUTE_WINDOW } from '../src/gateway/limiter/arithmetic.js'
 import { writeConfigWithKeys } from './config-load.js'
-import { DEFAULT_MAX_REQUESTS_PER_SOCKET } from '../src/gateway/edge-limits.js'
-import { DEFAULT_RECONNECT_EVERY, fixedRate, median, throughput, type RateRun, type Run } from './lib/load.js'
+import { fixedRate, median, throughput, type RateRun, type Run } from './lib/load.js'
 import {
   commandCalls, commandDelta, firstLine, freePort, REPO_ROOT, startNode, startRedis, stop, stopAll,
   unboundPlans, waitForHttp, writeSingleKeyConfig, type RedisServer
@@ -370,7 +369,7 @@ async function main (): Promise<void> {
     const head = [
       '# Gateway benchmark — latest run', '',
       `${new Date().toISOString()} · ${cpus().length} × ${cpus()[0]?.model ?? 'CPU'} · Node ${process.version} · load average at start ${(loadavg()).map((l) => l.toFixed(1)).join(' ')} · ${report.durationSeconds} s`, '',
-      `**Read ratios, not absolute figures.** Everything runs on this machine's ${cpus().length} cores at once: the backend, Redis, the server under test and autocannon compete for them, so absolute req/s are far below what each would do alone; the comparison is kept fair instead (same backend and Redis, same path, same connections and duration, interleaved rounds with alternating order; every client connection is replaced after ${DEFAULT_RECONNECT_EVERY} requests, since the gateway closes keep-alive connections after ${DEFAULT_MAX_REQUESTS_PER_SOCKET}). Direct backend: ${directRow?.rps ?? '?'} req/s.`, '',
+      `**Read ratios, not absolute figures.** Everything runs on this machine's ${cpus().length} cores at once: the backend, Redis, the server under test and autocannon compete for them, so absolute req/s are far below what each would do alone; the comparison is kept fair instead (same backend and Redis, same path, same connections and duration, interleaved rounds with alternating order). Direct backend: ${directRow?.rps ?? '?'} req/s.`, '',
       ...(failing.length === 0 ? [] : [`**Invalid run: non-2xx answers or errors in ${failing.map((r) => r.name).join('; ')}** — their figures measure errors, not the proxy path.`, '']),
       '## Targets', '', '| target | value | holds |', '|---|---:|:---:|',
       ...[...checks, ...scaleChecks].map((c) => `| ${c.target} | ${Number.isFinite(c.value) ? c.value : 'n/a'} | ${c.ok ? 'yes' : '**no**'} |`), ''

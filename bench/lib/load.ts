@@ -4,15 +4,7 @@
 // "≤ 1 ms added" target), and traffic spread over many keys (one bearer token per request, in turn).
 // Every run is bounded by its duration and stops by itself.
 import autocannon from 'autocannon'
-import { DEFAULT_MAX_REQUESTS_PER_SOCKET } from '../../src/gateway/edge-limits.js'
 
-/**
- * Every client connection is replaced after this many requests, for every target alike. The gateway
- * ends a keep-alive connection after DEFAULT_MAX_REQUESTS_PER_SOCKET requests (`Connection: close`);
- * autocannon ignores that header, and Node answers 503 to whatever else arrives on such a
- * connection, which would turn a fast run into a flood of 503s.
- */
-export const DEFAULT_RECONNECT_EVERY = Math.floor(DEFAULT_MAX_REQUESTS_PER_SOCKET / 2)
 
 export interface Run {
   requestsPerSecond: number
@@ -64,7 +56,6 @@ export async function throughput (opts: LoadOptions): Promise<Run> {
     url: opts.url,
     connections: opts.connections,
     duration: opts.seconds,
-    reconnectRate: DEFAULT_RECONNECT_EVERY,
     headers: opts.tokens.length === 1 ? { authorization: `Bearer ${opts.tokens[0] ?? ''}` } : {},
     ...(requests === undefined ? {} : { requests })
   })
@@ -89,8 +80,7 @@ export async function fixedRate (opts: LoadOptions & { rate: number }): Promise<
       connections: opts.connections,
       duration: opts.seconds,
       overallRate: opts.rate,
-      reconnectRate: DEFAULT_RECONNECT_EVERY,
-      headers: { authorization: `Bearer ${opts.tokens[0] ?? ''}` }
+        headers: { authorization: `Bearer ${opts.tokens[0] ?? ''}` }
     }, (err, res) => { if (err !== null && err !== undefined) reject(err); else resolve(res) })
     instance.on('response', (_client: unknown, _status: number, _bytes: number, ms: number) => { samples.push(ms) })
   })

@@ -22,8 +22,12 @@ export const DEFAULT_CONNECTIONS_CHECKING_INTERVAL_MS = 1_000
 export const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 72_000
 /** Backstop on a silent socket during a request; longer than the request and upstream timeouts, so it never cuts a live one. */
 export const DEFAULT_CONNECTION_TIMEOUT_MS = 60_000
-/** After this many requests a keep-alive connection is closed (`Connection: close`), so load rebalances across instances. */
-export const DEFAULT_MAX_REQUESTS_PER_SOCKET = 1_000
+/**
+ * No cap on requests per keep-alive connection (0, Node's default): with a cap, Node answers a bare
+ * 503 — not the Error shape, no rate-limit headers — to a request that races the `Connection: close`
+ * of the last allowed one. Rebalancing connections is the load balancer's job.
+ */
+export const DEFAULT_MAX_REQUESTS_PER_SOCKET = 0
 /** Connections above this are closed on accept: bounded memory and file descriptors; the LB retries elsewhere. */
 export const DEFAULT_MAX_CONNECTIONS = 10_000
 /** Path parameters (pet id) longer than this match no route (404). */
