@@ -5,17 +5,16 @@
 // `edge` (a 404 the gateway answers itself: the smallest request, hence the largest relative cost).
 //   npm run bench:metrics            BENCH_ROUNDS, BENCH_SECONDS, BENCH_CONNECTIONS override the defaults
 // Writes bench/results/metrics-overhead.json.
-import { spawn, type ChildProcess } from 'node:child_process'
-import { createHash, randomBytes } from 'node:crypto'
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import type { ChildProcess } from 'node:child_process'
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { createInterface } from 'node:readline'
 import autocannon from 'autocannon'
 import { buildAdmin } from '../src/gateway/admin/app.js'
 import { buildGateway } from '../src/gateway/app.js'
 import { loadConfigDir } from '../src/gateway/config/loader.js'
 import { createGatewayMetrics } from '../src/gateway/metrics/registry.js'
+import { firstLine, freePort, REPO_ROOT, startNode, waitForHttp, writeSingleKeyConfig } from './lib/processes.js'
 
 export const DEFAULT_ROUNDS = 3
 export const DEFAULT_SECONDS = 5
@@ -23,7 +22,6 @@ export const DEFAULT_CONNECTIONS = 32
 export const DEFAULT_WARMUP_SECONDS = 2
 export const DEFAULT_MICRO_ITERATIONS = 2_000_000
 
-const REPO_ROOT = join(import.meta.dirname, '..')
 const RESULTS_FILE = join(REPO_ROOT, 'bench', 'results', 'metrics-overhead.json')
 
 interface Served { port: number, adminPort: number }
@@ -48,67 +46,9 @@ async function serve (metrics: boolean, backendUrl: string, configDir: string): 
   process.once('SIGTERM', () => { void Promise.all([app.close(), admin.close()]).then(() => process.exit(0)) })
 }
 
-function startChild (args: string[], env: Record<string, string> = {}): ChildProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', ...args], {
-    cwd: REPO_ROOT,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'inherit']
-  })
-  return child
-}
-
-async function firstLine (child: ChildProcess): Promise<string> {
-  if (child.stdout === null) throw new Error('child has no stdout')
-  const lines = createInterface({ input: child.stdout })
-  return await new Promise((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`child exited with ${code} before it was ready`)))
-    lines.once('line', resolve)
-  })
-}
-
 async function startGatewayChild (metrics: boolean, backendUrl: string, configDir: string): Promise<Child> {
-  const child = startChild([join(REPO_ROOT, 'bench', 'metrics-overhead.ts'), 'serve', metrics ? 'on' : 'off', backendUrl, configDir])
+  const child = startNode([join(REPO_ROOT, 'bench', 'metrics-overhead.ts'), 'serve', metrics ? 'on' : 'off', backendUrl, configDir], { stdout: 'pipe' })
   return { process: child, served: JSON.parse(await firstLine(child)) as Served }
-}
-
-async function waitForHttp (url: string, timeoutMs = 15_000): Promise<void> {
-  const started = Date.now()
-  for (;;) {
-    try {
-      await (await fetch(url)).arrayBuffer()
-      return
-    } catch (err) {
-      if (Date.now() - started > timeoutMs) throw err
-      await new Promise((resolve) => setTimeout(resolve, 100))
-    }
-  }
-}
-
-async function freePort (): Promise<number> {
-  const { createServer } = await import('node:net')
-  return await new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number }
-      server.close(() => resolve(port))
-    })
-  })
-}
-
-/** plans.yaml and routes.yaml of the repository, and one enterprise key whose limits never bind. */
-function writeBenchConfig (dir: string): string {
-  const key = `psk_bench_${randomBytes(16).toString('hex')}`
-  for (const file of ['plans.yaml', 'routes.yaml']) copyFileSync(join(REPO_ROOT, 'config', file), join(dir, file))
-  writeFileSync(join(dir, 'keys.yaml'), [
-    'keys:',
-    '  - id: bench',
-    `    sha256: ${createHash('sha256').update(key).digest('hex')}`,
-    '    plan: enterprise',
-    '    limits: { perMinute: 1000000000, perDay: 1000000000000 }',
-    ''
-  ].join('\n'))
-  return key
 }
 
 interface Run { requestsPerSecond: number, latencyP50Ms: number, latencyP99Ms: number, non2xx: number, errors: number }
@@ -163,11 +103,11 @@ async function main (): Promise<void> {
   try {
     const configDir = join(work, 'config')
     mkdirSync(configDir)
-    const key = writeBenchConfig(configDir)
+    const { key } = writeSingleKeyConfig(configDir)
     const backendPort = await freePort()
     const backendUrl = `http://127.0.0.1:${backendPort}`
-    children.push(startChild([join(REPO_ROOT, 'src', 'backend', 'server.ts')], {
-      BACKEND_HOST: '127.0.0.1', BACKEND_PORT: String(backendPort), PETS_DB: join(work, 'pets.db'), LOG_LEVEL: 'warn'
+    children.push(startNode([join(REPO_ROOT, 'src', 'backend', 'server.ts')], {
+      env: { BACKEND_HOST: '127.0.0.1', BACKEND_PORT: String(backendPort), PETS_DB: join(work, 'pets.db'), LOG_LEVEL: 'warn' }
     }))
     await waitForHttp(`${backendUrl}/v1/pets`)
 

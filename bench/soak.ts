@@ -7,11 +7,11 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { Pool } from 'undici'
+import { freePort } from './lib/processes.js'
 
 const DEFAULT_MINUTES = 10
 const DEFAULT_RATE = 200
@@ -43,17 +43,6 @@ const MIX = [
   { kind: 'post', share: 0.02 }
 ] as const
 const LIMITED_PER_SECOND = 2.3
-
-async function freePort (): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number }
-      server.close(() => resolve(port))
-    })
-  })
-}
 
 const children: ChildProcess[] = []
 function start (name: string, command: string, args: string[], env: Record<string, string>): ChildProcess {
