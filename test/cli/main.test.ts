@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { keyDigest } from '../../src/gateway/auth/bearer.js'
 import { loadConfigDir } from '../../src/gateway/config/loader.js'
-import { bearer, DEMO_KEYS, REPO_CONFIG_DIR, startGateway, testConfig } from '../helpers/gateway.js'
+import { bearer, DEMO_KEYS, REPO_CONFIG_DIR, plansYaml, startGateway, testConfig } from '../helpers/gateway.js'
 import { startRedis } from '../helpers/redis.js'
 import { CHILD_ENV, REPO_ROOT } from '../helpers/processes.js'
 
@@ -105,7 +105,7 @@ t.test('unknown commands and bans without Redis explain themselves', async (t) =
 
 t.test('bans list and bans lift work against the configured Redis', async (t) => {
   const redis = await startRedis(t)
-  const plans = 'plans:\n  free: { perMinute: 1, perDay: 100 }\n  pro: { perMinute: 300, perDay: 10000 }\n  business: { perMinute: 1000, perDay: 100000 }\n  enterprise: { custom: true }\nanonymous: { perMinute: 30, perDay: 300 }\nban: { threshold: 1, windowSeconds: 60, durationSeconds: 900, maxDurationSeconds: 86400 }\n'
+  const plans = plansYaml({ free: { perMinute: 1, perDay: 100 }, ban: { threshold: 1 } })
   const gw = await startGateway(t, { config: testConfig({ 'plans.yaml': plans }), limiter: { settings: { redisUrl: redis.url } } })
   const codes: string[] = []
   for (let i = 0; i < 3; i++) {

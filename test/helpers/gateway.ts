@@ -98,3 +98,28 @@ export async function startGateway (t: Test, opts: StartGatewayOptions = {}): Pr
 export function bearer (key: string): Record<string, string> {
   return { authorization: `Bearer ${key}` }
 }
+
+type LimitsOverride = { perMinute: number, perDay: number }
+export interface PlansOverrides {
+  free?: LimitsOverride
+  pro?: LimitsOverride
+  business?: LimitsOverride
+  anonymous?: LimitsOverride
+  ban?: Partial<{ threshold: number, windowSeconds: number, durationSeconds: number, maxDurationSeconds: number }>
+}
+
+/** plans.yaml as shipped (free 60/1000, pro 300/10000, business 1000/100000, enterprise custom), with overrides. */
+export function plansYaml (o: PlansOverrides = {}): string {
+  const line = (l: LimitsOverride): string => `{ perMinute: ${l.perMinute}, perDay: ${l.perDay} }`
+  const ban = { threshold: 30, windowSeconds: 60, durationSeconds: 900, maxDurationSeconds: 86400, ...o.ban }
+  return [
+    'plans:',
+    `  free: ${line(o.free ?? { perMinute: 60, perDay: 1000 })}`,
+    `  pro: ${line(o.pro ?? { perMinute: 300, perDay: 10000 })}`,
+    `  business: ${line(o.business ?? { perMinute: 1000, perDay: 100000 })}`,
+    '  enterprise: { custom: true }',
+    `anonymous: ${line(o.anonymous ?? { perMinute: 30, perDay: 300 })}`,
+    `ban: { threshold: ${ban.threshold}, windowSeconds: ${ban.windowSeconds}, durationSeconds: ${ban.durationSeconds}, maxDurationSeconds: ${ban.maxDurationSeconds} }`,
+    ''
+  ].join('\n')
+}

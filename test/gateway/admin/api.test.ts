@@ -2,7 +2,7 @@ import t from 'tap'
 import { cpSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { loadConfigDir } from '../../../src/gateway/config/loader.js'
-import { bearer, DEMO_KEYS, REPO_CONFIG_DIR, startGateway, testConfig } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS, REPO_CONFIG_DIR, plansYaml, startGateway, testConfig } from '../../helpers/gateway.js'
 
 t.test('GET /admin/config says what is in force, never a digest', async (t) => {
   const gw = await startGateway(t)
@@ -46,7 +46,7 @@ t.test('POST /admin/reload on a fixed config is refused', async (t) => {
 })
 
 t.test('bans: listed, lifted, and usage shows window counts', async (t) => {
-  const plans = 'plans:\n  free: { perMinute: 2, perDay: 100 }\n  pro: { perMinute: 300, perDay: 10000 }\n  business: { perMinute: 1000, perDay: 100000 }\n  enterprise: { custom: true }\nanonymous: { perMinute: 30, perDay: 300 }\nban: { threshold: 2, windowSeconds: 60, durationSeconds: 900, maxDurationSeconds: 86400 }\n'
+  const plans = plansYaml({ free: { perMinute: 2, perDay: 100 }, ban: { threshold: 2 } })
   const gw = await startGateway(t, { config: testConfig({ 'plans.yaml': plans }) })
   const statuses: number[] = []
   for (let i = 0; i < 6; i++) {

@@ -4,17 +4,10 @@
 import t, { type Test } from 'tap'
 import type { StoreSettings } from '../../../src/gateway/limiter/create-store.js'
 import { startBackend } from '../../helpers/backend.js'
-import { bearer, DEMO_KEYS, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
 import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 
-const PLANS = `plans:
-  free:       { perMinute: 60,   perDay: 1000 }
-  pro:        { perMinute: 5,    perDay: 10000 }
-  business:   { perMinute: 1000, perDay: 100000 }
-  enterprise: { custom: true }
-anonymous: { perMinute: 30, perDay: 300 }
-ban: { threshold: 3, windowSeconds: 60, durationSeconds: 900, maxDurationSeconds: 86400 }
-`
+const PLANS = plansYaml({ pro: { perMinute: 5, perDay: 10000 }, ban: { threshold: 3 } })
 const ID = 'demo-pro'
 
 async function get (gw: StartedGateway): Promise<{ status: number, code: string | undefined }> {

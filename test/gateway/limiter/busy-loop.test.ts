@@ -7,20 +7,13 @@ import t from 'tap'
 import { createStore } from '../../../src/gateway/limiter/create-store.js'
 import type { LimiterStore } from '../../../src/gateway/limiter/store.js'
 import { startBackend } from '../../helpers/backend.js'
-import { bearer, DEMO_KEYS, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
 import { startRedis } from '../../helpers/redis.js'
 
 const LIMITS = { perMinute: 300, perDay: 10_000 }
 const BUSY_MS = 100
 /** The repository's plans without bans, so every one of the 2,000 requests reaches Redis. */
-const NO_BANS = `plans:
-  free:       { perMinute: 60,   perDay: 1000 }
-  pro:        { perMinute: 300,  perDay: 10000 }
-  business:   { perMinute: 1000, perDay: 100000 }
-  enterprise: { custom: true }
-anonymous: { perMinute: 30, perDay: 300 }
-ban: { threshold: 1000000, windowSeconds: 60, durationSeconds: 900, maxDurationSeconds: 86400 }
-`
+const NO_BANS = plansYaml({ ban: { threshold: 1000000 } })
 
 function busyWait (ms: number): void {
   const until = performance.now() + ms

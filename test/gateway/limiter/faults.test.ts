@@ -6,19 +6,12 @@
 import t from 'tap'
 import { createHash } from 'node:crypto'
 import { startBackend } from '../../helpers/backend.js'
-import { bearer, DEMO_KEYS, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
 import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 import { parseScrape, sampleValue } from '../../helpers/scrape.js'
 
 /** Limits far above what the load sends, so every answer should be 200 unless something fails. */
-const HIGH_PLANS = `plans:
-  free:       { perMinute: 60,     perDay: 1000 }
-  pro:        { perMinute: 300,    perDay: 10000 }
-  business:   { perMinute: 100000, perDay: 1000000 }
-  enterprise: { custom: true }
-anonymous: { perMinute: 30, perDay: 300 }
-ban: { threshold: 30, windowSeconds: 60, durationSeconds: 900, maxDurationSeconds: 86400 }
-`
+const HIGH_PLANS = plansYaml({ business: { perMinute: 100000, perDay: 1000000 } })
 const CONCURRENCY = 8
 
 interface Sample { readonly start: number, readonly ms: number, readonly status: number }

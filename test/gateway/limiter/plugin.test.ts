@@ -4,17 +4,10 @@
 import t, { type Test } from 'tap'
 import type { LimiterStore } from '../../../src/gateway/limiter/store.js'
 import { createMemoryStore } from '../../../src/gateway/limiter/stores/memory.js'
-import { bearer, DEMO_KEYS, startGateway, testConfig, type StartGatewayOptions } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartGatewayOptions } from '../../helpers/gateway.js'
 
 const T0 = Date.UTC(2030, 0, 1, 12)
-const PLANS = `plans:
-  free:       { perMinute: 5,    perDay: 7 }
-  pro:        { perMinute: 5,    perDay: 1000 }
-  business:   { perMinute: 1000, perDay: 100000 }
-  enterprise: { custom: true }
-anonymous: { perMinute: 3, perDay: 300 }
-ban: { threshold: 3, windowSeconds: 60, durationSeconds: 10, maxDurationSeconds: 25 }
-`
+const PLANS = plansYaml({ free: { perMinute: 5, perDay: 7 }, pro: { perMinute: 5, perDay: 1000 }, anonymous: { perMinute: 3, perDay: 300 }, ban: { threshold: 3, durationSeconds: 10, maxDurationSeconds: 25 } })
 const PRO_POLICY = '"minute";q=5;w=60, "day";q=1000;w=86400'
 const ANON_POLICY = '"minute";q=3;w=60, "day";q=300;w=86400'
 

@@ -2,9 +2,9 @@
 // description with openapi-backend's response validators (bodies and headers, OpenAPI 3.1).
 import { OpenAPIBackend, type Document, type Operation } from 'openapi-backend'
 import t, { type Test } from 'tap'
-import { bearer, DEMO_KEYS, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
 
-const PLANS = 'plans:\n  free: { perMinute: 2, perDay: 1000 }\n  pro: { perMinute: 300, perDay: 10000 }\n  business: { perMinute: 1000, perDay: 100000 }\n  enterprise: { custom: true }\nanonymous: { perMinute: 30, perDay: 300 }\n'
+const PLANS = plansYaml({ free: { perMinute: 2, perDay: 1000 } })
 const PRO = bearer(DEMO_KEYS.pro)
 const AFTER_SUNSET = Date.UTC(2030, 11, 5) + 1000
 

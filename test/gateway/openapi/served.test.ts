@@ -5,11 +5,11 @@ import { dirname, join } from 'node:path'
 import t from 'tap'
 import { createConfigHolder } from '../../../src/gateway/config/plugin.js'
 import { buildOpenApiDocument } from '../../../src/gateway/openapi/document.js'
-import { bearer, DEMO_KEYS, startGateway, testConfig } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig } from '../../helpers/gateway.js'
 
 const swaggerUiDir = dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'))
 const swaggerUiVersion = (JSON.parse(readFileSync(join(swaggerUiDir, 'package.json'), 'utf8')) as { version: string }).version
-const TINY_ANONYMOUS = 'plans:\n  free: { perMinute: 60, perDay: 1000 }\n  pro: { perMinute: 300, perDay: 10000 }\n  business: { perMinute: 1000, perDay: 100000 }\n  enterprise: { custom: true }\nanonymous: { perMinute: 4, perDay: 300 }\n'
+const TINY_ANONYMOUS = plansYaml({ anonymous: { perMinute: 4, perDay: 300 } })
 
 t.test('GET /v1/openapi.json needs no key: the document of the config in force, with the anonymous limit headers', async (t) => {
   const config = testConfig()
