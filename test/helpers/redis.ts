@@ -2,7 +2,7 @@
 // a 3-master Cluster made with `redis-cli --cluster create`, each on free loopback ports, killed in
 // teardown. No persistence: every test starts from an empty Redis.
 import { spawn, execFile, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -123,4 +123,29 @@ export async function startRedisCluster (t: Test, size = 3, extra: string[] = []
     return infos.every((info) => info.includes('cluster_state:ok'))
   }, 20_000)
   return { ports, nodes, cli: (port, ...args) => redisCli(port, ...args), signal: (port, signal) => { children[ports.indexOf(port)]?.kill(signal) } }
+}
+
+export interface RedisSentinelProcess {
+  port: number
+  masterName: string
+}
+
+/** A real Sentinel (`redis-server --sentinel`) monitoring `master`, ready once it names the master's address. */
+export async function startRedisSentinel (t: Test, master: RedisProcess, masterName = 'petstore'): Promise<RedisSentinelProcess> {
+  const port = await freeRedisPort()
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-sentinel-'))
+  const conf = join(dir, 'sentinel.conf')
+  writeFileSync(conf, [
+    `port ${port}`, 'bind 127.0.0.1', `dir ${dir}`,
+    `sentinel monitor ${masterName} 127.0.0.1 ${master.port} 1`,
+    `sentinel down-after-milliseconds ${masterName} 5000`, ''
+  ].join('\n'))
+  const child = spawn('redis-server', [conf, '--sentinel'], { cwd: dir, stdio: 'ignore' })
+  t.teardown(async () => {
+    await stopServer(child)
+    rmSync(dir, { recursive: true, force: true })
+  })
+  await waitFor(`redis-sentinel :${port}`, async () =>
+    (await redisCli(port, 'SENTINEL', 'get-master-addr-by-name', masterName)).split('\n')[1] === String(master.port))
+  return { port, masterName }
 }

@@ -1,0 +1,24 @@
+import t from 'tap'
+import { bearer, DEMO_KEYS, startGateway } from '../../helpers/gateway.js'
+import { startRedis, startRedisSentinel } from '../../helpers/redis.js'
+
+t.test('Sentinel: the gateway finds the master through a real Sentinel and counts there', async (t) => {
+  const master = await startRedis(t)
+  const sentinel = await startRedisSentinel(t, master)
+  const gw = await startGateway(t, {
+    limiter: { settings: { redisSentinels: [`127.0.0.1:${sentinel.port}`], redisSentinelName: sentinel.masterName } }
+  })
+  t.equal(gw.app.limiter.store.kind, 'redis')
+
+  const remaining: string[] = []
+  for (let i = 0; i < 3; i++) {
+    const res = await fetch(`${gw.url}/v1/store/orders`, { headers: bearer(DEMO_KEYS.pro) })
+    t.equal(res.status, 200)
+    remaining.push(res.headers.get('x-ratelimit-remaining') ?? '')
+    await res.arrayBuffer()
+  }
+  t.same(remaining, ['299', '298', '297'], 'Remaining counts down by one')
+  t.equal(await master.cli('HGET', 'rl:{demo-pro}:m', 'n'), '3', 'the windows live on the master Sentinel named')
+  const ready = await (await fetch(`${gw.adminUrl}/readyz`)).json() as { checks: Record<string, { ok: boolean }> }
+  t.same(ready.checks.store, { ok: true })
+})
