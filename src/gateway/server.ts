@@ -2,13 +2,12 @@
 // public and admin listeners, and a graceful stop on SIGTERM/SIGINT (readiness fails first,
 // in-flight requests finish within the grace period, then everything closes and the process exits 0).
 import closeWithGrace from 'close-with-grace'
-import { pino } from 'pino'
 import { buildAdmin } from './admin/app.js'
 import { buildGateway } from './app.js'
 import { assertNoDemoKeys } from './config/demo-keys.js'
 import { ConfigError, loadConfigDir } from './config/loader.js'
 import { createConfigHolder } from './config/plugin.js'
-import { LOG_REDACT_PATHS } from './request-log.js'
+import { createGatewayLogger } from './logger.js'
 import { stopGateway } from './shutdown.js'
 import { settingsFromEnv } from './settings.js'
 import { nonStopSignals, superviseWorkers } from './workers.js'
@@ -18,7 +17,7 @@ const CLOSE_MARGIN_MS = 5_000
 
 async function main (): Promise<void> {
   const settings = settingsFromEnv()
-  const logger = pino({ level: settings.logLevel, redact: LOG_REDACT_PATHS, base: { service: 'gateway', pid: process.pid } })
+  const logger = createGatewayLogger({ level: settings.logLevel, bufferBytes: settings.logBufferBytes })
 
   let holder
   try {

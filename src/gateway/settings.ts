@@ -7,6 +7,7 @@ export const DEFAULT_ADMIN_PORT = 9091
 export const DEFAULT_BACKEND_URL = 'http://127.0.0.1:3001'
 export const DEFAULT_CONFIG_DIR = './config'
 export const DEFAULT_LOG_LEVEL = 'info'
+export const DEFAULT_LOG_BUFFER_BYTES = 4096
 export const DEFAULT_BODY_LIMIT_BYTES = 16 * 1024
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 10_000
 export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000
@@ -45,6 +46,8 @@ export interface GatewaySettings {
   /** STORE_ON_ERROR: `local` (in-process windows, per process), `open` (admit) or `closed` (503). */
   readonly storeOnError: 'local' | 'open' | 'closed'
   readonly logLevel: string
+  /** LOG_BUFFER_BYTES: log lines are batched up to this many bytes (flushed every 200 ms and on exit); 0 writes each line. */
+  readonly logBufferBytes: number
   /** Fastify `trustProxy`: false, true, a hop count, or a comma-separated list of addresses/CIDRs. */
   readonly trustProxy: boolean | number | string
   readonly bodyLimit: number
@@ -114,6 +117,7 @@ export function settingsFromEnv (env: Env = process.env): GatewaySettings {
     storeTimeoutMs: int(env, 'STORE_TIMEOUT_MS', DEFAULT_STORE_TIMEOUT_MS, 1, 60_000),
     storeOnError: oneOf(env, 'STORE_ON_ERROR', DEFAULT_STORE_ON_ERROR, STORE_ON_ERROR),
     logLevel: str(env, 'LOG_LEVEL', DEFAULT_LOG_LEVEL),
+    logBufferBytes: int(env, 'LOG_BUFFER_BYTES', DEFAULT_LOG_BUFFER_BYTES, 0, 1_000_000),
     trustProxy: trustProxy(optional(env, 'TRUST_PROXY')),
     bodyLimit: int(env, 'BODY_LIMIT_BYTES', DEFAULT_BODY_LIMIT_BYTES, 1),
     upstreamTimeoutMs: int(env, 'UPSTREAM_TIMEOUT_MS', DEFAULT_UPSTREAM_TIMEOUT_MS, 1),

@@ -83,6 +83,8 @@ t.test('SIGHUP reloads the config of a running process (watching off)', async (t
   }
   t.not(after.version, before.version)
   t.match(after, { keys: { total: 1, byPlan: { pro: 1 } } })
+  // Log lines are batched and flushed within 200 ms.
+  for (let i = 0; i < 40 && !/"trigger":"SIGHUP".*"msg":"config reloaded"/.test(proc.output()); i++) await new Promise((resolve) => setTimeout(resolve, 25))
   t.match(proc.output(), /"trigger":"SIGHUP".*"msg":"config reloaded"/)
   proc.child.kill('SIGTERM')
   t.equal((await proc.exited).code, 0)

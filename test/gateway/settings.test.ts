@@ -18,6 +18,7 @@ t.test('defaults follow CONTRACT §8', async (t) => {
     storeTimeoutMs: 50,
     storeOnError: 'local',
     logLevel: 'info',
+    logBufferBytes: 4096,
     trustProxy: false,
     bodyLimit: 16384,
     upstreamTimeoutMs: 10000,
