@@ -14,7 +14,7 @@ import { buildAdmin } from '../src/gateway/admin/app.js'
 import { buildGateway } from '../src/gateway/app.js'
 import { loadConfigDir } from '../src/gateway/config/loader.js'
 import { createGatewayMetrics } from '../src/gateway/metrics/registry.js'
-import { firstLine, freePort, REPO_ROOT, startNode, waitForHttp, writeSingleKeyConfig } from './lib/processes.js'
+import { firstLine, REPO_ROOT, startBackend, startNode, writeSingleKeyConfig } from './lib/processes.js'
 
 export const DEFAULT_ROUNDS = 3
 export const DEFAULT_SECONDS = 5
@@ -104,12 +104,9 @@ async function main (): Promise<void> {
     const configDir = join(work, 'config')
     mkdirSync(configDir)
     const { key } = writeSingleKeyConfig(configDir)
-    const backendPort = await freePort()
-    const backendUrl = `http://127.0.0.1:${backendPort}`
-    children.push(startNode([join(REPO_ROOT, 'src', 'backend', 'server.ts')], {
-      env: { BACKEND_HOST: '127.0.0.1', BACKEND_PORT: String(backendPort), PETS_DB: join(work, 'pets.db'), LOG_LEVEL: 'warn' }
-    }))
-    await waitForHttp(`${backendUrl}/v1/pets`)
+    const backend = await startBackend(work)
+    const backendUrl = backend.url
+    children.push(backend.child)
 
     const gateways: Record<'on' | 'off', Child> = {
       on: await startGatewayChild(true, backendUrl, configDir),

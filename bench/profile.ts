@@ -9,7 +9,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { throughput } from './lib/load.js'
-import { firstLine, freePort, REPO_ROOT, startNode, startRedis, stop, stopAll, waitForHttp, writeSingleKeyConfig } from './lib/processes.js'
+import { firstLine, freePort, REPO_ROOT, startBackend, startNode, startRedis, stop, stopAll, waitForHttp, writeSingleKeyConfig } from './lib/processes.js'
 
 export const DEFAULT_PROFILE_SECONDS = 10
 export const DEFAULT_TOP_FRAMES = 25
@@ -93,12 +93,7 @@ async function main (): Promise<void> {
   const work = mkdtempSync(join(tmpdir(), 'petstore-profile-'))
   try {
     const redis = await startRedis(work)
-    const backendPort = await freePort()
-    const backendUrl = `http://127.0.0.1:${backendPort}`
-    startNode([join(REPO_ROOT, 'src', 'backend', 'server.ts')], {
-      env: { BACKEND_HOST: '127.0.0.1', BACKEND_PORT: String(backendPort), PETS_DB: join(work, 'pets.db'), LOG_LEVEL: 'warn' }
-    })
-    await waitForHttp(`${backendUrl}/v1/pets`)
+    const { url: backendUrl } = await startBackend(work)
     const configDir = join(work, 'config')
     mkdirSync(configDir)
     const { key } = writeSingleKeyConfig(configDir)

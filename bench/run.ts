@@ -20,7 +20,7 @@ import { DAY_WINDOW, MINUTE_WINDOW } from '../src/gateway/limiter/arithmetic.js'
 import { writeConfigWithKeys } from './config-load.js'
 import { fixedRate, median, throughput, type RateRun, type Run } from './lib/load.js'
 import {
-  commandCalls, commandDelta, firstLine, freePort, REPO_ROOT, startNode, startRedis, stop, stopAll,
+  commandCalls, commandDelta, firstLine, freePort, REPO_ROOT, startBackend, startNode, startRedis, stop, stopAll,
   unboundPlans, waitForHttp, writeSingleKeyConfig, type RedisServer
 } from './lib/processes.js'
 
@@ -200,12 +200,7 @@ async function main (): Promise<void> {
   const md: string[] = []
   try {
     const redis = await startRedis(work)
-    const backendPort = await freePort()
-    const backendUrl = `http://127.0.0.1:${backendPort}`
-    startNode([join(REPO_ROOT, 'src', 'backend', 'server.ts')], {
-      env: { BACKEND_HOST: '127.0.0.1', BACKEND_PORT: String(backendPort), PETS_DB: join(work, 'pets.db'), LOG_LEVEL: 'warn' }
-    })
-    await waitForHttp(`${backendUrl}/v1/pets`)
+    const { url: backendUrl } = await startBackend(work)
     await seed(backendUrl)
     const single = writeSingleKeyConfig(mkdirAndReturn(join(work, 'config-single')))
     const tokens = [single.key]

@@ -93,6 +93,17 @@ export async function waitFor (what: string, check: () => Promise<boolean>, time
   }
 }
 
+/** The real backend entry point on a free loopback port, its SQLite file in `dir`; resolves to its URL once it answers. */
+export async function startBackend (dir: string): Promise<{ url: string, child: ChildProcess }> {
+  const port = await freePort()
+  const child = startNode([join(REPO_ROOT, 'src', 'backend', 'server.ts')], {
+    env: { BACKEND_HOST: '127.0.0.1', BACKEND_PORT: String(port), PETS_DB: join(dir, 'pets.db'), LOG_LEVEL: 'warn' }
+  })
+  const url = `http://127.0.0.1:${port}`
+  await waitForHttp(`${url}/v1/pets`)
+  return { url, child }
+}
+
 export async function waitForHttp (url: string, timeoutMs = DEFAULT_READY_TIMEOUT_MS): Promise<void> {
   await waitFor(url, async () => {
     const res = await fetch(url)
