@@ -11,13 +11,23 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The key record of a valid, enabled key; null otherwise. */
     consumer: KeyRecord | null
-    /** Why `consumer` is null: the 401 that `requireKey` will answer. */
-    authFailure: ApiError | null
+    /** Why `consumer` is null: which 401 `requireKey` will answer. */
+    authFailure: AuthFailure | null
   }
   interface FastifyContextConfig {
     /** Served without a key (limited by the anonymous policy). */
     public?: boolean
   }
+}
+
+export type AuthFailure = 'missing' | 'invalid' | 'disabled'
+
+// Built only when a 401 is actually answered: most keyless requests of a flood end as 429, and
+// public routes never answer 401, so no Error (and its stack trace) is made for them.
+const UNAUTHORIZED: Record<AuthFailure, () => ApiError> = {
+  missing: gatewayErrors.missingKey,
+  invalid: gatewayErrors.invalidKey,
+  disabled: gatewayErrors.disabledKey
 }
 
 export const authenticate = fp(async function authenticate (app) {
@@ -28,11 +38,11 @@ export const authenticate = fp(async function authenticate (app) {
     const parsed = parseBearer(request.headers.authorization)
     if (parsed.kind === 'token') {
       const record = lookup(request.snapshot, parsed.token)
-      if (record === undefined) request.authFailure = gatewayErrors.invalidKey()
-      else if (record.disabled) request.authFailure = gatewayErrors.disabledKey()
+      if (record === undefined) request.authFailure = 'invalid'
+      else if (record.disabled) request.authFailure = 'disabled'
       else request.consumer = record
     } else {
-      request.authFailure = parsed.kind === 'missing' ? gatewayErrors.missingKey() : gatewayErrors.invalidKey()
+      request.authFailure = parsed.kind === 'missing' ? 'missing' : 'invalid'
     }
     done()
   })
@@ -41,7 +51,7 @@ export const authenticate = fp(async function authenticate (app) {
 export const requireKey = fp(async function requireKey (app) {
   app.addHook('onRequest', function rejectWithoutKey (request, _reply, done) {
     if (request.consumer === null && request.routeOptions.config.public !== true && request.authFailure !== null) {
-      done(request.authFailure)
+      done(UNAUTHORIZED[request.authFailure]())
       return
     }
     done()
