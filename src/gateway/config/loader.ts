@@ -8,7 +8,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
 import { CORE_SCHEMA, load as parseYaml, YAMLException } from 'js-yaml'
 import { parseCanonicalKeys } from './keys-fast-path.js'
 import { keysFileSchema, plansFileSchema, routesFileSchema } from './schema.js'
-import type { BanPolicy, ConfigSnapshot, KeyRecord, Limits, RouteRule } from './types.js'
+import { ALL_SCOPES, type BanPolicy, type ConfigSnapshot, type KeyRecord, type Limits, type RouteRule, type Scope } from './types.js'
 
 export const CONFIG_FILES = ['plans.yaml', 'keys.yaml', 'routes.yaml'] as const
 export type ConfigFileName = typeof CONFIG_FILES[number]
@@ -37,7 +37,17 @@ interface PlansFile {
   anonymous: Limits
   ban?: Partial<BanPolicy>
 }
-interface KeysFile { keys: Array<{ id: string, sha256: string, plan: string, limits?: Limits, disabled?: boolean }> }
+interface KeyEntry {
+  id: string
+  sha256: string
+  consumer?: string
+  plan: string
+  limits?: Limits
+  disabled?: boolean
+  expiresAt?: string
+  scopes?: Scope[]
+}
+interface KeysFile { keys: KeyEntry[] }
 interface RoutesFile {
   routes: Array<{ method: string, path: string, deprecated?: { since: string, sunset: string, successor?: string }, stability?: 'experimental' | 'beta' }>
 }
@@ -96,7 +106,19 @@ function parseFile<T> (file: ConfigFileName, text: string, problems: string[]): 
   return data as T
 }
 
+function sameLimits (a: KeyRecord, b: KeyRecord): boolean {
+  return a.plan === b.plan && a.limits.perMinute === b.limits.perMinute && a.limits.perDay === b.limits.perDay
+}
+
+function limitsText (limits: Limits): string {
+  return `(${limits.perMinute}/min, ${limits.perDay}/day)`
+}
+
+/** Unix ms of an RFC 3339 timestamp or a date alone (00:00 UTC); NaN for a day the calendar lacks (Date.parse would roll 02-31 over). */
 function toMillis (date: string): number {
+  const [year = NaN, month = NaN, day = NaN] = date.slice(0, 10).split('-').map(Number)
+  const calendar = new Date(Date.UTC(year, month - 1, day))
+  if (calendar.getUTCMonth() !== month - 1 || calendar.getUTCDate() !== day) return NaN
   return Date.parse(date.length === 10 ? `${date}T00:00:00Z` : date)
 }
 
@@ -122,6 +144,8 @@ export function parseConfig (texts: ConfigTexts, loadedAt: number = Date.now()):
 
   const keysByDigest = new Map<string, KeyRecord>()
   const keysById = new Map<string, KeyRecord>()
+  /** consumer id → the first credential seen for it and that entry's index, to name both on a disagreement. */
+  const consumers = new Map<string, { record: KeyRecord, index: number }>()
   if (keysFile !== undefined && plansFile !== undefined) {
     keysFile.keys.forEach((key, i) => {
       const at = `keys.yaml: keys[${i}]`
@@ -144,7 +168,32 @@ export function parseConfig (texts: ConfigTexts, loadedAt: number = Date.now()):
         problems.push(`${at}.sha256: same digest as key "${sameDigest.id}"`)
         return
       }
-      const record: KeyRecord = Object.freeze({ id: key.id, plan: key.plan, limits: Object.freeze({ ...limits }), disabled: key.disabled === true })
+      let expiresAt: number | undefined
+      if (key.expiresAt !== undefined) {
+        expiresAt = toMillis(key.expiresAt)
+        if (Number.isNaN(expiresAt)) {
+          problems.push(`${at}.expiresAt: "${key.expiresAt}" is not a real date`)
+          return
+        }
+      }
+      const consumerId = key.consumer ?? key.id
+      const record: KeyRecord = Object.freeze({
+        id: key.id,
+        consumerId,
+        plan: key.plan,
+        limits: Object.freeze({ ...limits }),
+        disabled: key.disabled === true,
+        expiresAt,
+        scopes: key.scopes === undefined ? ALL_SCOPES : Object.freeze(ALL_SCOPES.filter((s) => key.scopes?.includes(s)))
+      })
+      const first = consumers.get(consumerId)
+      if (first !== undefined && !sameLimits(first.record, record)) {
+        problems.push(`${at}: consumer "${consumerId}" has plan "${record.plan}" ${limitsText(record.limits)} here but ` +
+          `plan "${first.record.plan}" ${limitsText(first.record.limits)} in keys[${first.index}] ("${first.record.id}"): ` +
+          'credentials of one consumer must agree on plan and limits')
+        return
+      }
+      if (first === undefined) consumers.set(consumerId, { record, index: i })
       keysByDigest.set(key.sha256, record)
       keysById.set(key.id, record)
     })

@@ -1,5 +1,8 @@
 // JSON Schemas of plans.yaml, keys.yaml and routes.yaml. Shape only; rules that span entries
 // (unknown plan, duplicates, enterprise limits) are checked by the loader after these pass.
+/** RFC 3339 timestamp, or a date alone (00:00 UTC). */
+const isoDate = '^\\d{4}-\\d{2}-\\d{2}(T\\d{2}:\\d{2}(:\\d{2}(\\.\\d+)?)?(Z|[+-]\\d{2}:\\d{2}))?$'
+
 const limits = {
   type: 'object',
   additionalProperties: false,
@@ -59,16 +62,17 @@ export const keysFileSchema = {
         properties: {
           id: { type: 'string', pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$' },
           sha256: { type: 'string', pattern: '^[0-9a-f]{64}$' },
+          consumer: { type: 'string', pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$' },
           plan: { type: 'string' },
           limits,
-          disabled: { type: 'boolean' }
+          disabled: { type: 'boolean' },
+          expiresAt: { type: 'string', pattern: isoDate },
+          scopes: { type: 'array', minItems: 1, uniqueItems: true, items: { enum: ['read', 'write'] } }
         }
       }
     }
   }
 } as const
-
-const isoDate = '^\\d{4}-\\d{2}-\\d{2}(T\\d{2}:\\d{2}(:\\d{2}(\\.\\d+)?)?(Z|[+-]\\d{2}:\\d{2}))?$'
 
 export const routesFileSchema = {
   type: 'object',

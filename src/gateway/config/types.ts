@@ -4,12 +4,26 @@ export interface Limits {
   readonly perDay: number
 }
 
+/** `read`: GET and HEAD; `write`: every other method. */
+export type Scope = 'read' | 'write'
+export const ALL_SCOPES: readonly Scope[] = Object.freeze(['read', 'write'])
+
+/** One credential (an entry of keys.yaml). */
 export interface KeyRecord {
-  /** Non-secret id, safe for logs and admin output (never a metrics label). */
+  /** Non-secret credential id, safe for logs and admin output (never a metrics label). */
   readonly id: string
+  /**
+   * The consumer this credential belongs to (default: its own id). Credentials of one consumer share
+   * one set of windows, bans and usage: the limiter keys on it and `x-consumer-id` carries it.
+   */
+  readonly consumerId: string
   readonly plan: string
   readonly limits: Limits
   readonly disabled: boolean
+  /** Unix ms from which the key answers 401 `key_expired`; undefined: never expires. */
+  readonly expiresAt: number | undefined
+  /** What the key may do; both by default. */
+  readonly scopes: readonly Scope[]
 }
 
 export interface BanPolicy {

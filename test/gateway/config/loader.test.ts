@@ -82,3 +82,46 @@ t.test('demo keys are refused in production', async (t) => {
   })
   t.doesNotThrow(() => assertNoDemoKeys(parseConfig(configTexts({ 'keys.yaml': `keys:\n  - { id: real, sha256: ${D1}, plan: pro }\n` }))))
 })
+
+t.test('credentials: consumer (default its own id), expiry and scopes are read into each record', async (t) => {
+  const D2 = 'b'.repeat(64)
+  const D3 = 'c'.repeat(64)
+  const snapshot = parseConfig(configTexts({
+    'keys.yaml': 'keys:\n' +
+      `  - { id: acme-old, consumer: acme, sha256: ${D1}, plan: pro, expiresAt: 2030-01-02 }\n` +
+      `  - { id: acme-new, consumer: acme, sha256: ${D2}, plan: pro, scopes: [read], expiresAt: "2030-01-02T03:04:05+01:00" }\n` +
+      `  - { id: solo, sha256: ${D3}, plan: free, scopes: [write, read] }\n`
+  }))
+  const old = snapshot.keysById.get('acme-old')
+  const rotated = snapshot.keysById.get('acme-new')
+  const solo = snapshot.keysById.get('solo')
+  t.equal(old?.consumerId, 'acme')
+  t.equal(rotated?.consumerId, 'acme')
+  t.equal(solo?.consumerId, 'solo', 'without `consumer` a key is its own consumer')
+  t.equal(old?.expiresAt, Date.UTC(2030, 0, 2), 'a date alone is 00:00 UTC')
+  t.equal(rotated?.expiresAt, Date.UTC(2030, 0, 2, 2, 4, 5), 'an offset is honoured')
+  t.equal(solo?.expiresAt, undefined)
+  t.same(rotated?.scopes, ['read'])
+  t.same(solo?.scopes, ['read', 'write'])
+  t.same(old?.scopes, ['read', 'write'], 'both scopes by default')
+})
+
+t.test('credentials of one consumer that disagree on plan or limits are refused, naming both entries', async (t) => {
+  const D2 = 'b'.repeat(64)
+  t.same(problemsOf({
+    'keys.yaml': 'keys:\n' +
+      `  - { id: acme-old, consumer: acme, sha256: ${D1}, plan: pro }\n` +
+      `  - { id: acme-new, consumer: acme, sha256: ${D2}, plan: free }\n`
+  }), ['keys.yaml: keys[1]: consumer "acme" has plan "free" (60/min, 1000/day) here but plan "pro" (300/min, 10000/day) ' +
+    'in keys[0] ("acme-old"): credentials of one consumer must agree on plan and limits'])
+  t.same(problemsOf({
+    'keys.yaml': 'keys:\n' +
+      `  - { id: big, sha256: ${D1}, plan: enterprise, limits: { perMinute: 10, perDay: 100 } }\n` +
+      `  - { id: big-2, consumer: big, sha256: ${D2}, plan: enterprise, limits: { perMinute: 11, perDay: 100 } }\n`
+  }), ['keys.yaml: keys[1]: consumer "big" has plan "enterprise" (11/min, 100/day) here but plan "enterprise" (10/min, 100/day) ' +
+    'in keys[0] ("big"): credentials of one consumer must agree on plan and limits'])
+  t.same(problemsOf({ 'keys.yaml': `keys:\n  - { id: a, sha256: ${D1}, plan: free, scopes: [admin] }\n` }),
+    ['keys.yaml: keys[0].scopes[0]: must be one of "read", "write"'])
+  t.same(problemsOf({ 'keys.yaml': `keys:\n  - { id: a, sha256: ${D1}, plan: free, expiresAt: 2030-02-31 }\n` }),
+    ['keys.yaml: keys[0].expiresAt: "2030-02-31" is not a real date'])
+})
