@@ -1,23 +1,35 @@
 #!/usr/bin/env node
-// `petstore-gateway`: the operator's command line — create and hash keys, check a config
-// directory before shipping it, and list or lift bans in the configured Redis.
+// `petstore-gateway`: the operator's command line — create, hash and rotate keys (edits of the
+// config directory), check a config directory before shipping it, and inspect or reset a consumer
+// and list or lift bans on a running gateway through its admin API.
 import { readFileSync, realpathSync } from 'node:fs'
+import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
 import { keyDigest } from '../gateway/auth/bearer.js'
-import { ConfigError, loadConfigDir } from '../gateway/config/loader.js'
+import { ConfigError, loadConfigDir, parseConfig, readConfigTexts } from '../gateway/config/loader.js'
 import { createStore } from '../gateway/limiter/create-store.js'
 import { settingsFromEnv } from '../gateway/settings.js'
+import { adminCall, DEFAULT_ADMIN_URL, type AdminTarget } from './admin-client.js'
+import { writeFileAtomic } from './atomic-write.js'
+import { CommandError, UsageError } from './errors.js'
+import { formatConsumer, formatReset } from './format-consumer.js'
 import { generateKey } from './key-material.js'
+import { DEFAULT_GRACE, isoSeconds, parseGrace, rotateKeysText } from './rotate.js'
 
 const USAGE = `usage: petstore-gateway <command>
   keys create --id ID --plan PLAN [--per-minute N --per-day N] [--config DIR]
+  keys rotate --id ID [--grace 7d] [--config DIR]
+                                  new key for ID's consumer; ID keeps working for the grace (s, m, h, d)
   keys hash [KEY]                 digest of KEY (or of the first line of stdin)
+  keys show ID [--json]           a consumer (or key) on the running gateway: credentials, usage, ban
+  keys reset ID                   clear a consumer's windows, ban and escalation on the running gateway
   config check [DIR]              validate a config directory (default CONFIG_DIR or ./config)
-  bans list                       bans in force in the configured Redis (REDIS_URL / REDIS_CLUSTER_NODES)
-  bans lift KEY_ID                end a key's ban`
-
-class UsageError extends Error {}
+  bans list                       bans in force
+  bans lift ID                    end a consumer's (or key's) ban
+Commands on the running gateway call its admin API: --admin URL (default ${DEFAULT_ADMIN_URL}),
+ADMIN_TOKEN sent as bearer. bans list/lift read Redis directly when REDIS_URL (or
+REDIS_CLUSTER_NODES / REDIS_SENTINELS) is set and --admin is not given.`
 
 type Out = (line: string) => void
 
@@ -57,6 +69,59 @@ function keysCreate (args: string[], out: Out): number {
   return 0
 }
 
+function keysRotate (args: string[], out: Out): number {
+  const { values } = parseArgs({ args, options: { id: { type: 'string' }, grace: { type: 'string' }, config: { type: 'string' } } })
+  const id = values.id
+  if (id === undefined || id === '') throw new CommandError('keys rotate needs --id ID (the key to replace)')
+  const graceMs = parseGrace(values.grace ?? DEFAULT_GRACE)
+  const dir = values.config ?? process.env.CONFIG_DIR ?? './config'
+  const texts = readConfigTexts(dir)
+  parseConfig(texts) // a config that does not load now is fixed first, not rotated
+
+  const key = generateKey()
+  const rotated = rotateKeysText(texts['keys.yaml'], { id, sha256: keyDigest(key), graceMs, now: Date.now() })
+  try {
+    parseConfig({ ...texts, 'keys.yaml': rotated.text })
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err
+    throw new CommandError(`the rotated keys.yaml would not load, nothing written: ${err.problems.join('; ')}`)
+  }
+  writeFileAtomic(join(dir, 'keys.yaml'), rotated.text)
+  out(`API key (shown once, store it now): ${key}`)
+  out('')
+  out(`keys.yaml: added "${rotated.newId}" for consumer "${rotated.consumerId}" (same plan, limits and scopes)`)
+  out(`keys.yaml: "${id}" expires at ${isoSeconds(rotated.oldExpiresAt)}; both keys share the consumer's windows until then`)
+  return 0
+}
+
+function adminTarget (admin: string | undefined): AdminTarget {
+  return { url: admin ?? DEFAULT_ADMIN_URL, token: process.env.ADMIN_TOKEN }
+}
+
+function oneId (positionals: string[], command: string): string {
+  const [id, ...extra] = positionals
+  if (id === undefined || extra.length > 0) throw new UsageError(`${command} needs exactly one id`)
+  if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(id)) throw new CommandError(`"${id}" is not a key or consumer id (letters, digits, . _ -, at most 64)`)
+  return id
+}
+
+async function keysShow (args: string[], out: Out): Promise<number> {
+  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { admin: { type: 'string' }, json: { type: 'boolean' } } })
+  const id = oneId(positionals, 'keys show')
+  const body = await adminCall(adminTarget(values.admin), 'GET', `/admin/consumers/${id}`)
+  if (values.json === true) out(JSON.stringify(body, null, 2))
+  else for (const line of formatConsumer(body)) out(line)
+  return 0
+}
+
+async function keysReset (args: string[], out: Out): Promise<number> {
+  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { admin: { type: 'string' } } })
+  const id = oneId(positionals, 'keys reset')
+  const body = await adminCall(adminTarget(values.admin), 'POST', `/admin/consumers/${id}/reset`)
+  out(formatReset(body))
+  return 0
+}
+
 function keysHash (args: string[], out: Out): number {
   const key = args[0] ?? readFileSync(0, 'utf8').split('\n', 1)[0]?.trim() ?? ''
   if (key === '') throw new UsageError('give the key as an argument or on stdin')
@@ -77,11 +142,38 @@ function configCheck (args: string[], out: Out, err: Out): number {
   }
 }
 
+interface BanView { keyId: string, until: string, secondsLeft: number }
+
+async function bansViaAdmin (sub: string | undefined, args: string[], out: Out): Promise<number> {
+  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { admin: { type: 'string' } } })
+  const target = adminTarget(values.admin)
+  if (sub === 'list') {
+    const { bans: list } = await adminCall(target, 'GET', '/admin/bans') as unknown as { bans: BanView[] }
+    if (list.length === 0) out('no bans in force')
+    for (const ban of list) out(`${ban.keyId}\tuntil ${ban.until}\t(${ban.secondsLeft} s left)`)
+    return 0
+  }
+  if (sub === 'lift') {
+    const id = oneId(positionals, 'bans lift')
+    try {
+      const body = await adminCall(target, 'DELETE', `/admin/bans/${id}`)
+      out(`ban on ${String(body.consumerId ?? id)} lifted`)
+      return 0
+    } catch (err) {
+      // 404 is "not banned": the old command's answer, kept.
+      if (err instanceof CommandError && err.message.endsWith('is not banned')) { out(`${id} is not banned`); return 1 }
+      throw err
+    }
+  }
+  throw new UsageError(`unknown bans command "${sub ?? ''}"`)
+}
+
 async function bans (sub: string | undefined, args: string[], out: Out): Promise<number> {
   const settings = settingsFromEnv()
-  if (settings.redisUrl === undefined && settings.redisClusterNodes === undefined && settings.redisSentinels === undefined) {
-    throw new UsageError('bans live in Redis: set REDIS_URL or REDIS_CLUSTER_NODES (an in-process gateway keeps its bans to itself: use its admin API)')
-  }
+  const redisConfigured = settings.redisUrl !== undefined || settings.redisClusterNodes !== undefined || settings.redisSentinels !== undefined
+  // The admin API is the one way in; reading Redis directly stays for scripts written before it
+  // (REDIS_URL set, no --admin). Store ids there are consumer ids.
+  if (!redisConfigured || args.some((a) => a === '--admin' || a.startsWith('--admin='))) return await bansViaAdmin(sub, args, out)
   const store = await createStore(settings)
   try {
     if (sub === 'list') {
@@ -110,6 +202,9 @@ export async function run (argv: string[], out: Out = console.log, err: Out = co
   const [group, sub, ...rest] = argv
   try {
     if (group === 'keys' && sub === 'create') return keysCreate(rest, out)
+    if (group === 'keys' && sub === 'rotate') return keysRotate(rest, out)
+    if (group === 'keys' && sub === 'show') return await keysShow(rest, out)
+    if (group === 'keys' && sub === 'reset') return await keysReset(rest, out)
     if (group === 'keys' && sub === 'hash') return keysHash(rest, out)
     if (group === 'config' && sub === 'check') return configCheck(rest, out, err)
     if (group === 'bans') return await bans(sub, rest, out)
@@ -119,6 +214,14 @@ export async function run (argv: string[], out: Out = console.log, err: Out = co
     }
     throw new UsageError(`unknown command "${argv.join(' ')}"`)
   } catch (e) {
+    if (e instanceof CommandError) {
+      err(`petstore-gateway: ${e.message}`)
+      return 1
+    }
+    if (e instanceof ConfigError && group === 'keys' && sub === 'rotate') {
+      for (const problem of e.problems) err(`petstore-gateway: ${problem}`)
+      return 1
+    }
     if (e instanceof UsageError || e instanceof ConfigError || (e instanceof TypeError && (e as { code?: string }).code?.startsWith('ERR_PARSE_ARGS') === true)) {
       err(`petstore-gateway: ${e.message}`)
       if (e instanceof UsageError) err(USAGE)

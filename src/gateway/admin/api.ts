@@ -1,11 +1,17 @@
 // The admin API ops use on a running gateway (admin port only): what config is in force (never a
-// digest), reload it now, list and lift bans, and a key's current window counts.
-import type { FastifyInstance } from 'fastify'
+// digest), reload it now, list and lift bans, a consumer's credentials, usage and ban state, and a
+// consumer reset after an incident. The limiter counts per consumer, so every id a route takes may
+// name a consumer or one of its credentials; state-changing calls write an audit log line.
+import type { FastifyInstance, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { ApiError } from '../../shared/api-error.js'
+import type { ConsumeResult } from '../limiter/store.js'
+import { resolveConsumer, type Consumer } from './consumers.js'
 
 export interface AdminApiOptions {
   gateway: FastifyInstance
+  /** Who an admin request acts as, for the audit log: `admin-token` when ADMIN_TOKEN guards the port, else `loopback`. */
+  identity?: string
 }
 
 const keyIdParams = {
@@ -14,11 +20,49 @@ const keyIdParams = {
   properties: { keyId: { type: 'string', pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$' } }
 } as const
 
+const consumerParams = {
+  type: 'object',
+  required: ['id'],
+  properties: { id: keyIdParams.properties.keyId }
+} as const
+
 function iso (ms: number): string {
   return new Date(ms).toISOString()
 }
 
-export const adminApi = fp<AdminApiOptions>(async function adminApi (app, { gateway }) {
+function secondsLeft (until: number, now: number): number {
+  return Math.max(0, Math.ceil((until - now) / 1000))
+}
+
+function windowView (state: ConsumeResult['minute'], limit: number): Record<string, unknown> {
+  return { count: state.count, limit, remaining: Math.max(0, limit - state.count), resetAt: iso(state.resetAt) }
+}
+
+function banView (usage: ConsumeResult, escalationLevel: number): Record<string, unknown> {
+  const banned = usage.bannedUntil > usage.now
+  return {
+    until: banned ? iso(usage.bannedUntil) : null,
+    secondsLeft: banned ? secondsLeft(usage.bannedUntil, usage.now) : 0,
+    escalationLevel: escalationLevel < 0 ? null : escalationLevel
+  }
+}
+
+export const adminApi = fp<AdminApiOptions>(async function adminApi (app, { gateway, identity = 'loopback' }) {
+  function consumerOf (id: string): Consumer {
+    const consumer = resolveConsumer(gateway.gatewayConfig.current, id)
+    if (consumer === undefined) throw new ApiError(404, 'not_found', `No consumer or key with id ${id}`)
+    return consumer
+  }
+
+  /** The limiter's id for a ban route's `keyId`: its consumer when it is a credential, else as given (a key already removed from keys.yaml). */
+  function limiterIdOf (id: string): string {
+    return resolveConsumer(gateway.gatewayConfig.current, id)?.id ?? id
+  }
+
+  function audit (request: FastifyRequest, msg: string, fields: Record<string, unknown>): void {
+    gateway.log.info({ audit: true, ...fields, who: identity, client: request.ip, at: iso(Date.now()) }, msg)
+  }
+
   app.get('/admin/config', async () => {
     const snapshot = gateway.gatewayConfig.current
     const byPlan: Record<string, number> = {}
@@ -54,32 +98,74 @@ export const adminApi = fp<AdminApiOptions>(async function adminApi (app, { gate
     const now = Date.now()
     const bans = await gateway.limiter.listBans()
     return {
+      // Bans belong to consumers; `keyId` stays for existing clients and holds the same id.
       bans: bans
         .sort((a, b) => a.until - b.until)
-        .map((b) => ({ keyId: b.id, until: iso(b.until), secondsLeft: Math.max(0, Math.ceil((b.until - now) / 1000)) }))
+        .map((b) => ({ keyId: b.id, consumerId: b.id, until: iso(b.until), secondsLeft: secondsLeft(b.until, now) }))
     }
   })
 
   app.delete<{ Params: { keyId: string } }>('/admin/bans/:keyId', { schema: { params: keyIdParams } }, async (request) => {
-    const lifted = await gateway.limiter.liftBan(request.params.keyId)
+    const consumerId = limiterIdOf(request.params.keyId)
+    const lifted = await gateway.limiter.liftBan(consumerId)
     if (!lifted) throw new ApiError(404, 'not_found', `Key ${request.params.keyId} is not banned`)
-    return { keyId: request.params.keyId, lifted: true }
+    audit(request, 'ban lifted', { consumerId })
+    return { keyId: request.params.keyId, consumerId, lifted: true }
   })
 
   app.get<{ Params: { keyId: string } }>('/admin/keys/:keyId/usage', { schema: { params: keyIdParams } }, async (request) => {
     const key = gateway.gatewayConfig.current.keysById.get(request.params.keyId)
     if (key === undefined) throw new ApiError(404, 'not_found', `No key with id ${request.params.keyId}`)
-    const usage = await gateway.limiter.store.peek(key.id, key.limits)
-    const window = (state: typeof usage.minute, limit: number): Record<string, unknown> => ({
-      count: state.count, limit, remaining: Math.max(0, limit - state.count), resetAt: iso(state.resetAt)
-    })
+    const usage = await gateway.limiter.store.peek(key.consumerId, key.limits)
     return {
       keyId: key.id,
+      consumerId: key.consumerId,
       plan: key.plan,
       disabled: key.disabled,
-      minute: window(usage.minute, key.limits.perMinute),
-      day: window(usage.day, key.limits.perDay),
+      minute: windowView(usage.minute, key.limits.perMinute),
+      day: windowView(usage.day, key.limits.perDay),
       bannedUntil: usage.bannedUntil > usage.now ? iso(usage.bannedUntil) : null
     }
+  })
+
+  app.get<{ Params: { id: string } }>('/admin/consumers/:id', { schema: { params: consumerParams } }, async (request) => {
+    const consumer = consumerOf(request.params.id)
+    const first = consumer.credentials[0]!
+    const now = gateway.clock()
+    const [usage, level] = await Promise.all([
+      gateway.limiter.store.peek(consumer.id, first.limits),
+      gateway.limiter.store.escalationLevel(consumer.id)
+    ])
+    return {
+      consumerId: consumer.id,
+      plan: first.plan,
+      limits: first.limits,
+      credentials: consumer.credentials.map((key) => ({
+        id: key.id,
+        scopes: key.scopes,
+        expiresAt: key.expiresAt === undefined ? null : iso(key.expiresAt),
+        expired: key.expiresAt !== undefined && key.expiresAt <= now,
+        disabled: key.disabled
+      })),
+      usage: {
+        minute: windowView(usage.minute, first.limits.perMinute),
+        day: windowView(usage.day, first.limits.perDay)
+      },
+      ban: banView(usage, level)
+    }
+  })
+
+  app.post<{ Params: { id: string } }>('/admin/consumers/:id/reset', { schema: { params: consumerParams } }, async (request) => {
+    const consumer = consumerOf(request.params.id)
+    const limits = consumer.credentials[0]!.limits
+    // What is about to go, for the answer and the audit line; a request landing in between is cleared too.
+    const [usage, level] = await Promise.all([
+      gateway.limiter.store.peek(consumer.id, limits),
+      gateway.limiter.store.escalationLevel(consumer.id)
+    ])
+    await gateway.limiter.reset(consumer.id)
+    const cleared = { minute: usage.minute.count, day: usage.day.count, ban: banView(usage, level) }
+    audit(request, 'consumer reset', { consumerId: consumer.id, cleared })
+    return { consumerId: consumer.id, reset: true, cleared }
   })
 }, { name: 'gateway-admin-api' })

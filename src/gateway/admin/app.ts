@@ -42,7 +42,7 @@ export async function buildAdmin (options: AdminOptions): Promise<FastifyInstanc
     const report = await checkReadiness(gateway.health)
     return reply.code(report.ready ? 200 : 503).send({ status: report.ready ? 'ready' : 'not_ready', checks: report.checks })
   })
-  await app.register(adminApi, { gateway })
+  await app.register(adminApi, { gateway, identity: options.token === undefined ? 'loopback' : 'admin-token' })
   app.get('/metrics', async (_request, reply) => {
     const { registry } = gateway.metrics
     return reply.type(registry.contentType).send(await registry.metrics())

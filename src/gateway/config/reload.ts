@@ -2,6 +2,7 @@
 // POST /admin/reload, and swaps the snapshot only when the whole new config is valid. A bad
 // config is rejected whole; the last good one stays in force. Every outcome is logged and counted.
 import fp from 'fastify-plugin'
+import { logExpiringKeys } from '../admin/key-expiry.js'
 import { assertNoDemoKeys } from './demo-keys.js'
 import { ConfigError, loadConfigDir } from './loader.js'
 import { watchDirectory } from './watch.js'
@@ -43,6 +44,7 @@ export const reloadPlugin = fp<ReloadOptions>(async function reloadPlugin (app, 
       if (changed) holder.swap(next)
       result = { ok: true, changed, version: holder.current.version, keys: holder.current.keysByDigest.size }
       app.log.info({ trigger, changed, version: result.version, keys: result.keys }, changed ? 'config reloaded' : 'config unchanged')
+      logExpiringKeys(app.log, holder.current, app.clock())
     } catch (err) {
       if (!(err instanceof ConfigError)) throw err
       result = { ok: false, problems: err.problems }
@@ -53,8 +55,9 @@ export const reloadPlugin = fp<ReloadOptions>(async function reloadPlugin (app, 
   }
 
   app.decorate('configReloader', { dir: opts.dir, reload })
+  logExpiringKeys(app.log, holder.current, app.clock())
   if (opts.watch !== false) {
     const stop = watchDirectory(opts.dir, () => reload('watch'), opts.debounceMs)
     app.addHook('onClose', async () => stop())
   }
-}, { name: 'gateway-config-reload', dependencies: ['gateway-config'] })
+}, { name: 'gateway-config-reload', dependencies: ['gateway-config', 'gateway-clock'] })

@@ -36,6 +36,8 @@ export interface Limiter {
   listBans: () => Promise<BanEntry[]>
   /** Lifts a ban in the store and in this process's cache; the store tells every other process (watchBanLifts). */
   liftBan: (id: string) => Promise<boolean>
+  /** Forgets `id`'s windows, ban and escalation in the store and this process's ban cache (see LimiterStore.reset). */
+  reset: (id: string) => Promise<boolean>
 }
 
 declare module 'fastify' {
@@ -144,6 +146,10 @@ export const limiterPlugin = fp<LimiterOptions>(async function limiterPlugin (ap
     async liftBan (id: string) {
       bans.delete(id)
       return await store.liftBan(id)
+    },
+    async reset (id: string) {
+      bans.delete(id)
+      return await store.reset(id)
     }
   })
   app.decorate('limiterStatus', {
@@ -167,7 +173,7 @@ export const limiterPlugin = fp<LimiterOptions>(async function limiterPlugin (ap
       ban = null
       policy = ANONYMOUS_POLICY
     } else {
-      id = consumer.id
+      id = consumer.consumerId
       limits = consumer.limits
       ban = request.snapshot.ban
       policy = consumer.plan

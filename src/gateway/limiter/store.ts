@@ -46,6 +46,17 @@ export interface LimiterStore {
   listBans: () => Promise<BanEntry[]>
   /** Ends `id`'s ban and forgets its recent 429s and escalation (a clean slate). True if a ban was in force. */
   liftBan: (id: string) => Promise<boolean>
+  /**
+   * Level of `id`'s latest ban while the store still remembers it for escalation (24 h after it
+   * ends): 0 = base duration, n = base × 2^n; -1 when none is remembered. Admin reads only.
+   */
+  escalationLevel: (id: string) => Promise<number>
+  /**
+   * Forgets everything about `id` — both windows, its ban, recent 429s and escalation (a support
+   * action after an incident); shared stores tell every process to drop a cached ban, as a lift
+   * does. True if anything was stored.
+   */
+  reset: (id: string) => Promise<boolean>
   /** Resolves when the store answers; rejects with the reason otherwise (readiness). */
   ping: () => Promise<void>
   /** Releases connections and timers. */

@@ -28,6 +28,7 @@ export const metricsPlugin = fp<MetricsPluginOptions>(async function metricsPlug
     plans: snapshot.plans.keys(),
     deprecatedRoutes: snapshot.routes.filter((r) => r.deprecated !== undefined).map((r) => r.path),
     limiterStatus: limiterStatusOf(app),
+    keyExpiry: { snapshot: () => app.gatewayConfig.current, now: () => app.clock() },
     defaultMetrics: enabled
   })
   app.decorate('metrics', metrics)

@@ -5,6 +5,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 import type { LimiterStatus } from '../limiter/decision.js'
 import { OPERATIONS, type Operation } from '../proxy/operations.js'
+import { registerKeyExpiryGauges, type KeyExpirySource } from './key-expiry-gauges.js'
 
 /** Seconds, from a cache-hot sub-millisecond answer to the 10 s upstream timeout. */
 export const DEFAULT_DURATION_BUCKETS: readonly number[] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
@@ -94,6 +95,8 @@ export interface MetricsOptions {
   /** Process and Node metrics (prom-client's default set). */
   defaultMetrics?: boolean
   buckets?: readonly number[]
+  /** Config and clock for the key-expiry gauges (key-expiry-gauges.ts), read at scrape time; absent: no such gauges. */
+  keyExpiry?: KeyExpirySource
 }
 
 function successStatus (op: Operation): number {
@@ -208,6 +211,7 @@ export function createGatewayMetrics (opts: MetricsOptions): GatewayMetrics {
     for (const route of opts.deprecatedRoutes ?? []) deprecatedRequests.inc({ route, plan }, 0)
   }
   for (const result of RELOAD_RESULTS) configReloads.inc({ result }, 0)
+  if (opts.keyExpiry !== undefined) registerKeyExpiryGauges(registry, opts.keyExpiry)
 
   return { registry, requests, requestDuration, upstreamDuration, rateLimitRejections, bans, deprecatedRequests, configReloads, routeLabels }
 }

@@ -110,6 +110,11 @@ export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore 
       state.rejections = []
       return wasBanned
     },
+    async escalationLevel (id) {
+      const state = states.get(id)
+      return state !== undefined && state.levelUntil > now() ? state.level : -1
+    },
+    reset: async (id) => states.delete(id),
     ping: async () => {},
     close: async () => { states.clear() }
   }

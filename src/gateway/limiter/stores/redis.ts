@@ -136,6 +136,17 @@ export function createRedisStore (client: Redis | Cluster, opts: RedisStoreOptio
       await client.publish(BAN_LIFT_CHANNEL, id)
       return Number(until ?? 0) > t
     },
+    async escalationLevel (id) {
+      // The level key lives as long as the ban key (24 h past the ban's end), the script's memory.
+      const level = await client.get(keysOf(id)[3])
+      return level === null ? -1 : Number(level)
+    },
+    async reset (id) {
+      // One hash tag: a multi-key DEL is one slot, fine on a Cluster.
+      const deleted = await client.del(...keysOf(id))
+      await client.publish(BAN_LIFT_CHANNEL, id)
+      return deleted > 0
+    },
     watchBanLifts (onLift) {
       // A connection of its own (a subscribed connection runs no other command), queueing its
       // SUBSCRIBE until it connects; ioredis resubscribes after every reconnect. Lifts published

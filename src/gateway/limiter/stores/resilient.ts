@@ -267,6 +267,12 @@ export function createResilientStore (primary: LimiterStore, opts: ResilientStor
       const local = await fallback.liftBan(id)
       return await admin([breakerOf(shardOf(id))], () => primary.liftBan(id)) || local
     },
+    escalationLevel: (id: string) => admin([breakerOf(shardOf(id))], () => primary.escalationLevel(id)),
+    async reset (id: string) {
+      // The fallback may hold counts from an outage: a clean slate clears both.
+      const local = await fallback.reset(id)
+      return await admin([breakerOf(shardOf(id))], () => primary.reset(id)) || local
+    },
     /** Ready while requests can be answered: under `local` and `open` even without Redis; under `closed` only with it. */
     async ping () {
       if (policy !== 'closed') return
