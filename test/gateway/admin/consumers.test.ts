@@ -7,7 +7,6 @@ import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartedGat
 import { startRedis } from '../../helpers/redis.js'
 
 const NOW = Date.parse('2030-01-10T12:00:00Z')
-const DAY = 86_400_000
 const ACME_OLD = 'psk_acme_old_key_for_consumer_tests_0001'
 const ACME_NEW = 'psk_acme_new_key_for_consumer_tests_0002'
 
