@@ -1,6 +1,7 @@
 // `keys rotate`: a new credential for the same consumer, with the old one kept alive for a grace
 // period, as an edit of keys.yaml's text that keeps its comments, order and style (the `yaml`
-// package's Document API — only the two touched entries change). Pure: text in, text out; main.ts
+// package's Document API — only the two touched entries change, except that the library writes
+// flow sequences with the padding of flow maps, `[ read ]`). Pure: text in, text out; main.ts
 // validates the result with the gateway's own loader and writes it atomically.
 import { isMap, isNode, isSeq, parseDocument, YAMLMap } from 'yaml'
 import { CommandError } from './errors.js'

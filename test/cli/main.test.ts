@@ -1,31 +1,12 @@
 import t from 'tap'
-import { execFile } from 'node:child_process'
 import { cpSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { promisify } from 'node:util'
 import { keyDigest } from '../../src/gateway/auth/bearer.js'
 import { loadConfigDir } from '../../src/gateway/config/loader.js'
 import { bearer, DEMO_KEYS, REPO_CONFIG_DIR, plansYaml, startGateway, testConfig } from '../helpers/gateway.js'
 import { startRedis } from '../helpers/redis.js'
-import { CHILD_ENV, REPO_ROOT } from '../helpers/processes.js'
-
-const exec = promisify(execFile)
-
-interface CliResult { code: number, stdout: string, stderr: string }
-
-async function cli (args: string[], opts: { env?: Record<string, string>, input?: string } = {}): Promise<CliResult> {
-  const child = exec(process.execPath, ['--import', 'tsx', join(REPO_ROOT, 'src/cli/main.ts'), ...args], {
-    cwd: REPO_ROOT, env: { ...process.env, ...CHILD_ENV, ...opts.env }
-  })
-  if (opts.input !== undefined) { child.child.stdin?.end(opts.input) } else { child.child.stdin?.end() }
-  try {
-    const { stdout, stderr } = await child
-    return { code: 0, stdout, stderr }
-  } catch (err) {
-    const e = err as { code: number, stdout: string, stderr: string }
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr }
-  }
-}
+import { cli } from '../helpers/cli.js'
+import { freePort } from '../helpers/ports.js'
 
 t.test('keys create prints the key once and a keys.yaml entry that the gateway accepts', async (t) => {
   const { code, stdout } = await cli(['keys', 'create', '--id', 'acme-prod', '--plan', 'pro'])
@@ -98,9 +79,9 @@ t.test('unknown commands and bans without Redis explain themselves', async (t) =
   const help = await cli([])
   t.equal(help.code, 0)
   t.match(help.stdout, 'usage: petstore-gateway <command>')
-  const bans = await cli(['bans', 'list'], { env: { REDIS_URL: '', REDIS_CLUSTER_NODES: '' } })
-  t.equal(bans.code, 2)
-  t.match(bans.stderr, 'bans live in Redis: set REDIS_URL or REDIS_CLUSTER_NODES')
+  const closed = `http://127.0.0.1:${await freePort()}`
+  const bans = await cli(['bans', 'list', '--admin', closed], { env: { REDIS_URL: '', REDIS_CLUSTER_NODES: '' } })
+  t.same(bans, { code: 1, stdout: '', stderr: `petstore-gateway: cannot reach the gateway's admin API at ${closed} (ECONNREFUSED): is the gateway running? Point --admin at its admin port.\n` })
 })
 
 t.test('bans list and bans lift work against the configured Redis', async (t) => {
