@@ -67,7 +67,7 @@ t.test('bans: listed, lifted, and usage shows window counts', async (t) => {
 
   const lifted = await fetch(`${gw.adminUrl}/admin/bans/demo-free`, { method: 'DELETE' })
   t.equal(lifted.status, 200)
-  t.same(await lifted.json(), { keyId: 'demo-free', lifted: true })
+  t.same(await lifted.json(), { keyId: 'demo-free', consumerId: 'demo-free', lifted: true })
   t.same(await (await fetch(`${gw.adminUrl}/admin/bans`)).json(), { bans: [] })
   const again = await fetch(`${gw.adminUrl}/admin/bans/demo-free`, { method: 'DELETE' })
   t.equal(again.status, 404)
