@@ -151,7 +151,7 @@ t.test('keys show and keys reset reach the running gateway\'s admin API', async 
   const env = { ADMIN_TOKEN: 'tok-9' }
   const admin = ['--admin', gw.adminUrl]
 
-  const show = await cli(['keys', 'show', 'demo-free', ...admin], { env })
+  const show = await cliInProcess(['keys', 'show', 'demo-free', ...admin], env)
   t.equal(show.code, 0, show.stderr)
   const lines = show.stdout.split('\n')
   t.equal(lines[0], 'consumer demo-free: plan free (1/min, 100/day)')
@@ -170,6 +170,9 @@ t.test('keys show and keys reset reach the running gateway\'s admin API', async 
   t.equal(res.status, 200, 'banned → keys reset → 200')
   await res.arrayBuffer()
   t.match(gw.logs.find((l) => l.msg === 'consumer reset'), { consumerId: 'demo-free', who: 'admin-token' })
+  t.same(await cliInProcess(['keys', 'reset', 'demo-pro', ...admin], env), {
+    code: 0, stdout: 'consumer demo-pro reset: cleared 0 requests this minute, 0 today; not banned; escalation level none before the reset\n', stderr: ''
+  })
 
   const failures: Array<[string[], Record<string, string | undefined>, string]> = [
     [['keys', 'show', 'nobody', ...admin], env, 'No consumer or key with id nobody'],

@@ -59,6 +59,16 @@ export const adminApi = fp<AdminApiOptions>(async function adminApi (app, { gate
     return resolveConsumer(gateway.gatewayConfig.current, id)?.id ?? id
   }
 
+  /** A store call of an admin route: a store that does not answer is `503 unavailable`, not a 500. */
+  async function fromStore<T> (call: () => Promise<T>): Promise<T> {
+    try {
+      return await call()
+    } catch (err) {
+      gateway.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'admin: limiter store call failed')
+      throw new ApiError(503, 'unavailable', 'The limiter store did not answer; try again')
+    }
+  }
+
   function audit (request: FastifyRequest, msg: string, fields: Record<string, unknown>): void {
     gateway.log.info({ audit: true, ...fields, who: identity, client: request.ip, at: iso(Date.now()) }, msg)
   }
@@ -133,10 +143,10 @@ export const adminApi = fp<AdminApiOptions>(async function adminApi (app, { gate
     const consumer = consumerOf(request.params.id)
     const first = consumer.credentials[0]!
     const now = gateway.clock()
-    const [usage, level] = await Promise.all([
+    const [usage, level] = await fromStore(async () => await Promise.all([
       gateway.limiter.store.peek(consumer.id, first.limits),
       gateway.limiter.store.escalationLevel(consumer.id)
-    ])
+    ]))
     return {
       consumerId: consumer.id,
       plan: first.plan,
@@ -160,11 +170,11 @@ export const adminApi = fp<AdminApiOptions>(async function adminApi (app, { gate
     const consumer = consumerOf(request.params.id)
     const limits = consumer.credentials[0]!.limits
     // What is about to go, for the answer and the audit line; a request landing in between is cleared too.
-    const [usage, level] = await Promise.all([
+    const [usage, level] = await fromStore(async () => await Promise.all([
       gateway.limiter.store.peek(consumer.id, limits),
       gateway.limiter.store.escalationLevel(consumer.id)
-    ])
-    await gateway.limiter.reset(consumer.id)
+    ]))
+    await fromStore(() => gateway.limiter.reset(consumer.id))
     const cleared = { minute: usage.minute.count, day: usage.day.count, ban: banView(usage, level) }
     audit(request, 'consumer reset', { consumerId: consumer.id, cleared })
     return { consumerId: consumer.id, reset: true, cleared }

@@ -3,6 +3,9 @@
 // banned consumer — on the in-process store and on a real Redis shared by two gateways.
 import t, { type Test } from 'tap'
 import { keyDigest } from '../../../src/gateway/auth/bearer.js'
+import type { LimiterStore } from '../../../src/gateway/limiter/store.js'
+import { createMemoryStore } from '../../../src/gateway/limiter/stores/memory.js'
+import { createResilientStore } from '../../../src/gateway/limiter/stores/resilient.js'
 import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
 import { startRedis } from '../../helpers/redis.js'
 
@@ -128,4 +131,21 @@ t.test('POST /admin/consumers/:id/reset on real Redis clears every key and every
   const refused = await fetch(`${gw.adminUrl}/admin/consumers/demo-free/reset`, { method: 'POST' })
   t.equal(refused.status, 401, 'the admin token guards it')
   await refused.arrayBuffer()
+})
+
+t.test('a limiter store that does not answer makes the consumer routes 503 unavailable, not 500', async (t) => {
+  const primary = createMemoryStore()
+  const failing: LimiterStore = {
+    ...primary,
+    kind: 'redis',
+    escalationLevel: async () => { throw new Error('connection refused') },
+    reset: async () => { throw new Error('connection refused') }
+  }
+  const gw = await startGateway(t, { limiter: { store: createResilientStore(failing, { adminTimeoutMs: 200 }) } })
+  for (const [method, path] of [['GET', '/admin/consumers/demo-pro'], ['POST', '/admin/consumers/demo-pro/reset']] as const) {
+    const res = await call(`${gw.adminUrl}${path}`, { method })
+    t.equal(res.status, 503, `${method} ${path}`)
+    t.same(res.body, { code: 'unavailable', message: 'The limiter store did not answer; try again', status: 503 })
+  }
+  t.equal(gw.logs.filter((l) => l.msg === 'consumer reset').length, 0, 'no audit line for a reset that did not happen')
 })
