@@ -4,6 +4,7 @@
 import { cpSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
+import { parseGrace, rotateKeysText } from '../../src/cli/rotate.js'
 import { keyDigest } from '../../src/gateway/auth/bearer.js'
 import { loadConfigDir } from '../../src/gateway/config/loader.js'
 import { cli, cliInProcess } from '../helpers/cli.js'
@@ -207,4 +208,27 @@ t.test('bans list and lift through the admin API, for the consumer of a credenti
   t.same(await cliInProcess(['bans', 'list', ...admin], env), { code: 0, stdout: 'no bans in force\n', stderr: '' })
   t.same(await cliInProcess(['bans', 'lift', 'demo-free', ...admin], env), { code: 1, stdout: 'demo-free is not banned\n', stderr: '' })
   t.match(gw.logs.find((l) => l.msg === 'ban lifted'), { audit: true, consumerId: 'demo-free', who: 'loopback' })
+})
+
+t.test('rotateKeysText: unique derived ids, date-only expiry kept when earlier, grace units', async (t) => {
+  const now = Date.parse('2030-05-01T10:20:30.456Z')
+  const text = [
+    'keys:',
+    `  - { id: a, sha256: ${'a'.repeat(64)}, plan: pro, expiresAt: 2030-05-03 }`,
+    `  - { id: a-20300501102030, sha256: ${'b'.repeat(64)}, consumer: a, plan: pro }`,
+    ''
+  ].join('\n')
+  const first = rotateKeysText(text, { id: 'a', sha256: 'c'.repeat(64), graceMs: parseGrace('7d'), now })
+  t.equal(first.newId, 'a-20300501102030-2', 'a taken id gets a suffix')
+  t.equal(first.oldExpiresAt, Date.parse('2030-05-03T00:00:00Z'), 'an earlier date-only expiry stays')
+  t.match(first.text, '  - { id: a, sha256: ' + 'a'.repeat(64) + ', plan: pro, expiresAt: 2030-05-03 }\n', 'and is not rewritten')
+  const second = rotateKeysText(first.text, { id: 'a', sha256: 'd'.repeat(64), graceMs: parseGrace('90s'), now })
+  t.equal(second.newId, 'a-20300501102030-3')
+  t.equal(second.text.match(/expiresAt: \S+ \}/g)?.[0], 'expiresAt: 2030-05-01T10:22:00Z }', 'grace end truncated to the second')
+  t.same([parseGrace('30s'), parseGrace('15m'), parseGrace('12h'), parseGrace('0d')], [30_000, 900_000, 43_200_000, 0])
+  const long = 'x'.repeat(64)
+  const longText = `keys:\n  - { id: ${long}, sha256: ${'e'.repeat(64)}, plan: pro }\n`
+  t.equal(rotateKeysText(longText, { id: long, sha256: 'f'.repeat(64), graceMs: 0, now }).newId.length, 61, 'a long consumer id is shortened to leave room for -2…')
+  t.throws(() => rotateKeysText('keys: [\n', { id: 'a', sha256: 'f'.repeat(64), graceMs: 0, now }), { message: /^keys\.yaml: / })
+  t.throws(() => rotateKeysText('plans: {}\n', { id: 'a', sha256: 'f'.repeat(64), graceMs: 0, now }), { message: 'keys.yaml: no "keys:" list' })
 })
