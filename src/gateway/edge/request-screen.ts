@@ -69,11 +69,13 @@ export function hasSecondAuthorization (rawHeaders: readonly string[]): boolean 
 export const screenRequest = fp(async function screenRequest (app) {
   app.decorateRequest('edgeRejection', null)
   app.addHook('onRequest', function screen (request, _reply, done) {
-    const marked = (request.raw as MarkedRequest)[kRejection]
-    if (marked !== undefined) request.edgeRejection = marked
-    else if (request.headers.authorization !== undefined && hasSecondAuthorization(request.raw.rawHeaders)) {
+    // A doubled credential first: it must never authenticate, whatever else is wrong with the request.
+    if (request.headers.authorization !== undefined && hasSecondAuthorization(request.raw.rawHeaders)) {
       request.edgeRejection = 'duplicate_authorization'
       request.headers.authorization = undefined
+    } else {
+      const marked = (request.raw as MarkedRequest)[kRejection]
+      if (marked !== undefined) request.edgeRejection = marked
     }
     done()
   })

@@ -141,6 +141,9 @@ t.test('two Authorization headers are 400 invalid_request, counted against the c
   t.equal(one.headers['x-ratelimit-remaining'], String(FREE_PER_MINUTE - 1), 'the key\'s window was untouched by the refused requests')
   const anonymous = await raw(gw, ['GET /v1/pets HTTP/1.1'])
   t.equal(anonymous.headers['x-ratelimit-remaining'], String(ANONYMOUS_PER_MINUTE - 4), 'the three refused requests used the client address\'s window')
+  const both = await raw(gw, ['GET /v1/pets/%zz HTTP/1.1', `Authorization: Bearer ${DEMO_KEYS.free}`, `Authorization: Bearer ${DEMO_KEYS.free}`])
+  t.equal(both.body.code, 'invalid_request', 'a doubled credential is refused even on a malformed URL')
+  t.equal(both.headers['x-ratelimit-remaining'], String(ANONYMOUS_PER_MINUTE - 5), 'and is counted against the client address')
 })
 
 t.test('underscore twins of gateway-owned headers never reach the backend', async (t) => {
