@@ -40,7 +40,6 @@ function isIpv4Mapped (groups: readonly number[]): boolean {
   return groups[0] === 0 && groups[1] === 0 && groups[2] === 0 && groups[3] === 0 && groups[4] === 0 && groups[5] === 0xffff
 }
 
-const HEXTET = /^[0-9a-fA-F]{1,4}$/
 const IPV4 = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/
 
 function parseIpv4 (text: string): [number, number, number, number] | undefined {
@@ -50,29 +49,56 @@ function parseIpv4 (text: string): [number, number, number, number] | undefined 
   return octets.every((o) => o <= 255) ? octets : undefined
 }
 
-/** The eight 16-bit groups of an IPv6 address (zone id dropped, embedded IPv4 tail allowed); undefined if it is none. */
+function hexValue (c: number): number {
+  if (c >= 48 && c <= 57) return c - 48
+  if (c >= 97 && c <= 102) return c - 87
+  if (c >= 65 && c <= 70) return c - 55
+  return -1
+}
+
+/**
+ * The eight 16-bit groups of an IPv6 address (zone id dropped, embedded IPv4 tail allowed); undefined
+ * if it is none. One pass over the characters: it runs for every anonymous IPv6 request.
+ */
 export function parseIpv6 (address: string): number[] | undefined {
-  let text = address
-  const zone = text.indexOf('%')
-  if (zone !== -1) text = text.slice(0, zone)
-  const lastColon = text.lastIndexOf(':')
-  const tail = text.slice(lastColon + 1)
-  if (tail.indexOf('.') !== -1) {
-    const v4 = parseIpv4(tail)
-    if (v4 === undefined) return undefined
-    text = text.slice(0, lastColon + 1) + ((v4[0] << 8) | v4[1]).toString(16) + ':' + ((v4[2] << 8) | v4[3]).toString(16)
+  let end = address.indexOf('%')
+  if (end === -1) end = address.length
+  const groups = [0, 0, 0, 0, 0, 0, 0, 0]
+  let count = 0
+  let gap = -1
+  let i = 0
+  if (address.charCodeAt(0) === 58 && address.charCodeAt(1) === 58) {
+    gap = 0
+    i = 2
   }
-  const halves = text.split('::')
-  if (halves.length > 2) return undefined
-  const head = halves[0] === '' || halves[0] === undefined ? [] : halves[0].split(':')
-  const rest = halves.length === 2 && halves[1] !== '' && halves[1] !== undefined ? halves[1].split(':') : []
-  const missing = 8 - head.length - rest.length
-  if (halves.length === 1 ? missing !== 0 : missing < 1) return undefined
-  const parts = [...head, ...new Array<string>(missing).fill('0'), ...rest]
-  const groups: number[] = []
-  for (const part of parts) {
-    if (!HEXTET.test(part)) return undefined
-    groups.push(parseInt(part, 16))
+  while (i < end) {
+    let j = i
+    let value = 0
+    for (let digit = hexValue(address.charCodeAt(j)); j < end && j - i < 5 && digit >= 0; digit = hexValue(address.charCodeAt(++j))) value = value * 16 + digit
+    if (j < end && address.charCodeAt(j) === 46) {
+      const v4 = count <= 6 ? parseIpv4(address.slice(i, end)) : undefined
+      if (v4 === undefined) return undefined
+      groups[count++] = (v4[0] << 8) | v4[1]
+      groups[count++] = (v4[2] << 8) | v4[3]
+      break
+    }
+    if (j === i || j - i > 4 || count === 8) return undefined
+    groups[count++] = value
+    if (j === end) break
+    if (address.charCodeAt(j) !== 58) return undefined
+    if (address.charCodeAt(j + 1) === 58) {
+      if (gap !== -1) return undefined
+      gap = count
+      i = j + 2
+    } else {
+      i = j + 1
+      if (i === end) return undefined
+    }
   }
+  if (gap === -1) return count === 8 ? groups : undefined
+  if (count > 7) return undefined
+  const tail = count - gap
+  for (let k = 0; k < tail; k++) groups[7 - k] = groups[count - 1 - k] ?? 0
+  for (let k = gap; k < 8 - tail; k++) groups[k] = 0
   return groups
 }

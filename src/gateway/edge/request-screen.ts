@@ -57,7 +57,8 @@ export function hasSecondAuthorization (rawHeaders: readonly string[]): boolean 
   let seen = false
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i]
-    if (name !== undefined && name.length === 13 && name.toLowerCase() === 'authorization') {
+    // The usual spellings compare without allocating; any other case is lower-cased.
+    if (name !== undefined && name.length === 13 && (name === 'Authorization' || name === 'authorization' || name.toLowerCase() === 'authorization')) {
       if (seen) return true
       seen = true
     }

@@ -46,3 +46,12 @@ t.test('parseIpv6 reads the usual forms', async (t) => {
   t.same(parseIpv6('::1.2.3.4'), [0, 0, 0, 0, 0, 0, 0x102, 0x304])
   t.equal(parseIpv6('1:2:3:4:5:6:7::8'), undefined, ':: must stand for at least one group')
 })
+
+t.test('parseIpv6 agrees with node:net on what is an address, over many spellings', async (t) => {
+  const { isIPv6 } = await import('node:net')
+  const samples = ['::', '::1', '1::', '1:2::', '::2:3', 'fe80::1%eth0', '1:2:3:4:5:6:7:8', '1:2:3:4:5:6::8', '1::3:4:5:6:7:8', '::ffff:1.2.3.4', '1:2:3:4:5:6:1.2.3.4',
+    '1:2:3:4:5:6:7:1.2.3.4', ':1::', '1:', ':1', '1:::2', '1::2::3', '12345::', 'abcd:ef01::', 'ABCD::EF01', '::1.2.3', '1.2.3.4', '::g', '', ':', '1:2:3:4:5:6:7:8:9', '::ffff:256.1.1.1']
+  for (const text of samples) t.equal(parseIpv6(text) !== undefined, isIPv6(text), text)
+  t.same(parseIpv6('1:2:3:4:5:6::8'), [1, 2, 3, 4, 5, 6, 0, 8])
+  t.same(parseIpv6('ABCD::EF01'), [0xabcd, 0, 0, 0, 0, 0, 0, 0xef01])
+})
