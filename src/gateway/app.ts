@@ -1,6 +1,7 @@
 // buildGateway: the public gateway as a Fastify instance, never listening (server.ts does that,
 // tests build it with options). Plugins are registered in the order of the request pipeline:
-// config snapshot → authenticate → limit → require a key (401) → route (404/405) → lifecycle
+// config snapshot → screen (malformed URL, doubled Authorization) → authenticate → limit → 400 for
+// what was screened → require a key (401) → route (404/405) → lifecycle
 // → edge checks (413/415, by Fastify's body parsing) → proxy.
 import { randomUUID } from 'node:crypto'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify'
@@ -12,6 +13,7 @@ import { configPlugin, createConfigHolder, type ConfigHolder } from './config/pl
 import { reloadPlugin, type ReloadOptions } from './config/reload.js'
 import type { ConfigSnapshot } from './config/types.js'
 import { fastifyLimitOptions, installJsonParser, refuseConnect, serverLimits, type ServerLimits } from './edge-limits.js'
+import { rejectScreened, screenRequest } from './edge/request-screen.js'
 import { healthPlugin } from './health.js'
 import { lifecyclePlugin } from './lifecycle/plugin.js'
 import { limiterPlugin, type LimiterOptions } from './limiter/plugin.js'
@@ -21,7 +23,7 @@ import { openApiPlugin } from './openapi/plugin.js'
 import { proxyPlugin } from './proxy/plugin.js'
 import { LOG_REDACT_PATHS, requestLogPlugin } from './request-log.js'
 import { shutdownPlugin } from './shutdown.js'
-import { DEFAULT_BODY_LIMIT_BYTES, DEFAULT_UPSTREAM_TIMEOUT_MS } from './settings.js'
+import { DEFAULT_BODY_LIMIT_BYTES, DEFAULT_UPSTREAM_TIMEOUT_MS, TRUST_PROXY_TRUE_PROBLEM } from './settings.js'
 
 export { DEFAULT_KEEP_ALIVE_TIMEOUT_MS, DEFAULT_MAX_PARAM_LENGTH, DEFAULT_REQUEST_TIMEOUT_MS } from './edge-limits.js'
 
@@ -79,6 +81,8 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
     ? Fastify({ ...serverOptions, loggerInstance: logger })
     : Fastify({ ...serverOptions, logger: logger === false ? false : { ...logger, redact: LOG_REDACT_PATHS } })
   app.server.maxConnections = limits.maxConnections
+  // settingsFromEnv refuses it in production; elsewhere (a laptop, a test) it is allowed, loudly.
+  if (options.trustProxy === true) app.log.warn(TRUST_PROXY_TRUE_PROBLEM)
   refuseConnect(app.server)
   installErrorHandling(app)
   // The interface speaks JSON only: any other body type is 415 at the edge.
@@ -94,8 +98,10 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
   await app.register(shutdownPlugin)
   await app.register(clockPlugin, { now: options.now })
   await app.register(configPlugin, { holder })
+  await app.register(screenRequest)
   await app.register(authenticate)
   await app.register(limiterPlugin, options.limiter ?? {})
+  await app.register(rejectScreened)
   await app.register(requireKey)
   await app.register(lifecyclePlugin)
   await app.register(upstreamTimingPlugin)

@@ -7,8 +7,9 @@ import { randomUUID } from 'node:crypto'
 import { STATUS_CODES } from 'node:http'
 import type { Server } from 'node:http'
 import type { Socket } from 'node:net'
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { ApiError, sendApiError, type ErrorBody } from '../shared/api-error.js'
+import type { FastifyInstance } from 'fastify'
+import { ApiError, type ErrorBody } from '../shared/api-error.js'
+import { frameworkErrors } from './edge/request-screen.js'
 
 /** Node's own default, stated: a 20 KB bearer token or a flood of headers is refused 431 by the parser. */
 export const DEFAULT_MAX_HEADER_BYTES = 16 * 1024
@@ -30,7 +31,7 @@ export const DEFAULT_CONNECTION_TIMEOUT_MS = 60_000
 export const DEFAULT_MAX_REQUESTS_PER_SOCKET = 0
 /** Connections above this are closed on accept: bounded memory and file descriptors; the LB retries elsewhere. */
 export const DEFAULT_MAX_CONNECTIONS = 10_000
-/** Path parameters (pet id) longer than this match no route (404). */
+/** Path parameters (pet id) longer than this are 400, counted like any request (edge/request-screen.ts). */
 export const DEFAULT_MAX_PARAM_LENGTH = 100
 /** JSON bodies nested deeper than this are 400: the Pet body is flat, and deep nesting overflows the parser's stack (500). */
 export const DEFAULT_MAX_JSON_DEPTH = 32
@@ -79,18 +80,9 @@ export function fastifyLimitOptions (limits: ServerLimits) {
     connectionTimeout: limits.connectionTimeoutMs,
     maxRequestsPerSocket: limits.maxRequestsPerSocket,
     clientErrorHandler,
+    // Router rejections (bad percent-encoding, over-long parameters) go through the hooks as well.
     frameworkErrors
   }
-}
-
-/**
- * Errors Fastify's router raises before any hook runs (bad percent-encoding, a path parameter over
- * maxParamLength): the Error shape, without echoing the URL back.
- */
-export function frameworkErrors (error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
-  reply.header('x-request-id', request.id)
-  const message = error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'A path parameter is longer than the limit' : 'The URL is not valid'
-  sendApiError(reply, new ApiError(400, 'invalid_parameter', message))
 }
 
 /** Deepest bracket nesting outside strings, stopping early past `limit`: linear, no recursion. */

@@ -24,6 +24,8 @@ export const DEFAULT_STORE_ON_ERROR = 'local'
 /** Gateway processes (Node cluster workers) sharing the public port; >1 needs Redis (see workers.ts). */
 export const DEFAULT_GATEWAY_WORKERS = 1
 export const MAX_GATEWAY_WORKERS = 64
+/** Anonymous clients whose windows the in-process store keeps (its own table: never evicts a key's state). */
+export const DEFAULT_ANONYMOUS_STATE_MAX = 100_000
 const STORE_ON_ERROR = ['local', 'open', 'closed'] as const
 
 export interface GatewaySettings {
@@ -48,8 +50,13 @@ export interface GatewaySettings {
   readonly logLevel: string
   /** LOG_BUFFER_BYTES: log lines are batched up to this many bytes (flushed every 200 ms and on exit); 0 writes each line. */
   readonly logBufferBytes: number
-  /** Fastify `trustProxy`: false, true, a hop count, or a comma-separated list of addresses/CIDRs. */
+  /**
+   * Fastify `trustProxy`: false, a hop count, or a comma-separated list of addresses/CIDRs. `true`
+   * (trust every hop, i.e. the client's own leftmost X-Forwarded-For) is refused in production.
+   */
   readonly trustProxy: boolean | number | string
+  /** ANONYMOUS_STATE_MAX: anonymous clients the in-process store keeps windows for. */
+  readonly anonymousStateMax: number
   readonly bodyLimit: number
   readonly upstreamTimeoutMs: number
   readonly shutdownGraceMs: number
@@ -88,9 +95,18 @@ function optional (env: Env, name: string): string | undefined {
   return raw === undefined || raw === '' ? undefined : raw
 }
 
-function trustProxy (raw: string | undefined): boolean | number | string {
+/** Why TRUST_PROXY=true is unsafe, and what to set instead: the refusal in production, the warning elsewhere. */
+export const TRUST_PROXY_TRUE_PROBLEM = 'TRUST_PROXY=true trusts every X-Forwarded-For hop, so the client\'s own ' +
+  'leftmost entry becomes its address (any client can pick its rate-limit identity); set TRUST_PROXY to the ' +
+  'number of proxies in front of the gateway (e.g. TRUST_PROXY=1) or to their addresses/CIDRs ' +
+  '(e.g. TRUST_PROXY=10.0.0.0/8)'
+
+function trustProxy (raw: string | undefined, production: boolean): boolean | number | string {
   if (raw === undefined || raw === '' || raw === 'false') return false
-  if (raw === 'true') return true
+  if (raw === 'true') {
+    if (production) throw new Error(`${TRUST_PROXY_TRUE_PROBLEM}. Refused with NODE_ENV=production.`)
+    return true
+  }
   if (/^\d+$/.test(raw)) return Number(raw)
   return raw
 }
@@ -101,6 +117,7 @@ export function settingsFromEnv (env: Env = process.env): GatewaySettings {
     throw new Error(`BACKEND_URL: expected http(s)://host:port, got "${backendUrl}"`)
   }
   const cluster = optional(env, 'REDIS_CLUSTER_NODES')
+  const production = env.NODE_ENV === 'production'
   return Object.freeze({
     host: str(env, 'GATEWAY_HOST', DEFAULT_GATEWAY_HOST),
     port: int(env, 'GATEWAY_PORT', DEFAULT_GATEWAY_PORT, 0, 65535),
@@ -118,12 +135,13 @@ export function settingsFromEnv (env: Env = process.env): GatewaySettings {
     storeOnError: oneOf(env, 'STORE_ON_ERROR', DEFAULT_STORE_ON_ERROR, STORE_ON_ERROR),
     logLevel: str(env, 'LOG_LEVEL', DEFAULT_LOG_LEVEL),
     logBufferBytes: int(env, 'LOG_BUFFER_BYTES', DEFAULT_LOG_BUFFER_BYTES, 0, 1_000_000),
-    trustProxy: trustProxy(optional(env, 'TRUST_PROXY')),
+    trustProxy: trustProxy(optional(env, 'TRUST_PROXY'), production),
+    anonymousStateMax: int(env, 'ANONYMOUS_STATE_MAX', DEFAULT_ANONYMOUS_STATE_MAX, 1),
     bodyLimit: int(env, 'BODY_LIMIT_BYTES', DEFAULT_BODY_LIMIT_BYTES, 1),
     upstreamTimeoutMs: int(env, 'UPSTREAM_TIMEOUT_MS', DEFAULT_UPSTREAM_TIMEOUT_MS, 1),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', DEFAULT_SHUTDOWN_GRACE_MS, 0),
     shutdownDrainDelayMs: int(env, 'SHUTDOWN_DRAIN_DELAY_MS', DEFAULT_SHUTDOWN_DRAIN_DELAY_MS, 0),
     workers: int(env, 'GATEWAY_WORKERS', DEFAULT_GATEWAY_WORKERS, 1, MAX_GATEWAY_WORKERS),
-    production: env.NODE_ENV === 'production'
+    production
   })
 }

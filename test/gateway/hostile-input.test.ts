@@ -1,6 +1,6 @@
 // Hostile input: 10,000+ generated requests (fast-check, fixed seed) sent as raw bytes over node:net,
 // so nothing in a client library cleans them up first — malformed and oversized headers, many
-// Authorization headers, odd schemes, tokens with control characters or 20 KB long, path tricks,
+// Authorization headers (always 400 invalid_request), odd schemes, tokens with control characters or 20 KB long, path tricks,
 // duplicated and array query parameters, deeply nested / huge-number / prototype-pollution JSON,
 // wrong content types, chunked bodies over the limit — half with a valid key, half anonymous. Then
 // slow senders. The gateway runs in process with a healthy backend, so the assertions are strict:
@@ -116,9 +116,12 @@ interface Spec {
 const spec: fc.Arbitrary<Spec> = fc.record({
   method: fc.oneof({ weight: 8, arbitrary: fc.constantFrom('GET', 'POST', 'HEAD') }, { weight: 2, arbitrary: fc.constantFrom('PUT', 'DELETE', 'PATCH', 'OPTIONS', 'TRACE', 'CONNECT', 'FOO', 'get', 'G\x01T') }),
   target: fc.tuple(path, query).map(([p, q]) => p + q),
-  // Half the requests anonymous, half with the key first; then any number of further Authorization headers.
-  auths: fc.tuple(fc.boolean(), fc.array(authorization, { maxLength: 3 }), fc.nat({ max: 60 })).map(([keyed, more, repeat]) =>
-    [...(keyed ? [`Bearer ${FUZZ_KEY}`] : []), ...more, ...Array.from({ length: repeat > 50 ? repeat : 0 }, (_v, i) => `Bearer dup${i}`)]),
+  // Half the requests anonymous, half with the key first; a third of them with further Authorization
+  // headers (any number: they must be 400 invalid_request), the rest with at most one.
+  auths: fc.tuple(fc.boolean(), fc.array(authorization, { maxLength: 3 }), fc.nat({ max: 60 }), fc.nat({ max: 2 })).map(([keyed, more, repeat, several]) =>
+    several === 0
+      ? [...(keyed ? [`Bearer ${FUZZ_KEY}`] : []), ...more, ...Array.from({ length: repeat > 50 ? repeat : 0 }, (_v, i) => `Bearer dup${i}`)]
+      : keyed ? [`Bearer ${FUZZ_KEY}`] : more.slice(0, 1)),
   extra: fc.array(fc.oneof({ weight: 3, arbitrary: spoofed }, { weight: 1, arbitrary: malformedHeaderLine }), { maxLength: 3 }),
   body: fc.option(body, { nil: null, freq: 2 })
 })
@@ -230,12 +233,15 @@ function check (tally: Tally, s: Spec, res: RawResponse | undefined): void {
   if (res.status >= 500) fail(`5xx with a healthy backend: ${res.status}`)
   if (!res.headers.has('x-request-id')) fail('no x-request-id')
   for (const secret of SECRETS) if (res.raw.includes(secret)) fail('key material in the response')
+  // RFC 6750: one credential. Node's parser may refuse the request first (431, 400 invalid_request, CONNECT 405).
+  if (s.auths.length > 1 && res.status !== 431 && s.method !== 'CONNECT' && res.status !== 400) fail(`${s.auths.length} Authorization headers answered ${res.status}`)
   if (res.status >= 400 && s.method !== 'HEAD') {
     if (res.headers.get('content-type') !== 'application/json; charset=utf-8') fail(`error content-type ${res.headers.get('content-type') ?? 'none'}`)
     try {
       const parsed = JSON.parse(res.body.toString('utf8')) as Record<string, unknown>
       const keys = Object.keys(parsed).sort().join(',')
       if (keys !== 'code,message,status' || parsed.status !== res.status || typeof parsed.code !== 'string' || typeof parsed.message !== 'string') fail('not the Error shape')
+      if (s.auths.length > 1 && res.status === 400 && parsed.code !== 'invalid_request') fail(`${s.auths.length} Authorization headers answered ${String(parsed.code)}`)
     } catch { fail('error body is not JSON') }
   }
 }

@@ -20,6 +20,7 @@ t.test('defaults follow CONTRACT §8', async (t) => {
     logLevel: 'info',
     logBufferBytes: 4096,
     trustProxy: false,
+    anonymousStateMax: 100000,
     bodyLimit: 16384,
     upstreamTimeoutMs: 10000,
     shutdownGraceMs: 10000,

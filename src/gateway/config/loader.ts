@@ -7,6 +7,7 @@ import { join } from 'node:path'
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
 import { CORE_SCHEMA, load as parseYaml, YAMLException } from 'js-yaml'
 import { parseCanonicalKeys } from './keys-fast-path.js'
+import { DEFAULT_IPV6_PREFIX } from '../edge/client-address.js'
 import { keysFileSchema, plansFileSchema, routesFileSchema } from './schema.js'
 import { ALL_SCOPES, type BanPolicy, type ConfigSnapshot, type KeyRecord, type Limits, type RouteRule, type Scope } from './types.js'
 
@@ -34,7 +35,7 @@ const validators: Record<ConfigFileName, ValidateFunction> = {
 
 interface PlansFile {
   plans: Record<string, { perMinute?: number, perDay?: number, custom?: true }>
-  anonymous: Limits
+  anonymous: Limits & { ipv6Prefix?: number }
   ban?: Partial<BanPolicy>
 }
 interface KeyEntry {
@@ -237,7 +238,7 @@ export function parseConfig (texts: ConfigTexts, loadedAt: number = Date.now()):
     version,
     loadedAt,
     plans,
-    anonymous: Object.freeze({ ...plansFile.anonymous }),
+    anonymous: Object.freeze({ ipv6Prefix: DEFAULT_IPV6_PREFIX, ...plansFile.anonymous }),
     ban: Object.freeze({ ...DEFAULT_BAN_POLICY, ...plansFile.ban }),
     keysByDigest,
     keysById,

@@ -34,7 +34,8 @@ export const plansFileSchema = {
       propertyNames: { pattern: '^[a-z][a-z0-9_-]{0,31}$' },
       additionalProperties: planEntry
     },
-    anonymous: limits,
+    // ipv6Prefix: IPv6 clients are counted per prefix of this length (edge/client-address.ts).
+    anonymous: { ...limits, properties: { ...limits.properties, ipv6Prefix: { type: 'integer', minimum: 32, maximum: 128 } } },
     ban: {
       type: 'object',
       additionalProperties: false,

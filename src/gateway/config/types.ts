@@ -48,13 +48,18 @@ export interface RouteRule {
   readonly stability: 'experimental' | 'beta' | undefined
 }
 
+/** Limits of requests without a valid key, per client: an IPv4 address or an IPv6 prefix of `ipv6Prefix` bits. */
+export interface AnonymousPolicy extends Limits {
+  readonly ipv6Prefix: number
+}
+
 export interface ConfigSnapshot {
   /** Short content hash of the three files: equal files, equal version. */
   readonly version: string
   readonly loadedAt: number
   /** Plan name → its limits; `undefined` for `custom` plans (limits come from each key). */
   readonly plans: ReadonlyMap<string, Limits | undefined>
-  readonly anonymous: Limits
+  readonly anonymous: AnonymousPolicy
   readonly ban: BanPolicy
   readonly keysByDigest: ReadonlyMap<string, KeyRecord>
   readonly keysById: ReadonlyMap<string, KeyRecord>

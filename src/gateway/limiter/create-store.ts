@@ -21,6 +21,8 @@ export interface StoreSettings {
   readonly storeTimeoutMs?: number | undefined
   /** What answers while Redis fails (STORE_ON_ERROR): `local`, `open` or `closed`. */
   readonly storeOnError?: StoreOnError | undefined
+  /** ANONYMOUS_STATE_MAX: anonymous clients the in-process store (and the `local` fallback) keeps. */
+  readonly anonymousStateMax?: number | undefined
 }
 
 export interface CreateStoreOptions {
@@ -73,13 +75,15 @@ export function createRedisClient (settings: StoreSettings): Redis | Cluster | u
 
 export async function createStore (settings: StoreSettings, opts: CreateStoreOptions = {}): Promise<LimiterStore> {
   const client = createRedisClient(settings)
-  if (client === undefined) return createMemoryStore()
+  const memory = (): LimiterStore => createMemoryStore({ maxAnonymousStates: settings.anonymousStateMax })
+  if (client === undefined) return memory()
   client.on('error', (err: Error) => opts.onError?.(err))
   await waitReady(client, opts.readyWaitMs ?? DEFAULT_READY_WAIT_MS)
   return createResilientStore(createRedisStore(client), {
     timeoutMs: settings.storeTimeoutMs,
     onError: settings.storeOnError,
     onFailure: opts.onError,
-    onBreaker: opts.onBreaker
+    onBreaker: opts.onBreaker,
+    fallback: memory()
   })
 }

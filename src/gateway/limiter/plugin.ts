@@ -7,6 +7,7 @@ import fp from 'fastify-plugin'
 import { LRUCache } from 'lru-cache'
 import type { FastifyRequest } from 'fastify'
 import type { BanPolicy, Limits } from '../config/types.js'
+import { anonymousClientKey } from '../edge/client-address.js'
 import { gatewayErrors } from '../errors.js'
 import { createStore, type StoreSettings } from './create-store.js'
 import type { RateLimitDecision, WindowName } from './decision.js'
@@ -168,7 +169,7 @@ export const limiterPlugin = fp<LimiterOptions>(async function limiterPlugin (ap
     let ban: BanPolicy | null
     let policy: string
     if (consumer === null) {
-      id = ANONYMOUS_PREFIX + request.ip
+      id = ANONYMOUS_PREFIX + anonymousClientKey(request.ip, request.snapshot.anonymous.ipv6Prefix)
       limits = request.snapshot.anonymous
       ban = null
       policy = ANONYMOUS_POLICY

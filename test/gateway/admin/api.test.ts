@@ -16,7 +16,7 @@ t.test('GET /admin/config says what is in force, never a digest', async (t) => {
     loadedAt: new Date(gw.app.gatewayConfig.current.loadedAt).toISOString(),
     configDir: null,
     plans: { free: { perMinute: 60, perDay: 1000 }, pro: { perMinute: 300, perDay: 10000 }, business: { perMinute: 1000, perDay: 100000 }, enterprise: 'custom' },
-    anonymous: { perMinute: 30, perDay: 300 },
+    anonymous: { perMinute: 30, perDay: 300, ipv6Prefix: 64 },
     ban: { threshold: 30, windowSeconds: 60, durationSeconds: 900, maxDurationSeconds: 86400 },
     keys: { total: 4, disabled: 0, byPlan: { free: 1, pro: 1, business: 1, enterprise: 1 } },
     routes: 2

@@ -24,7 +24,7 @@ t.test('the shipped config loads: four plans, anonymous policy, ban policy, rout
   t.same(snapshot.plans.get('pro'), { perMinute: 300, perDay: 10000 })
   t.same(snapshot.plans.get('business'), { perMinute: 1000, perDay: 100000 })
   t.equal(snapshot.plans.get('enterprise'), undefined)
-  t.same(snapshot.anonymous, { perMinute: 30, perDay: 300 })
+  t.same(snapshot.anonymous, { perMinute: 30, perDay: 300, ipv6Prefix: 64 })
   t.same(snapshot.ban, { threshold: 30, windowSeconds: 60, durationSeconds: 900, maxDurationSeconds: 86400 })
   t.same(snapshot.keysById.get('demo-enterprise')?.limits, { perMinute: 5000, perDay: 2000000 })
   t.same(snapshot.routes[0], { method: 'GET', path: '/v1/pets/:petId', stability: undefined, deprecated: { since: Date.UTC(2026, 10, 21), sunset: Date.UTC(2030, 11, 5), successor: '/v1/pets' } })

@@ -1,10 +1,9 @@
 import t from 'tap'
-import { buildAdmin } from '../../../src/gateway/admin/app.js'
-import { buildGateway } from '../../../src/gateway/app.js'
-import type { LimiterStatus, RateLimitDecision } from '../../../src/gateway/limiter/decision.js'
+import type { LimiterStatus } from '../../../src/gateway/limiter/decision.js'
 import { createGatewayMetrics } from '../../../src/gateway/metrics/registry.js'
 import { startEchoUpstream } from '../../helpers/echo-upstream.js'
-import { bearer, DEMO_KEYS, startGateway, testConfig } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig } from '../../helpers/gateway.js'
+import { startRedis } from '../../helpers/redis.js'
 import { metricNames, parseScrape, sampleValue, scrape } from '../../helpers/scrape.js'
 
 /** CONTRACT §9, verbatim. */
@@ -22,10 +21,6 @@ const CONTRACT_METRICS = [
 ]
 const PLANS = ['free', 'pro', 'business', 'enterprise', 'anonymous']
 const PRO = bearer(DEMO_KEYS.pro)
-
-function decision (policy: string, window: 'minute' | 'day'): RateLimitDecision {
-  return { allowed: true, outcome: 'ok', policy, window, limit: 60, remaining: 59, reset: 1, retryAfter: undefined, banStarted: false, resetIn: 1, policyField: '', rejectedBy: undefined }
-}
 
 t.test('GET /metrics on the admin port: Prometheus text, process metrics, every CONTRACT §9 name from the first scrape', async (t) => {
   const gw = await startGateway(t)
@@ -106,41 +101,50 @@ t.test('upstream failures are timed too: a 502 from a dead backend is in gateway
   t.equal(sampleValue(samples, 'gateway_requests_total', { route: '/v1/store/orders', method: 'GET', status: '502', plan: 'pro' }), 1)
 })
 
-t.test('the limiter decision feeds rejections (by plan and window) and bans; the reload handle counts by result', async (t) => {
+t.test('real rejections and a real ban on Redis feed the rejection and ban metrics; the reload handle counts by result', async (t) => {
+  const redis = await startRedis(t)
   const upstream = await startEchoUpstream(t)
-  const app = await buildGateway({ config: testConfig(), backendUrl: upstream.url, logger: false })
-  const decisions: Record<string, RateLimitDecision> = {
-    limited: { ...decision('free', 'minute'), allowed: false, outcome: 'rate_limited', remaining: 0, retryAfter: 3 },
-    limitedByDay: { ...decision('free', 'minute'), allowed: false, outcome: 'rate_limited', remaining: 0, retryAfter: 3000, rejectedBy: 'day' },
-    banning: { ...decision('free', 'day'), allowed: false, outcome: 'key_banned', remaining: 0, retryAfter: 900, banStarted: true },
-    banned: { ...decision('anonymous', 'minute'), allowed: false, outcome: 'key_banned', remaining: 0, retryAfter: 800 },
-    ok: decision('free', 'minute')
-  }
-  // Stands in for the limiter: whatever it decided, this hook's decision is the one metrics read.
-  app.addHook('onRequest', async (request) => {
-    const name = request.headers['x-test-decision']
-    if (typeof name === 'string') request.rateLimit = decisions[name] ?? null
+  const config = testConfig({
+    'plans.yaml': plansYaml({
+      free: { perMinute: 3, perDay: 1000 },
+      pro: { perMinute: 1000, perDay: 2 },
+      anonymous: { perMinute: 1, perDay: 1000 },
+      ban: { threshold: 2, windowSeconds: 60, durationSeconds: 60, maxDurationSeconds: 120 }
+    })
   })
-  const admin = await buildAdmin({ gateway: app })
-  t.teardown(async () => { await app.close(); await admin.close() })
-  await app.listen({ host: '127.0.0.1', port: 0 })
-  await admin.listen({ host: '127.0.0.1', port: 0 })
-  const url = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`
-  const adminUrl = `http://127.0.0.1:${(admin.server.address() as { port: number }).port}`
-
-  for (const name of ['limited', 'limitedByDay', 'banning', 'banned', 'ok']) {
-    await (await fetch(`${url}/v1/pets`, { headers: { ...bearer(DEMO_KEYS.free), 'x-test-decision': name } })).arrayBuffer()
+  const gw = await startGateway(t, { config, backendUrl: upstream.url, limiter: { settings: { redisUrl: redis.url } } })
+  const statuses = async (headers: Record<string, string>, n: number): Promise<string[]> => {
+    const out: string[] = []
+    for (let i = 0; i < n; i++) {
+      const res = await fetch(`${gw.url}/v1/pets`, { headers })
+      const body = await res.json() as { code?: string }
+      out.push(res.status === 429 ? `429 ${body.code ?? ''}` : String(res.status))
+    }
+    return out
   }
-  app.metrics.configReloads.inc({ result: 'failure' })
-  app.metrics.configReloads.inc({ result: 'success' })
-  app.metrics.configReloads.inc({ result: 'success' })
+  // free: 3 a minute; the 3rd 429 is more than ban.threshold (2) and starts a ban; the next is served from the ban.
+  t.strictSame(await statuses(bearer(DEMO_KEYS.free), 7), ['200', '200', '200', '429 rate_limited', '429 rate_limited', '429 key_banned', '429 key_banned'])
+  // pro: 2 a day, so the day window rejects.
+  t.strictSame(await statuses(PRO, 3), ['200', '200', '429 rate_limited'])
+  // anonymous: 1 a minute per client address (401 once counted).
+  t.strictSame(await statuses({}, 2), ['401', '429 rate_limited'])
+  t.match(await redis.cli('KEYS', '*'), /free|ban/, 'the limiter counted in Redis')
 
-  const { samples } = await scrape(adminUrl)
-  t.equal(sampleValue(samples, 'gateway_ratelimit_rejections_total', { plan: 'free', window: 'minute' }), 1)
-  t.equal(sampleValue(samples, 'gateway_ratelimit_rejections_total', { plan: 'free', window: 'day' }), 2, 'rejectedBy wins over the binding window; a ban counts in its window')
+  gw.app.metrics.configReloads.inc({ result: 'failure' })
+  gw.app.metrics.configReloads.inc({ result: 'success' })
+  gw.app.metrics.configReloads.inc({ result: 'success' })
+
+  const { samples } = await scrape(gw.adminUrl)
+  t.equal(sampleValue(samples, 'gateway_ratelimit_rejections_total', { plan: 'free', window: 'minute' }), 4, 'two 429s, the ban that started and the one served from it')
+  t.equal(sampleValue(samples, 'gateway_ratelimit_rejections_total', { plan: 'free', window: 'day' }), 0)
+  t.equal(sampleValue(samples, 'gateway_ratelimit_rejections_total', { plan: 'pro', window: 'day' }), 1, 'rejected by the day window')
+  t.equal(sampleValue(samples, 'gateway_ratelimit_rejections_total', { plan: 'pro', window: 'minute' }), 0)
   t.equal(sampleValue(samples, 'gateway_ratelimit_rejections_total', { plan: 'anonymous', window: 'minute' }), 1)
-  t.equal(sampleValue(samples, 'gateway_bans_total', { plan: 'free' }), 1)
+  t.equal(sampleValue(samples, 'gateway_bans_total', { plan: 'free' }), 1, 'one ban started, whatever the requests it refused')
+  t.equal(sampleValue(samples, 'gateway_bans_total', { plan: 'pro' }), 0)
   t.equal(sampleValue(samples, 'gateway_bans_total', { plan: 'anonymous' }), 0)
+  t.equal(sampleValue(samples, 'gateway_banned_keys'), 1, 'read from Redis at scrape time')
+  t.equal(sampleValue(samples, 'gateway_requests_total', { route: '/v1/pets', method: 'GET', status: '429', plan: 'free' }), 4)
   t.equal(sampleValue(samples, 'gateway_config_reloads_total', { result: 'success' }), 2)
   t.equal(sampleValue(samples, 'gateway_config_reloads_total', { result: 'failure' }), 1)
 })

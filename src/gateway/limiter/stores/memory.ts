@@ -1,12 +1,23 @@
 // The in-process store: the same windows, bans and escalation as the Redis script, for one process
-// (the default without REDIS_URL, and the fallback a later circuit breaker switches to). Bounded by
-// an LRU of key states; time comes from an injected clock so tests and the bench need no sleeping.
+// (the default without REDIS_URL, and the fallback a later circuit breaker switches to). Time comes
+// from an injected clock so tests and the bench need no sleeping.
+//
+// Two bounded tables, so anonymous traffic can never push a key's state out: one for keys (their
+// windows, bans and ban escalation) and one for anonymous clients (`ip:` ids). Only configured keys
+// reach the first, so its size follows the key count; anyone can mint new addresses, so the second
+// has its own bound (ANONYMOUS_STATE_MAX) and, when full, evicts its least recently seen client —
+// never a key. An evicted client starts a fresh anonymous window, which is nothing an attacker able
+// to cycle through that many addresses (or IPv6 prefixes) would not get from unseen ones anyway.
 import { LRUCache } from 'lru-cache'
 import type { BanPolicy, Limits } from '../../config/types.js'
+import { ANONYMOUS_ID_PREFIX } from '../../edge/client-address.js'
 import { addToWindow, DAY_WINDOW, MINUTE_WINDOW, newRing, readWindow, type Ring, type WindowReading, type WindowSpec } from '../arithmetic.js'
 import type { BanEntry, ConsumeOutcome, ConsumeResult, LimiterStore } from '../store.js'
 
+/** Key states kept; only configured keys create one, so this bounds memory rather than caps traffic. */
 export const DEFAULT_MEMORY_MAX_KEYS = 100_000
+/** Anonymous client states kept (ANONYMOUS_STATE_MAX); the least recently seen client is evicted beyond it. */
+export const DEFAULT_ANONYMOUS_STATE_MAX = 100_000
 /** Longest a key state matters after its last request: the day window, or a ban's escalation memory. */
 export const DEFAULT_MEMORY_IDLE_MS = 2 * 86_400_000
 const ESCALATION_MEMORY_MS = 86_400_000
@@ -23,7 +34,10 @@ interface KeyState {
 
 export interface MemoryStoreOptions {
   now?: () => number
+  /** Key (consumer) states kept. */
   maxKeys?: number
+  /** Anonymous (`ip:`) states kept, in a table of their own. */
+  maxAnonymousStates?: number
 }
 
 function emptyReading (): WindowReading {
@@ -32,14 +46,17 @@ function emptyReading (): WindowReading {
 
 export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore {
   const now = opts.now ?? Date.now
-  const states = new LRUCache<string, KeyState>({
-    max: opts.maxKeys ?? DEFAULT_MEMORY_MAX_KEYS,
-    ttl: DEFAULT_MEMORY_IDLE_MS,
-    updateAgeOnGet: true,
-    perf: { now }
-  })
+  const table = (max: number): LRUCache<string, KeyState> =>
+    new LRUCache<string, KeyState>({ max, ttl: DEFAULT_MEMORY_IDLE_MS, updateAgeOnGet: true, perf: { now } })
+  const keyed = table(opts.maxKeys ?? DEFAULT_MEMORY_MAX_KEYS)
+  const anonymous = table(opts.maxAnonymousStates ?? DEFAULT_ANONYMOUS_STATE_MAX)
+
+  function tableOf (id: string): LRUCache<string, KeyState> {
+    return id.startsWith(ANONYMOUS_ID_PREFIX) ? anonymous : keyed
+  }
 
   function stateOf (id: string): KeyState {
+    const states = tableOf(id)
     let state = states.get(id)
     if (state === undefined) {
       state = { minute: newRing(MINUTE_WINDOW), day: newRing(DAY_WINDOW), banUntil: 0, level: -1, levelUntil: 0, rejections: [] }
@@ -54,7 +71,7 @@ export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore 
 
   function run (id: string, limits: Limits, ban: BanPolicy | null, write: boolean): ConsumeResult {
     const t = now()
-    const state = write ? stateOf(id) : states.get(id)
+    const state = write ? stateOf(id) : tableOf(id).get(id)
     if (state === undefined) {
       return result('ok', t, readWindow(newRing(MINUTE_WINDOW), MINUTE_WINDOW, t, limits.perMinute, emptyReading()),
         readWindow(newRing(DAY_WINDOW), DAY_WINDOW, t, limits.perDay, emptyReading()), 0)
@@ -97,11 +114,13 @@ export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore 
     async listBans () {
       const t = now()
       const bans: BanEntry[] = []
-      for (const [id, state] of states.entries()) if (state.banUntil > t) bans.push({ id, until: state.banUntil })
+      for (const states of [keyed, anonymous]) {
+        for (const [id, state] of states.entries()) if (state.banUntil > t) bans.push({ id, until: state.banUntil })
+      }
       return bans
     },
     async liftBan (id) {
-      const state = states.get(id)
+      const state = tableOf(id).get(id)
       if (state === undefined) return false
       const wasBanned = state.banUntil > now()
       state.banUntil = 0
@@ -116,7 +135,7 @@ export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore 
     },
     reset: async (id) => states.delete(id),
     ping: async () => {},
-    close: async () => { states.clear() }
+    close: async () => { keyed.clear(); anonymous.clear() }
   }
 }
 
