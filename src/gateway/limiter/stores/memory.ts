@@ -130,10 +130,10 @@ export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore 
       return wasBanned
     },
     async escalationLevel (id) {
-      const state = states.get(id)
+      const state = tableOf(id).get(id)
       return state !== undefined && state.levelUntil > now() ? state.level : -1
     },
-    reset: async (id) => states.delete(id),
+    reset: async (id) => tableOf(id).delete(id),
     ping: async () => {},
     close: async () => { keyed.clear(); anonymous.clear() }
   }
