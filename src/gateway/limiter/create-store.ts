@@ -1,11 +1,14 @@
 // Settings → store: Redis Cluster when REDIS_CLUSTER_NODES is set, Sentinel when REDIS_SENTINELS is,
 // standalone Redis for REDIS_URL (redis:// or rediss://), else the in-process store. Clients fail
 // fast (no offline queue, one retry) so a dead Redis answers an error instead of a hanging request,
-// and a Redis store is wrapped in the resilient store (timeout, circuit breaker, STORE_ON_ERROR).
+// and auto-pipeline (the commands of one event-loop turn go in one write). A Redis store gets the
+// lease table (STORE_LEASES) and is wrapped in the resilient store (timeout, circuit breaker,
+// STORE_ON_ERROR); the in-process store needs neither.
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis'
 import { DEFAULT_REDIS_SENTINEL_NAME } from '../settings.js'
-import type { LimiterStore } from './store.js'
+import type { LimiterStore, StoreDescription } from './store.js'
 import { createMemoryStore } from './stores/memory.js'
+import { createLeasedStore } from './stores/leases.js'
 import { createRedisStore } from './stores/redis.js'
 import { createResilientStore, type StoreOnError } from './stores/resilient.js'
 
@@ -21,6 +24,8 @@ export interface StoreSettings {
   readonly storeTimeoutMs?: number | undefined
   /** What answers while Redis fails (STORE_ON_ERROR): `local`, `open` or `closed`. */
   readonly storeOnError?: StoreOnError | undefined
+  /** Hot consumers admitted from local leases (STORE_LEASES, default on); see stores/leases.ts. */
+  readonly storeLeases?: boolean | undefined
 }
 
 export interface CreateStoreOptions {
@@ -33,6 +38,7 @@ export interface CreateStoreOptions {
 
 const CLIENT_OPTIONS: RedisOptions = {
   enableOfflineQueue: false,
+  enableAutoPipelining: true,
   maxRetriesPerRequest: 1,
   connectTimeout: DEFAULT_CONNECT_TIMEOUT_MS
 }
@@ -54,7 +60,7 @@ export async function waitReady (client: Redis | Cluster, ms: number): Promise<b
 
 export function createRedisClient (settings: StoreSettings): Redis | Cluster | undefined {
   if (settings.redisClusterNodes !== undefined && settings.redisClusterNodes.length > 0) {
-    const options: ClusterOptions = { enableOfflineQueue: false, redisOptions: CLIENT_OPTIONS }
+    const options: ClusterOptions = { enableOfflineQueue: false, enableAutoPipelining: true, redisOptions: CLIENT_OPTIONS }
     return new Cluster(settings.redisClusterNodes.map(hostPort), options)
   }
   if (settings.redisSentinels !== undefined && settings.redisSentinels.length > 0) {
@@ -71,12 +77,25 @@ export function createRedisClient (settings: StoreSettings): Redis | Cluster | u
   return undefined
 }
 
+/** Which store the settings select, and its nodes (`host:port`, never credentials). */
+export function describeSettings (settings: StoreSettings): StoreDescription {
+  if (settings.redisClusterNodes !== undefined && settings.redisClusterNodes.length > 0) return { kind: 'cluster', nodes: [...settings.redisClusterNodes] }
+  if (settings.redisSentinels !== undefined && settings.redisSentinels.length > 0) return { kind: 'sentinel', nodes: [...settings.redisSentinels] }
+  if (settings.redisUrl !== undefined) {
+    const url = new URL(settings.redisUrl)
+    return { kind: 'redis', nodes: [`${url.hostname}:${url.port === '' ? 6379 : url.port}`] }
+  }
+  return { kind: 'memory', nodes: [] }
+}
+
 export async function createStore (settings: StoreSettings, opts: CreateStoreOptions = {}): Promise<LimiterStore> {
   const client = createRedisClient(settings)
   if (client === undefined) return createMemoryStore()
   client.on('error', (err: Error) => opts.onError?.(err))
   await waitReady(client, opts.readyWaitMs ?? DEFAULT_READY_WAIT_MS)
-  return createResilientStore(createRedisStore(client), {
+  const { kind, nodes } = describeSettings(settings)
+  const redis = createRedisStore(client, { kind, nodes })
+  return createResilientStore(settings.storeLeases === false ? redis : createLeasedStore(redis), {
     timeoutMs: settings.storeTimeoutMs,
     onError: settings.storeOnError,
     onFailure: opts.onError,

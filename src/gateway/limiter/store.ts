@@ -31,9 +31,21 @@ export interface BanEntry {
   readonly until: number
 }
 
+/** Where a store keeps its state, for the start-up log and readiness: never credentials. */
+export interface StoreDescription {
+  readonly kind: 'memory' | 'redis' | 'sentinel' | 'cluster'
+  /** `host:port` of each configured node or seed ([] for the in-process store). */
+  readonly nodes: readonly string[]
+}
+
+/** `ok`: answering from its own state; `fallback`: STORE_ON_ERROR=local answers while Redis fails; `down`: not answering. */
+export type StoreState = 'ok' | 'fallback' | 'down'
+
 export interface LimiterStore {
-  /** `memory`, `redis` or `cluster`: for logs and readiness output. */
-  readonly kind: string
+  /** `memory`, `redis`, `sentinel` or `cluster`: for logs and readiness output. */
+  readonly kind: StoreDescription['kind']
+  /** Kind and nodes, for the start-up log line and /readyz. */
+  describe: () => StoreDescription
   /**
    * Atomically: if `id` is banned, answer `key_banned` without counting; else count the request in
    * both windows if both have room (`ok`), or reject without consuming quota (`rate_limited`), which
@@ -46,8 +58,15 @@ export interface LimiterStore {
   listBans: () => Promise<BanEntry[]>
   /** Ends `id`'s ban and forgets its recent 429s and escalation (a clean slate). True if a ban was in force. */
   liftBan: (id: string) => Promise<boolean>
-  /** Resolves when the store answers; rejects with the reason otherwise (readiness). */
+  /** Forgets `id`'s windows, ban, escalation and recent 429s (a clean slate); every process drops its cached ban. */
+  reset: (id: string) => Promise<void>
+  /** Resolves when the store's own state answers (a real round trip to Redis); rejects with the reason otherwise. */
   ping: () => Promise<void>
+  /**
+   * An admission this process may answer without a round trip (a lease: stores/leases.ts), or
+   * undefined: ask `consume`. Never rejects, never counts a 429. Absent: every request asks `consume`.
+   */
+  tryLocal?: (id: string, limits: Limits) => ConsumeResult | undefined
   /** Releases connections and timers. */
   close: () => Promise<void>
   /**
@@ -61,6 +80,14 @@ export interface LimiterStore {
    * break the circuit for a lost node only; absent or '' : one part.
    */
   shardOf?: (id: string) => string
+  /**
+   * Readiness: contacts the store for real and resolves with its state — `ok`, or `fallback` when it
+   * failed and the STORE_ON_ERROR policy still answers; rejects when no request can be answered
+   * (`down`). Absent: `ping` decides (ok or down).
+   */
+  probe?: () => Promise<StoreState>
+  /** Redis `maxmemory-policy`, or undefined where CONFIG GET is not allowed (or no Redis). */
+  maxmemoryPolicy?: () => Promise<string | undefined>
   /** A resilient wrapper's failures so far (timeouts, connection errors); absent: nothing counted. */
   errors?: () => number
   /** A resilient wrapper's breaker: true while it is open and the fallback policy answers. */

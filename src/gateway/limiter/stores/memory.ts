@@ -92,6 +92,7 @@ export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore 
 
   return {
     kind: 'memory',
+    describe: () => ({ kind: 'memory', nodes: [] }),
     consume: async (id, limits, ban) => run(id, limits, ban, true),
     peek: async (id, limits) => run(id, limits, null, false),
     async listBans () {
@@ -110,6 +111,7 @@ export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore 
       state.rejections = []
       return wasBanned
     },
+    reset: async (id) => { states.delete(id) },
     ping: async () => {},
     close: async () => { states.clear() }
   }

@@ -29,7 +29,7 @@
 import type { BanPolicy, Limits } from '../../config/types.js'
 import { DEFAULT_STORE_ON_ERROR, DEFAULT_STORE_TIMEOUT_MS } from '../../settings.js'
 import { DAY_WINDOW, MINUTE_WINDOW } from '../arithmetic.js'
-import type { BanEntry, ConsumeResult, LimiterStore } from '../store.js'
+import type { BanEntry, ConsumeResult, LimiterStore, StoreState } from '../store.js'
 import { createMemoryStore } from './memory.js'
 
 export type StoreOnError = 'local' | 'open' | 'closed'
@@ -256,10 +256,17 @@ export function createResilientStore (primary: LimiterStore, opts: ResilientStor
     }
   }
 
+  const tryLocal = primary.tryLocal
   return {
     kind: primary.kind,
-    consume: (id: string, limits: Limits, ban: BanPolicy | null) =>
-      guarded(id, () => primary.consume(id, limits, ban), () => fallback.consume(id, limits, ban)),
+    describe: () => primary.describe(),
+    // A lease admission needs no Redis call, so no timer either: answered before `guarded`.
+    consume: (id: string, limits: Limits, ban: BanPolicy | null) => {
+      const local = tryLocal?.(id, limits)
+      if (local !== undefined) return Promise.resolve(local)
+      return guarded(id, () => primary.consume(id, limits, ban), () => fallback.consume(id, limits, ban))
+    },
+    ...(tryLocal === undefined ? {} : { tryLocal }),
     peek: (id: string, limits: Limits) =>
       guarded(id, () => primary.peek(id, limits), () => fallback.peek(id, limits)),
     listBans: (): Promise<BanEntry[]> => admin([...breakers.values()], () => primary.listBans()),
@@ -267,15 +274,30 @@ export function createResilientStore (primary: LimiterStore, opts: ResilientStor
       const local = await fallback.liftBan(id)
       return await admin([breakerOf(shardOf(id))], () => primary.liftBan(id)) || local
     },
-    /** Ready while requests can be answered: under `local` and `open` even without Redis; under `closed` only with it. */
+    async reset (id: string) {
+      await fallback.reset(id)
+      await admin([breakerOf(shardOf(id))], () => primary.reset(id))
+    },
+    /** A real round trip to Redis, whatever the policy. */
     async ping () {
-      if (policy !== 'closed') return
-      if (openCount > 0) throw new StoreUnavailableError('limiter store circuit open')
       await bounded(() => primary.ping(), adminTimeoutMs, adminTimeoutMs, undefined)
+    },
+    /** Ready while requests can be answered: under `local` and `open` even without Redis (`fallback`); under `closed` only with it. */
+    async probe (): Promise<StoreState> {
+      try {
+        await bounded(() => primary.ping(), adminTimeoutMs, adminTimeoutMs, undefined)
+      } catch (err) {
+        if (policy === 'closed') throw new StoreUnavailableError(`down: ${message(err).message}`)
+        return 'fallback'
+      }
+      if (!fallbackActive()) return 'ok'
+      if (policy === 'closed') throw new StoreUnavailableError('down: limiter store circuit open')
+      return 'fallback'
     },
     async close () {
       await Promise.all([primary.close(), fallback.close()])
     },
+    ...(primary.maxmemoryPolicy === undefined ? {} : { maxmemoryPolicy: primary.maxmemoryPolicy }),
     errors: () => errors,
     fallbackActive,
     ...(primary.watchBanLifts === undefined ? {} : { watchBanLifts: primary.watchBanLifts })
