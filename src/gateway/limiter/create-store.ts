@@ -1,7 +1,7 @@
 // Settings → store: Redis Cluster when REDIS_CLUSTER_NODES is set, Sentinel when REDIS_SENTINELS is,
 // standalone Redis for REDIS_URL (redis:// or rediss://), else the in-process store. Clients fail
-// fast (no offline queue, one retry) so a dead Redis answers an error instead of a hanging request,
-// and auto-pipeline (the commands of one event-loop turn go in one write). A Redis store gets the
+// fast (no offline queue, one retry) so a dead Redis answers an error instead of a hanging request
+// (the Redis store batches one turn's calls into one write itself: stores/redis.ts). A Redis store gets the
 // lease table (STORE_LEASES) and is wrapped in the resilient store (timeout, circuit breaker,
 // STORE_ON_ERROR); the in-process store needs neither.
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis'
@@ -38,7 +38,6 @@ export interface CreateStoreOptions {
 
 const CLIENT_OPTIONS: RedisOptions = {
   enableOfflineQueue: false,
-  enableAutoPipelining: true,
   maxRetriesPerRequest: 1,
   connectTimeout: DEFAULT_CONNECT_TIMEOUT_MS
 }
@@ -60,7 +59,7 @@ export async function waitReady (client: Redis | Cluster, ms: number): Promise<b
 
 export function createRedisClient (settings: StoreSettings): Redis | Cluster | undefined {
   if (settings.redisClusterNodes !== undefined && settings.redisClusterNodes.length > 0) {
-    const options: ClusterOptions = { enableOfflineQueue: false, enableAutoPipelining: true, redisOptions: CLIENT_OPTIONS }
+    const options: ClusterOptions = { enableOfflineQueue: false, redisOptions: CLIENT_OPTIONS }
     return new Cluster(settings.redisClusterNodes.map(hostPort), options)
   }
   if (settings.redisSentinels !== undefined && settings.redisSentinels.length > 0) {

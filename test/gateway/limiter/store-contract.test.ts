@@ -43,7 +43,7 @@ function redisHarness (store: LimiterStore, client: Redis | Cluster): Harness {
 
 async function clusterClient (t: Test): Promise<Cluster> {
   const cluster = await startRedisCluster(t)
-  const client = new Cluster(cluster.nodes.map((n) => ({ host: '127.0.0.1', port: Number(n.split(':')[1]) })), { enableAutoPipelining: true })
+  const client = new Cluster(cluster.nodes.map((n) => ({ host: '127.0.0.1', port: Number(n.split(':')[1]) })))
   await new Promise((resolve) => client.once('ready', resolve))
   return client
 }
@@ -55,13 +55,13 @@ const factories: Record<string, Factory> = {
     return { store: createMemoryStore({ now: () => clock.now }), now: async () => clock.now, pass: async (ms) => { clock.now += ms } }
   },
   redis: async (t) => {
-    const client = new Redis((await startRedis(t)).url, { enableAutoPipelining: true })
+    const client = new Redis((await startRedis(t)).url)
     const store = createRedisStore(client)
     t.teardown(() => store.close())
     return redisHarness(store, client)
   },
   'redis, leases': async (t) => {
-    const client = new Redis((await startRedis(t)).url, { enableAutoPipelining: true })
+    const client = new Redis((await startRedis(t)).url)
     const store = createLeasedStore(createRedisStore(client), { minRate: 5 })
     t.teardown(() => store.close())
     return redisHarness(store, client)

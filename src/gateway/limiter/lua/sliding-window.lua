@@ -9,7 +9,7 @@
 --                'hb','hc','hp' leaseholders of bucket hb and of the bucket before (comma lists)
 --   2 rl:{id}:d  hash: day ring, same layout ('0'..'96'), no other field
 --   3 rl:{id}:b  hash: ban bookkeeping. 'u' Unix ms the last ban ends, 'l' its escalation level,
---                'r' Unix ms of the latest 429s (comma list, at most threshold + 1)
+--                'r0'..'r<threshold>' Unix ms of the latest 429s (a ring: 'i' next slot, 'c' filled)
 -- ARGV by mode (ARGV[1]):
 --   'c' consume | 'p' peek (no writes; a banned consumer's windows are read too):
 --        2 perMinute  3 perDay  4 ban policy 'threshold,windowMs,durationMs,maxMs' ('' : never banned)
@@ -232,25 +232,29 @@ save(d, 0)
 if policy ~= '' then
   local threshold, ban_window, base_ms, max_ms = string.match(policy, '^(%d+),(%d+),(%d+),(%d+)$')
   threshold, ban_window, base_ms, max_ms = tonumber(threshold), tonumber(ban_window), tonumber(base_ms), tonumber(max_ms)
-  local b = redis.call('HMGET', KEYS[3], 'r', 'u', 'l')
-  local recent = {}
-  for v in string.gmatch(b[1] or '', '[^,]+') do recent[#recent + 1] = v end
-  recent[#recent + 1] = tostring(now)
-  while #recent > threshold + 1 do table.remove(recent, 1) end
-  if #recent > threshold and now - tonumber(recent[1]) < ban_window then
+  -- The latest threshold + 1 429s in a ring of fields 'r0'..: 'i' the next slot, 'c' how many
+  -- were written since the last ban (capped). Banned when the oldest of them is within the window.
+  local size = threshold + 1
+  local b = redis.call('HMGET', KEYS[3], 'i', 'c', 'u', 'l')
+  local i, c = tonumber(b[1] or '0'), tonumber(b[2] or '0')
+  local next_i = (i + 1) % size
+  c = math.min(c + 1, size)
+  local oldest = now
+  if c == size and size > 1 then oldest = tonumber(redis.call('HGET', KEYS[3], 'r' .. next_i) or '0') end
+  if c == size and now - oldest < ban_window then
     local level = 0
-    local previous = tonumber(b[2] or '0')
-    if now - previous < ESCALATION_MS then level = tonumber(b[3] or '-1') + 1 end
+    local previous = tonumber(b[3] or '0')
+    if now - previous < ESCALATION_MS then level = tonumber(b[4] or '-1') + 1 end
     local duration = max_ms
     if level < 40 then duration = math.min(base_ms * 2 ^ level, max_ms) end
     local until_ms = now + duration
-    redis.call('HSET', KEYS[3], 'u', until_ms, 'l', level, 'r', '')
+    redis.call('HSET', KEYS[3], 'u', until_ms, 'l', level, 'c', 0, 'i', 0)
     redis.call('PEXPIRE', KEYS[3], duration + ESCALATION_MS)
     redis.call('HSET', KEYS[1], 'b', until_ms)
     if redis.call('PTTL', KEYS[1]) < duration then redis.call('PEXPIRE', KEYS[1], duration) end
     return { 3, now, mc, mr, mt, dc, dr, dt, until_ms, 0 }
   end
-  redis.call('HSET', KEYS[3], 'r', table.concat(recent, ','))
+  redis.call('HSET', KEYS[3], 'r' .. i, now, 'i', next_i, 'c', c)
   if redis.call('PTTL', KEYS[3]) < ban_window then redis.call('PEXPIRE', KEYS[3], ban_window) end
 end
 return { 1, now, mc, mr, mt, dc, dr, dt, 0, 0 }

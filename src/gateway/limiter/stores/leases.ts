@@ -67,7 +67,13 @@ export function createLeasedStore (inner: RedisStore, opts: LeaseOptions = {}): 
   const marginMs = opts.marginMs ?? DEFAULT_LEASE_MARGIN_MS
   const holder = opts.holder ?? randomBytes(6).toString('base64url')
   const table = new Map<string, Lease>()
-  const pending = new Map<string, Promise<unknown>>()
+  /**
+   * Leases being asked for. Other requests of the consumer do not wait for one (that would put two
+   * round trips inside one store timeout budget): they are decided in Redis one by one meanwhile.
+   */
+  const pending = new Set<string>()
+  /** Room (limit − count, the tighter window) each hot consumer had at its last answer this second. */
+  let room = new Map<string, number>()
   /** Requests per consumer in the current and the previous local second (lease hits and Redis calls). */
   let second = Math.floor(Date.now() / 1000)
   let current = new Map<string, number>()
@@ -78,6 +84,7 @@ export function createLeasedStore (inner: RedisStore, opts: LeaseOptions = {}): 
     if (s !== second) {
       previous = s === second + 1 ? current : new Map()
       current = new Map()
+      room = new Map()
       second = s
     }
     const n = (current.get(id) ?? 0) + 1
@@ -123,6 +130,7 @@ export function createLeasedStore (inner: RedisStore, opts: LeaseOptions = {}): 
     const want = Math.max(2, Math.ceil(rate * RATE_HEADROOM * msLeft / 1000))
     const sentAt = performance.now()
     const { result, granted } = await inner.lease(id, limits, ban, want, holder, unused)
+    room.set(id, Math.min(limits.perMinute - result.minute.count, limits.perDay - result.day.count))
     if (granted > 0) {
       const bucketEnd = (Math.floor(result.now / MINUTE_BUCKET_MS) + 1) * MINUTE_BUCKET_MS
       const deadline = sentAt + (bucketEnd - result.now) - marginMs
@@ -139,21 +147,19 @@ export function createLeasedStore (inner: RedisStore, opts: LeaseOptions = {}): 
   async function consume (id: string, limits: Limits, ban: BanPolicy | null): Promise<ConsumeResult> {
     const local = take(id, limits)
     if (local !== undefined) return local
-    const inFlight = pending.get(id)
-    if (inFlight !== undefined) {
-      // Another request of this consumer is asking for a lease: wait for it and share it.
-      await inFlight.catch(() => undefined)
-      const shared = take(id, limits)
-      if (shared !== undefined) return shared
-    }
     const rate = touch(id)
+    // Cold, a lease already being asked for, or no room left at the last answer: one decision in Redis.
     if (rate < minRate) return await inner.consume(id, limits, ban)
-    const asked = leaseFor(id, limits, ban, rate)
-    pending.set(id, asked)
+    if (pending.has(id) || (room.get(id) ?? 1) <= 0) {
+      const result = await inner.consume(id, limits, ban)
+      room.set(id, Math.min(limits.perMinute - result.minute.count, limits.perDay - result.day.count))
+      return result
+    }
+    pending.add(id)
     try {
-      return await asked
+      return await leaseFor(id, limits, ban, rate)
     } finally {
-      if (pending.get(id) === asked) pending.delete(id)
+      pending.delete(id)
     }
   }
 

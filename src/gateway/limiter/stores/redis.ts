@@ -2,8 +2,11 @@
 // One implementation for an ioredis client of any topology (standalone, Sentinel, Cluster): all of a
 // consumer's state carries one hash tag ({id}) and so lives in one slot, and a decision costs one
 // EVALSHA of lua/sliding-window.lua (ioredis `defineCommand` sends it by SHA and reloads it on
-// NOSCRIPT) with 3 keys and 4 arguments; the window layout is baked into the script. The client is
-// created with auto-pipelining (create-store.ts), so the calls of one event-loop turn go in one write.
+// NOSCRIPT) with 3 keys and 4 arguments; the window layout is baked into the script. Decisions are
+// batched per event-loop turn: the first call of a turn corks the connections' sockets and a
+// process.nextTick uncorks them, so every call of the turn leaves in one write (one writev), and
+// each reply still resolves its own call as soon as it is read (unlike ioredis auto-pipelining,
+// which holds a batch until the previous one has fully answered).
 // Besides the contract, `lease` and `giveBack` reserve and return blocks of admissions for the lease
 // table (stores/leases.ts). Bans live in per-consumer `rl:{id}:b` hashes, not a global set (which a
 // Cluster could not update atomically with the consumer's slot); listing them SCANs every master.
@@ -126,8 +129,28 @@ export function createRedisStore (client: Redis | Cluster, opts: RedisStoreOptio
     return keys
   }
 
+  let corked: Array<{ uncork: () => void }> | undefined
+  function uncork (): void {
+    for (const stream of corked ?? []) stream.uncork()
+    corked = undefined
+  }
+  /** Holds this turn's writes until process.nextTick: one write per connection per turn. */
+  function batchThisTurn (): void {
+    if (corked !== undefined) return
+    const connections: Redis[] = isCluster ? (client as Cluster).nodes('master') : [client as Redis]
+    corked = []
+    for (const connection of connections) {
+      const stream = connection.stream as (typeof connection.stream & { cork?: () => void, uncork?: () => void }) | undefined
+      if (stream?.cork === undefined || stream.uncork === undefined || connection.status !== 'ready') continue
+      stream.cork()
+      corked.push(stream as { uncork: () => void })
+    }
+    process.nextTick(uncork)
+  }
+
   async function call (mode: 'c' | 'p', id: string, limits: Limits, ban: string): Promise<ConsumeResult> {
     const [m, d, b] = keysOf(id)
+    batchThisTurn()
     return toResult(await client.petstoreSlidingWindow(m, d, b, mode, limits.perMinute, limits.perDay, ban))
   }
 
@@ -157,6 +180,7 @@ export function createRedisStore (client: Redis | Cluster, opts: RedisStoreOptio
     peek: (id, limits) => call('p', id, limits, ''),
     async lease (id, limits, ban, want, holder, unused) {
       const [m, d, b] = keysOf(id)
+      batchThisTurn()
       const reply = await client.petstoreSlidingWindow(m, d, b, 'l', limits.perMinute, limits.perDay, banArg(ban), want, holder,
         unused?.minuteBucket ?? 0, unused?.dayBucket ?? 0, unused?.count ?? 0)
       return { result: toResult(reply), granted: reply[9] }
