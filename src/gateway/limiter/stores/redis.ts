@@ -201,7 +201,7 @@ export function createRedisStore (client: Redis | Cluster, opts: RedisStoreOptio
     },
     async liftBan (id) {
       const [m, , b] = keysOf(id)
-      const [until, t] = await Promise.all([client.hget(m, 'b'), storeNow()])
+      const [until, t] = await Promise.all([client.hget(b, 'u'), storeNow()])
       await Promise.all([client.hdel(m, 'b'), client.del(b)])
       await client.publish(BAN_LIFT_CHANNEL, id)
       return Number(until ?? 0) > t
