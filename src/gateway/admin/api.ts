@@ -69,7 +69,7 @@ export const adminApi = fp<AdminApiOptions>(async function adminApi (app, { gate
   app.get<{ Params: { keyId: string } }>('/admin/keys/:keyId/usage', { schema: { params: keyIdParams } }, async (request) => {
     const key = gateway.gatewayConfig.current.keysById.get(request.params.keyId)
     if (key === undefined) throw new ApiError(404, 'not_found', `No key with id ${request.params.keyId}`)
-    const usage = await gateway.limiter.store.peek(key.id, key.limits)
+    const usage = await gateway.limiter.store.peek(key.consumerId, key.limits)
     const window = (state: typeof usage.minute, limit: number): Record<string, unknown> => ({
       count: state.count, limit, remaining: Math.max(0, limit - state.count), resetAt: iso(state.resetAt)
     })

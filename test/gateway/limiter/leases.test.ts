@@ -111,3 +111,34 @@ t.test('Redis commands per request: hot consumer with leases, 1,000 consumers wi
   t.equal(coldStats.evalsha, cold, 'one script call per cold request')
   t.comment(`commands per request: hot ${(hotStats.total / hot).toFixed(4)} (${hot} requests), 1,000 consumers ${(coldStats.total / cold).toFixed(3)}`)
 })
+
+t.test('steady traffic at the limit from two processes with leases: under-admission <= 2 %, never over', async (t) => {
+  const redis = await startRedis(t)
+  const stores = [leased(redis.url, 'process-a'), leased(redis.url, 'process-b')]
+  t.teardown(async () => { await Promise.all(stores.map(async (store) => { await store.close() })) })
+  const limits = { perMinute: 3_000, perDay: 1_000_000 }
+  const perProcessMs = 2 * 60_000 / limits.perMinute // each process offers half the limit: 25/s, above the lease rate
+  const durationMs = 75_000 // more than a window, so the window is full for the last 15 s
+  const offered: number[] = []
+  const admitted: number[] = []
+  const started = Date.now()
+  await Promise.all(stores.map(async (store, p) => {
+    for (let i = 0; ; i++) {
+      const due = started + p * perProcessMs / 2 + i * perProcessMs
+      if (due > started + durationMs) break
+      await sleep(Math.max(0, due - Date.now()))
+      offered.push(due)
+      const result = await store.consume('steady', limits, null)
+      if (result.outcome === 'ok') admitted.push(result.now)
+    }
+  }))
+  // The ideal: an exact per-request log over the same offered instants.
+  const log: number[] = []
+  for (const at of [...offered].sort((a, b) => a - b)) {
+    if (log.filter((x) => x > at - 60_000).length < limits.perMinute) log.push(at)
+  }
+  const under = (log.length - admitted.length) / log.length * 100
+  t.ok(fullestWindow(admitted, 60_000) <= limits.perMinute, `fullest rolling minute ${fullestWindow(admitted, 60_000)}`)
+  t.ok(under <= 2, `under-admission ${under.toFixed(2)} % (${admitted.length} admitted, ideal ${log.length}, offered ${offered.length})`)
+  t.comment(`steady at the limit, two processes, leases: under-admission ${under.toFixed(2)} %`)
+})
