@@ -142,3 +142,19 @@ t.test('steady traffic at the limit from two processes with leases: under-admiss
   t.ok(under <= 2, `under-admission ${under.toFixed(2)} % (${admitted.length} admitted, ideal ${log.length}, offered ${offered.length})`)
   t.comment(`steady at the limit, two processes, leases: under-admission ${under.toFixed(2)} %`)
 })
+
+t.test('a reset in another process ends this process\'s lease at once', async (t) => {
+  const redis = await startRedis(t)
+  const [a, b] = [leased(redis.url, 'process-a'), leased(redis.url, 'process-b')]
+  t.teardown(async () => { await a.close(); await b.close() })
+  const lifts: Array<string | undefined> = []
+  a.watchBanLifts?.((id) => lifts.push(id))
+  await sleep(200) // the subscriber connects
+  const limits = { perMinute: 100_000, perDay: 1_000_000 }
+  for (let i = 0; i < 60 && a.leases() === 0; i++) await a.consume('shared', limits, null)
+  t.equal(a.leases(), 1, 'process A holds a lease')
+  await b.reset('shared')
+  for (let i = 0; i < 40 && a.leases() > 0; i++) await sleep(5)
+  t.equal(a.leases(), 0, 'the reset published through Redis ended it')
+  t.ok(lifts.includes('shared'), 'and reached A\'s ban cache hook')
+})

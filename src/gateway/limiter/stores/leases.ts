@@ -17,6 +17,11 @@
 // bans as before. Headers stay exact for one process: a lease's remaining is limit − (count in
 // Redis at grant − admissions of the block not yet spent).
 //
+// Bans and resets: a ban started by another process reaches this one at its lease's end (< 1 s;
+// the admissions meanwhile were counted, so within the limit) or through the plugin's ban cache; a
+// lift or reset anywhere ends this process's lease at once (watchBanLifts), since a reset wiped what
+// the lease counted.
+//
 // Crash bound: a process that dies holding leases leaves their unspent admissions counted. Each
 // consumer has at most one live lease per process, of at most the rate it saw for the rest of one
 // second (and at most half the room left), so a crash under-admits that consumer by at most one
@@ -180,8 +185,14 @@ export function createLeasedStore (inner: RedisStore, opts: LeaseOptions = {}): 
     consume,
     tryLocal: take,
     leases: () => table.size,
-    async liftBan (id) {
-      return await inner.liftBan(id)
+    watchBanLifts (onLift) {
+      // A lift or reset anywhere: this process's lease for the consumer ends at once (a reset wiped
+      // what it counted, so spending it would admit uncounted requests; nothing is handed back).
+      inner.watchBanLifts?.((id) => {
+        if (id === undefined) table.clear()
+        else table.delete(id)
+        onLift(id)
+      })
     },
     async reset (id) {
       // Whatever this lease counted is wiped with the windows: nothing to give back.
