@@ -158,3 +158,18 @@ t.test('a reset in another process ends this process\'s lease at once', async (t
   t.equal(a.leases(), 0, 'the reset published through Redis ended it')
   t.ok(lifts.includes('shared'), 'and reached A\'s ban cache hook')
 })
+
+t.test('one process: counts from a lease are exact, request by request', async (t) => {
+  const redis = await startRedis(t)
+  const store = leased(redis.url, 'process-a')
+  t.teardown(() => store.close())
+  const limits = { perMinute: 100_000, perDay: 1_000_000 }
+  const counts: number[] = []
+  let fromLease = 0
+  for (let i = 0; i < 300; i++) {
+    if (store.leases() > 0) fromLease++
+    counts.push((await store.consume('exact', limits, null)).minute.count)
+  }
+  t.ok(fromLease > 200, `most from a lease (${fromLease})`)
+  t.same(counts, counts.map((_, i) => i + 1), 'the count (so X-RateLimit-Remaining) moves by exactly one per request')
+})
