@@ -28,6 +28,7 @@
 // second of its traffic, for one minute in the minute window and for 24 h 15 min in the day window.
 import { randomBytes } from 'node:crypto'
 import type { BanPolicy, Limits } from '../../config/types.js'
+import { DAY_WINDOW, MINUTE_WINDOW } from '../arithmetic.js'
 import type { ConsumeResult, LimiterStore } from '../store.js'
 import type { RedisStore, Unused } from './redis.js'
 
@@ -39,7 +40,7 @@ export const DEFAULT_LEASE_MARGIN_MS = 10
 export const DEFAULT_LEASE_SWEEP_MS = 1_000
 /** A block never exceeds the observed rate by more than this factor (bursts within the second). */
 const RATE_HEADROOM = 1.5
-const MINUTE_BUCKET_MS = 1_000
+const MINUTE_BUCKET_MS = MINUTE_WINDOW.bucketMs
 
 interface Lease {
   readonly limits: Limits
@@ -142,7 +143,7 @@ export function createLeasedStore (inner: RedisStore, opts: LeaseOptions = {}): 
       const replaced = table.get(id)
       const leftover = replaced === undefined ? undefined : unusedOf(replaced)
       if (leftover !== undefined) inner.giveBack(id, leftover).catch(() => { /* counted: a lost return only under-admits */ })
-      table.set(id, { limits, minuteBucket: Math.floor(result.now / MINUTE_BUCKET_MS), dayBucket: Math.floor(result.now / 900_000), granted, used: 1, deadline, sentAt, result })
+      table.set(id, { limits, minuteBucket: Math.floor(result.now / MINUTE_BUCKET_MS), dayBucket: Math.floor(result.now / DAY_WINDOW.bucketMs), granted, used: 1, deadline, sentAt, result })
       const unspent = granted - 1
       return { ...result, minute: { ...result.minute, count: result.minute.count - unspent }, day: { ...result.day, count: result.day.count - unspent } }
     }
