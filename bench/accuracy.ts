@@ -259,16 +259,22 @@ function edgeBursts (spec: WindowSpec, size: number, windows: number): number[] 
 
 interface Pattern { name: string, spec: WindowSpec, limit: number, times: number[] }
 
-const patterns: Pattern[] = [
-  { name: 'steady at the minute limit', spec: MINUTE_WINDOW, limit: MINUTE_LIMIT, times: every(60_000 / MINUTE_LIMIT, 6 * HOUR) },
-  { name: 'steady at 2x the minute limit', spec: MINUTE_WINDOW, limit: MINUTE_LIMIT, times: every(30_000 / MINUTE_LIMIT, 6 * HOUR) },
-  { name: 'bursts at minute edges', spec: MINUTE_WINDOW, limit: MINUTE_LIMIT, times: edgeBursts(MINUTE_WINDOW, MINUTE_LIMIT, 120) },
-  { name: 'Poisson at the minute limit', spec: MINUTE_WINDOW, limit: MINUTE_LIMIT, times: poisson(MINUTE_LIMIT / 60_000, 6 * HOUR, 1) },
-  { name: 'Poisson at 3x the minute limit', spec: MINUTE_WINDOW, limit: MINUTE_LIMIT, times: poisson(3 * MINUTE_LIMIT / 60_000, 6 * HOUR, 2) },
-  { name: 'steady at the day limit', spec: DAY_WINDOW, limit: DAY_LIMIT, times: every(86_400_000 / DAY_LIMIT, 10 * 24 * HOUR) },
-  { name: 'bursts at day edges', spec: DAY_WINDOW, limit: DAY_LIMIT, times: edgeBursts(DAY_WINDOW, DAY_LIMIT, 10) },
-  { name: 'Poisson at 2x the day limit', spec: DAY_WINDOW, limit: DAY_LIMIT, times: poisson(2 * DAY_LIMIT / 86_400_000, 10 * 24 * HOUR, 3) }
-]
+/** The replayed patterns; `scale` shortens them (the test replays a quarter: same shapes, fewer windows). */
+function patternsAt (scale: number): Pattern[] {
+  const hours = 6 * HOUR * scale
+  const days = Math.max(3, Math.round(10 * scale)) * 24 * HOUR
+  const dayEdges = Math.max(3, Math.round(10 * scale))
+  return [
+    { name: 'steady at the minute limit', spec: MINUTE_WINDOW, limit: MINUTE_LIMIT, times: every(60_000 / MINUTE_LIMIT, hours) },
+    { name: 'steady at 2x the minute limit', spec: MINUTE_WINDOW, limit: MINUTE_LIMIT, times: every(30_000 / MINUTE_LIMIT, hours) },
+    { name: 'bursts at minute edges', spec: MINUTE_WINDOW, limit: MINUTE_LIMIT, times: edgeBursts(MINUTE_WINDOW, MINUTE_LIMIT, Math.round(120 * scale)) },
+    { name: 'Poisson at the minute limit', spec: MINUTE_WINDOW, limit: MINUTE_LIMIT, times: poisson(MINUTE_LIMIT / 60_000, hours, 1) },
+    { name: 'Poisson at 3x the minute limit', spec: MINUTE_WINDOW, limit: MINUTE_LIMIT, times: poisson(3 * MINUTE_LIMIT / 60_000, hours, 2) },
+    { name: 'steady at the day limit', spec: DAY_WINDOW, limit: DAY_LIMIT, times: every(86_400_000 / DAY_LIMIT, days) },
+    { name: 'bursts at day edges', spec: DAY_WINDOW, limit: DAY_LIMIT, times: edgeBursts(DAY_WINDOW, DAY_LIMIT, dayEdges) },
+    { name: 'Poisson at 2x the day limit', spec: DAY_WINDOW, limit: DAY_LIMIT, times: poisson(2 * DAY_LIMIT / 86_400_000, days, 3) }
+  ]
+}
 
 /** Most admissions in any rolling window (t - w, t]. */
 function fullestWindow (admitted: number[], windowMs: number): number {
@@ -282,9 +288,9 @@ function fullestWindow (admitted: number[], windowMs: number): number {
 
 export interface Row { pattern: string, model: string, offered: number, admitted: number, over: number, underPct: number }
 
-export async function runAccuracy (): Promise<Row[]> {
+export async function runAccuracy (scale = 1): Promise<Row[]> {
   const rows: Row[] = []
-  for (const pattern of patterns) {
+  for (const pattern of patternsAt(scale)) {
     const results: Array<{ model: string, admitted: number[] }> = []
     for (const model of models) {
       const admit = model.make(pattern.spec, pattern.limit)

@@ -5,7 +5,7 @@ import t from 'tap'
 import { runAccuracy } from '../../../bench/accuracy.js'
 
 t.test('accuracy replay through the stores', async (t) => {
-  const rows = await runAccuracy()
+  const rows = await runAccuracy(0.25) // a quarter of the bench's replay: the Lua VM is slow
   const ours = rows.filter((r) => r.model.startsWith('ours'))
   t.same([...new Set(ours.map((r) => r.model))], ['ours: in-process store', 'ours: Redis script'])
   for (const row of ours) {
