@@ -1,7 +1,8 @@
 // The limiter store contract: the one seam between the limiter (plugin, headers, ban cache) and
-// where window counters and bans live. Three implementations share one algorithm (arithmetic.ts and
-// its Lua twin): in-process, Redis (standalone/Sentinel) and Redis Cluster. A store is a plain object,
-// so a wrapper (timeouts, circuit breaker, fallback) can implement the same interface around another.
+// where window counters and bans live. Two implementations share one algorithm (arithmetic.ts and
+// its Lua twin): in-process, and Redis of any topology (standalone, Sentinel, Cluster). A store is a
+// plain object, so wrappers implement the same interface around another: leases (hot consumers
+// admitted locally, stores/leases.ts) and resilience (timeouts, circuit breaker, fallback).
 import type { BanPolicy, Limits } from '../config/types.js'
 
 export type ConsumeOutcome = 'ok' | 'rate_limited' | 'key_banned' | 'ban_started'
