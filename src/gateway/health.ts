@@ -2,7 +2,8 @@
 // limiter store) and the admin app (which serves /healthz and /readyz from it).
 import fp from 'fastify-plugin'
 
-export type ReadinessCheck = () => Promise<void>
+/** Resolves (optionally with details shown beside `ok`) when usable; rejects with the reason otherwise. */
+export type ReadinessCheck = () => Promise<void | Record<string, unknown>>
 
 export interface HealthState {
   /** Named checks; each resolves when its dependency is usable and rejects with the reason otherwise. */
@@ -19,7 +20,7 @@ declare module 'fastify' {
 
 export interface ReadinessReport {
   ready: boolean
-  checks: Record<string, { ok: boolean, error?: string }>
+  checks: Record<string, { ok: boolean, error?: string, [detail: string]: unknown }>
 }
 
 export async function checkReadiness (health: HealthState, timeoutMs = 1000): Promise<ReadinessReport> {
@@ -27,10 +28,10 @@ export async function checkReadiness (health: HealthState, timeoutMs = 1000): Pr
   await Promise.all([...health.checks].map(async ([name, check]) => {
     let timer: NodeJS.Timeout | undefined
     try {
-      await Promise.race([check(), new Promise((_resolve, reject) => {
+      const detail = await Promise.race([check(), new Promise<never>((_resolve, reject) => {
         timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs)
       })])
-      checks[name] = { ok: true }
+      checks[name] = { ...(detail ?? {}), ok: true }
     } catch (err) {
       checks[name] = { ok: false, error: err instanceof Error ? err.message : String(err) }
     } finally {

@@ -48,6 +48,9 @@ async function main (): Promise<void> {
     limiter: { settings }
   })
   const admin = await buildAdmin({ gateway, token: settings.adminToken })
+  const store = gateway.limiter.store.describe()
+  if (settings.workers > 1 && store.kind === 'memory') logger.warn({ store, workers: settings.workers }, 'limiter store: in-process with GATEWAY_WORKERS > 1 counts per worker')
+  else logger.info({ store, leases: store.kind !== 'memory' && settings.storeLeases }, 'limiter store')
 
   process.on('SIGHUP', () => { gateway.configReloader.reload('SIGHUP') })
 

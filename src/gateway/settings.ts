@@ -47,6 +47,8 @@ export interface GatewaySettings {
   readonly storeTimeoutMs: number
   /** STORE_ON_ERROR: `local` (in-process windows, per process), `open` (admit) or `closed` (503). */
   readonly storeOnError: 'local' | 'open' | 'closed'
+  /** STORE_LEASES: hot consumers admitted from local leases on a Redis store (default true; false for tests and benches). */
+  readonly storeLeases: boolean
   readonly logLevel: string
   /** LOG_BUFFER_BYTES: log lines are batched up to this many bytes (flushed every 200 ms and on exit); 0 writes each line. */
   readonly logBufferBytes: number
@@ -133,6 +135,7 @@ export function settingsFromEnv (env: Env = process.env): GatewaySettings {
     redisSentinelName: str(env, 'REDIS_SENTINEL_NAME', DEFAULT_REDIS_SENTINEL_NAME),
     storeTimeoutMs: int(env, 'STORE_TIMEOUT_MS', DEFAULT_STORE_TIMEOUT_MS, 1, 60_000),
     storeOnError: oneOf(env, 'STORE_ON_ERROR', DEFAULT_STORE_ON_ERROR, STORE_ON_ERROR),
+    storeLeases: env.STORE_LEASES !== 'false',
     logLevel: str(env, 'LOG_LEVEL', DEFAULT_LOG_LEVEL),
     logBufferBytes: int(env, 'LOG_BUFFER_BYTES', DEFAULT_LOG_BUFFER_BYTES, 0, 1_000_000),
     trustProxy: trustProxy(optional(env, 'TRUST_PROXY'), production),

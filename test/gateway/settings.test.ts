@@ -17,6 +17,7 @@ t.test('defaults follow CONTRACT §8', async (t) => {
     redisSentinelName: 'mymaster',
     storeTimeoutMs: 50,
     storeOnError: 'local',
+    storeLeases: true,
     logLevel: 'info',
     logBufferBytes: 4096,
     trustProxy: false,
@@ -45,6 +46,7 @@ t.test('values from the environment are parsed and checked', async (t) => {
   t.equal(settingsFromEnv({ TRUST_PROXY: '10.0.0.0/8,127.0.0.1' }).trustProxy, '10.0.0.0/8,127.0.0.1')
   t.throws(() => settingsFromEnv({ GATEWAY_PORT: '70000' }), { message: 'GATEWAY_PORT: expected an integer from 0 to 65535, got "70000"' })
   t.same([settingsFromEnv({ STORE_TIMEOUT_MS: '20', STORE_ON_ERROR: 'closed' })].map((x) => [x.storeTimeoutMs, x.storeOnError]), [[20, 'closed']])
+  t.equal(settingsFromEnv({ STORE_LEASES: 'false' }).storeLeases, false)
   t.throws(() => settingsFromEnv({ STORE_ON_ERROR: 'fail-open' }), { message: 'STORE_ON_ERROR: expected one of local, open, closed, got "fail-open"' })
   t.throws(() => settingsFromEnv({ BACKEND_URL: 'ftp://x' }), { message: 'BACKEND_URL: expected http(s)://host:port, got "ftp://x"' })
 })

@@ -1,11 +1,14 @@
 // Settings → store: Redis Cluster when REDIS_CLUSTER_NODES is set, Sentinel when REDIS_SENTINELS is,
 // standalone Redis for REDIS_URL (redis:// or rediss://), else the in-process store. Clients fail
-// fast (no offline queue, one retry) so a dead Redis answers an error instead of a hanging request,
-// and a Redis store is wrapped in the resilient store (timeout, circuit breaker, STORE_ON_ERROR).
+// fast (no offline queue, one retry) so a dead Redis answers an error instead of a hanging request
+// (the Redis store batches one turn's calls into one write itself: stores/redis.ts). A Redis store gets the
+// lease table (STORE_LEASES) and is wrapped in the resilient store (timeout, circuit breaker,
+// STORE_ON_ERROR); the in-process store needs neither.
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis'
 import { DEFAULT_REDIS_SENTINEL_NAME } from '../settings.js'
-import type { LimiterStore } from './store.js'
+import type { LimiterStore, StoreDescription } from './store.js'
 import { createMemoryStore } from './stores/memory.js'
+import { createLeasedStore } from './stores/leases.js'
 import { createRedisStore } from './stores/redis.js'
 import { createResilientStore, type StoreOnError } from './stores/resilient.js'
 
@@ -23,6 +26,8 @@ export interface StoreSettings {
   readonly storeOnError?: StoreOnError | undefined
   /** ANONYMOUS_STATE_MAX: anonymous clients the in-process store (and the `local` fallback) keeps. */
   readonly anonymousStateMax?: number | undefined
+  /** Hot consumers admitted from local leases (STORE_LEASES, default on); see stores/leases.ts. */
+  readonly storeLeases?: boolean | undefined
 }
 
 export interface CreateStoreOptions {
@@ -73,13 +78,26 @@ export function createRedisClient (settings: StoreSettings): Redis | Cluster | u
   return undefined
 }
 
+/** Which store the settings select, and its nodes (`host:port`, never credentials). */
+export function describeSettings (settings: StoreSettings): StoreDescription {
+  if (settings.redisClusterNodes !== undefined && settings.redisClusterNodes.length > 0) return { kind: 'cluster', nodes: [...settings.redisClusterNodes] }
+  if (settings.redisSentinels !== undefined && settings.redisSentinels.length > 0) return { kind: 'sentinel', nodes: [...settings.redisSentinels] }
+  if (settings.redisUrl !== undefined) {
+    const url = new URL(settings.redisUrl)
+    return { kind: 'redis', nodes: [`${url.hostname}:${url.port === '' ? 6379 : url.port}`] }
+  }
+  return { kind: 'memory', nodes: [] }
+}
+
 export async function createStore (settings: StoreSettings, opts: CreateStoreOptions = {}): Promise<LimiterStore> {
   const client = createRedisClient(settings)
   const memory = (): LimiterStore => createMemoryStore({ maxAnonymousStates: settings.anonymousStateMax })
   if (client === undefined) return memory()
   client.on('error', (err: Error) => opts.onError?.(err))
   await waitReady(client, opts.readyWaitMs ?? DEFAULT_READY_WAIT_MS)
-  return createResilientStore(createRedisStore(client), {
+  const { kind, nodes } = describeSettings(settings)
+  const redis = createRedisStore(client, { kind, nodes })
+  return createResilientStore(settings.storeLeases === false ? redis : createLeasedStore(redis), {
     timeoutMs: settings.storeTimeoutMs,
     onError: settings.storeOnError,
     onFailure: opts.onError,

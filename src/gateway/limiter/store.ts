@@ -1,7 +1,8 @@
 // The limiter store contract: the one seam between the limiter (plugin, headers, ban cache) and
-// where window counters and bans live. Three implementations share one algorithm (arithmetic.ts and
-// its Lua twin): in-process, Redis (standalone/Sentinel) and Redis Cluster. A store is a plain object,
-// so a wrapper (timeouts, circuit breaker, fallback) can implement the same interface around another.
+// where window counters and bans live. Two implementations share one algorithm (arithmetic.ts and
+// its Lua twin): in-process, and Redis of any topology (standalone, Sentinel, Cluster). A store is a
+// plain object, so wrappers implement the same interface around another: leases (hot consumers
+// admitted locally, stores/leases.ts) and resilience (timeouts, circuit breaker, fallback).
 import type { BanPolicy, Limits } from '../config/types.js'
 
 export type ConsumeOutcome = 'ok' | 'rate_limited' | 'key_banned' | 'ban_started'
@@ -31,9 +32,21 @@ export interface BanEntry {
   readonly until: number
 }
 
+/** Where a store keeps its state, for the start-up log and readiness: never credentials. */
+export interface StoreDescription {
+  readonly kind: 'memory' | 'redis' | 'sentinel' | 'cluster'
+  /** `host:port` of each configured node or seed ([] for the in-process store). */
+  readonly nodes: readonly string[]
+}
+
+/** `ok`: answering from its own state; `fallback`: STORE_ON_ERROR=local answers while Redis fails; `down`: not answering. */
+export type StoreState = 'ok' | 'fallback' | 'down'
+
 export interface LimiterStore {
-  /** `memory`, `redis` or `cluster`: for logs and readiness output. */
-  readonly kind: string
+  /** `memory`, `redis`, `sentinel` or `cluster`: for logs and readiness output. */
+  readonly kind: StoreDescription['kind']
+  /** Kind and nodes, for the start-up log line and /readyz. */
+  describe: () => StoreDescription
   /**
    * Atomically: if `id` is banned, answer `key_banned` without counting; else count the request in
    * both windows if both have room (`ok`), or reject without consuming quota (`rate_limited`), which
@@ -57,8 +70,13 @@ export interface LimiterStore {
    * does. True if anything was stored.
    */
   reset: (id: string) => Promise<boolean>
-  /** Resolves when the store answers; rejects with the reason otherwise (readiness). */
+  /** Resolves when the store's own state answers (a real round trip to Redis); rejects with the reason otherwise. */
   ping: () => Promise<void>
+  /**
+   * An admission this process may answer without a round trip (a lease: stores/leases.ts), or
+   * undefined: ask `consume`. Never rejects, never counts a 429. Absent: every request asks `consume`.
+   */
+  tryLocal?: (id: string, limits: Limits) => ConsumeResult | undefined
   /** Releases connections and timers. */
   close: () => Promise<void>
   /**
@@ -72,6 +90,14 @@ export interface LimiterStore {
    * break the circuit for a lost node only; absent or '' : one part.
    */
   shardOf?: (id: string) => string
+  /**
+   * Readiness: contacts the store for real and resolves with its state — `ok`, or `fallback` when it
+   * failed and the STORE_ON_ERROR policy still answers; rejects when no request can be answered
+   * (`down`). Absent: `ping` decides (ok or down).
+   */
+  probe?: () => Promise<StoreState>
+  /** Redis `maxmemory-policy`, or undefined where CONFIG GET is not allowed (or no Redis). */
+  maxmemoryPolicy?: () => Promise<string | undefined>
   /** A resilient wrapper's failures so far (timeouts, connection errors); absent: nothing counted. */
   errors?: () => number
   /** A resilient wrapper's breaker: true while it is open and the fallback policy answers. */

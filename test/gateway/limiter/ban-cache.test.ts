@@ -2,6 +2,7 @@
 // also long after the old 5 s cache interval — and a lift made through one gateway reaches every
 // other gateway at once (Redis pub/sub), standalone and Cluster.
 import t, { type Test } from 'tap'
+import { createBanCache } from '../../../src/gateway/limiter/ban-cache.js'
 import type { StoreSettings } from '../../../src/gateway/limiter/create-store.js'
 import { startBackend } from '../../helpers/backend.js'
 import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
@@ -9,6 +10,26 @@ import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 
 const PLANS = plansYaml({ pro: { perMinute: 5, perDay: 10000 }, ban: { threshold: 3 } })
 const ID = 'demo-pro'
+
+t.test('the cache itself: kept in this process\'s clock until the ban ends, forgotten on a lift', async (t) => {
+  const clock = { now: 1_000_000 }
+  const bans = createBanCache(() => clock.now, 2)
+  const answer = (now: number, bannedUntil: number): Parameters<typeof bans.remember>[1] =>
+    ({ outcome: 'key_banned', now, bannedUntil, minute: { count: 0, resetAt: 0, retryAt: 0 }, day: { count: 0, resetAt: 0, retryAt: 0 } })
+  bans.remember('a', answer(5_000_000, 5_010_000)) // the store's clock is far ahead: only the 10 s left count
+  t.equal(bans.get('a'), 1_010_000)
+  bans.remember('b', answer(5_000_000, 0))
+  t.equal(bans.get('b'), undefined, 'no ban in the answer: nothing cached')
+  clock.now = 1_010_000
+  t.equal(bans.get('a'), undefined, 'gone when it ends')
+  bans.remember('a', answer(0, 5_000))
+  bans.remember('c', answer(0, 5_000))
+  bans.forget('a')
+  t.equal(bans.get('a'), undefined, 'a lift forgets one')
+  t.equal(bans.get('c'), 1_015_000)
+  bans.forget(undefined)
+  t.equal(bans.get('c'), undefined, 'a missed lift forgets all')
+})
 
 async function get (gw: StartedGateway): Promise<{ status: number, code: string | undefined }> {
   const res = await fetch(`${gw.url}/v1/pets?limit=1`, { headers: bearer(DEMO_KEYS.pro) })

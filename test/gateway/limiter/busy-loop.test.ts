@@ -3,6 +3,7 @@
 // replies already read by the kernel but not yet by Node (a 100 ms busy loop while replies are in
 // flight), and a deep pipeline (2,000 concurrent requests) — by asserting exact admission across two
 // gateways with 0 store errors, i.e. 0 answers from the fallback. A naive timer is run as a control.
+// The stores run as in production: one write per event-loop turn (stores/redis.ts) and leases on.
 import t from 'tap'
 import { createStore } from '../../../src/gateway/limiter/create-store.js'
 import type { LimiterStore } from '../../../src/gateway/limiter/store.js'

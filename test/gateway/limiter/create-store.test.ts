@@ -2,7 +2,7 @@
 // gateway answers 503 fast (never hangs), readiness fails, and it recovers by itself (reconnect,
 // script reloaded on NOSCRIPT). The other policies are in faults.test.ts.
 import t from 'tap'
-import { createRedisClient, createStore } from '../../../src/gateway/limiter/create-store.js'
+import { createRedisClient, createStore, describeSettings } from '../../../src/gateway/limiter/create-store.js'
 import { bearer, DEMO_KEYS, startGateway } from '../../helpers/gateway.js'
 import { freePort } from '../../helpers/ports.js'
 import { startRedis } from '../../helpers/redis.js'
@@ -58,4 +58,44 @@ t.test('closed policy: Redis stops and comes back: 503 and not ready, then recov
     status = await get()
   }
   t.equal(status, 200, 'recovers by itself once Redis is back')
+})
+
+t.test('the store describes itself by kind and host:port, never credentials', async (t) => {
+  t.same(describeSettings({}), { kind: 'memory', nodes: [] })
+  t.same(describeSettings({ redisUrl: 'rediss://:s3cret@cache.internal:6380/0' }), { kind: 'redis', nodes: ['cache.internal:6380'] })
+  t.same(describeSettings({ redisUrl: 'redis://user:pw@10.0.0.5' }), { kind: 'redis', nodes: ['10.0.0.5:6379'] })
+  t.same(describeSettings({ redisSentinels: ['10.0.0.1:26379'], redisUrl: 'redis://:s3cret@x' }), { kind: 'sentinel', nodes: ['10.0.0.1:26379'] })
+  t.same(describeSettings({ redisClusterNodes: ['a:7000', 'b:7001'] }), { kind: 'cluster', nodes: ['a:7000', 'b:7001'] })
+  t.notMatch(JSON.stringify(describeSettings({ redisUrl: 'redis://:s3cret@h:1' })), /s3cret/)
+})
+
+t.test('local policy: readiness contacts Redis, stays 200 while it is down and says fallback', async (t) => {
+  const redis = await startRedis(t)
+  const gw = await startGateway(t, { limiter: { settings: { redisUrl: redis.url } } })
+  const store = async (): Promise<{ status: number, store: Record<string, unknown> | undefined }> => {
+    const res = await fetch(`${gw.adminUrl}/readyz`)
+    return { status: res.status, store: (await res.json() as { checks: Record<string, Record<string, unknown>> }).checks.store }
+  }
+  t.same(await store(), { status: 200, store: { ok: true, kind: 'redis', nodes: [`127.0.0.1:${redis.port}`], state: 'ok' } })
+  await redis.stop()
+  t.match(await store(), { status: 200, store: { ok: true, state: 'fallback' } }, 'Redis down: ready, answering from the fallback')
+  await redis.start()
+  let back: Awaited<ReturnType<typeof store>> | undefined
+  for (let i = 0; i < 60 && back?.store?.state !== 'ok'; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    back = await store()
+  }
+  t.equal(back?.store?.state, 'ok', 'back to ok once Redis answers')
+})
+
+t.test('a maxmemory-policy that can evict keyed windows is named at start and in readiness', async (t) => {
+  const redis = await startRedis(t, ['--maxmemory', '64mb', '--maxmemory-policy', 'allkeys-lru'])
+  const gw = await startGateway(t, { limiter: { settings: { redisUrl: redis.url } } })
+  t.ok(gw.logs.some((l) => l.level === 40 && String(l.msg).includes('allkeys-lru')), 'a warning at start')
+  const ready = await (await fetch(`${gw.adminUrl}/readyz`)).json() as { checks: Record<string, Record<string, unknown>> }
+  t.match(ready.checks.store, { ok: true, warning: /allkeys-lru.*noeviction or volatile/ })
+
+  const safe = await startRedis(t, ['--maxmemory-policy', 'volatile-lru'])
+  const quiet = await startGateway(t, { limiter: { settings: { redisUrl: safe.url } } })
+  t.notOk(quiet.logs.some((l) => String(l.msg).includes('maxmemory-policy')), 'volatile-lru: no warning')
 })

@@ -14,7 +14,7 @@ import { parseScrape, sampleValue } from '../../helpers/scrape.js'
 const HIGH_PLANS = plansYaml({ business: { perMinute: 100000, perDay: 1000000 } })
 const CONCURRENCY = 8
 
-interface Sample { readonly start: number, readonly ms: number, readonly status: number }
+interface Sample { readonly start: number, readonly ms: number, readonly status: number, readonly key: string, readonly remaining: number }
 
 /** Steady concurrent load: CONCURRENCY loops of one request each, until stopped. */
 function load (url: string, keys: readonly string[]): { samples: Sample[], stop: () => Promise<Sample[]> } {
@@ -23,13 +23,16 @@ function load (url: string, keys: readonly string[]): { samples: Sample[], stop:
   const loops = Array.from({ length: CONCURRENCY }, async (_, i) => {
     for (let n = 0; !stopped; n++) {
       const start = performance.now()
+      const key = keys[(i + n) % keys.length]!
       let status = 0
+      let remaining = -1
       try {
-        const res = await fetch(`${url}/v1/pets?limit=1`, { headers: bearer(keys[(i + n) % keys.length]!) })
+        const res = await fetch(`${url}/v1/pets?limit=1`, { headers: bearer(key) })
         await res.arrayBuffer()
         status = res.status
+        remaining = Number(res.headers.get('x-ratelimit-remaining') ?? -1)
       } catch { /* status 0: the request itself failed */ }
-      samples.push({ start, ms: performance.now() - start, status })
+      samples.push({ start, ms: performance.now() - start, status, key, remaining })
     }
   })
   return { samples, stop: async () => { stopped = true; await Promise.all(loops); return samples } }
@@ -174,7 +177,7 @@ t.test('closed: 503 unavailable with the Error shape and "retry shortly" rate-li
 /** Keys (plaintext → id) spread over the slots, to find some on the node we kill and some elsewhere. */
 const CLUSTER_KEYS = Array.from({ length: 12 }, (_, i) => ({ id: `cluster-${i}`, key: `psk_test_cluster_${i}_${'x'.repeat(20)}` }))
 
-t.test('Cluster: one master lost; surviving slots keep counting in Redis, lost slots fall back; no 5xx', async (t) => {
+t.test('Cluster: one master lost; surviving slots keep counting in Redis, lost slots fall back to local windows; no 5xx', async (t) => {
   const cluster = await startRedisCluster(t, 3, ['--cluster-require-full-coverage', 'no'])
   const keysYaml = 'keys:\n' + CLUSTER_KEYS.map(({ id, key }) =>
     `  - { id: ${id}, sha256: ${createHash('sha256').update(key).digest('hex')}, plan: business }\n`).join('')
@@ -199,27 +202,40 @@ t.test('Cluster: one master lost; surviving slots keep counting in Redis, lost s
   t.ok(kept.length > 0 && lost.length > 0, `${lost.length} keys on the lost master, ${kept.length} elsewhere`)
 
   const traffic = load(gw.url, CLUSTER_KEYS.map((k) => k.key))
-  await sleep(300)
+  // Every key counted a few times in Redis first, so its Remaining has come down before the loss.
+  await until(() => CLUSTER_KEYS.every(({ key }) => traffic.samples.filter((s) => s.key === key && s.status === 200).length >= 3), 10_000)
   cluster.signal(victim, 'SIGKILL')
   const killedAt = performance.now()
   await sleep(1_500)
-  const windows = async (): Promise<number> => {
+  /** Requests counted in Redis for the keys on surviving masters (the minute ring's running total). */
+  const counted = async (): Promise<number> => {
     let total = 0
-    for (const { id } of kept) {
-      const port = owner.get(id)!
-      total += Number(await cluster.cli(port, 'HLEN', `rl:{${id}}:m`)) + Number(await cluster.cli(port, 'EXISTS', `rl:{${id}}:m`))
-    }
+    for (const { id } of kept) total += Number(await cluster.cli(owner.get(id)!, 'HGET', `rl:{${id}}:m`, 'n'))
     return total
   }
+  const countedBefore = await counted()
   const survivors = [...new Set(kept.map(({ id }) => owner.get(id)!))]
   const evalshas = async (): Promise<number[]> => await Promise.all(survivors.map(async (port) => await evalshaCalls((...args) => cluster.cli(port, ...args))))
   const beforeStats = await evalshas()
   await sleep(500)
   const afterStats = await evalshas()
+  const countedAfter = await counted()
   const samples = await traffic.stop()
 
   t.same(statusCounts(samples), { 200: samples.length }, 'every request admitted: no 5xx under local')
-  t.ok(await windows() > 0, 'surviving keys have their windows in Redis')
+  t.ok(countedAfter > countedBefore, `surviving keys are still counted in Redis after the loss (${countedBefore} → ${countedAfter})`)
+  // Remaining tells who counts: Redis keeps counting a surviving key down; a lost key is answered by
+  // this process's fallback store, whose fresh window starts again from the full limit.
+  const before = (key: string): number => Math.min(...samples.filter((s) => s.key === key && s.start < killedAt && s.status === 200).map((s) => s.remaining))
+  const late = (key: string): Sample[] => samples.filter((s) => s.key === key && s.start > killedAt && s.status === 200)
+  for (const { key, id } of lost) {
+    t.ok(late(key).length > 0, `${id} (lost master) still answered after the loss`)
+    t.ok(Math.max(...late(key).map((s) => s.remaining)) > before(key), `${id} (lost master) is counted by the fallback: remaining back up from ${before(key)}`)
+  }
+  for (const { key, id } of kept) {
+    t.ok(Math.max(...late(key).map((s) => s.remaining)) < before(key), `${id} (surviving master) keeps counting down in Redis`)
+  }
+  t.equal(gw.app.limiterStatus.fallbackActive(), true, 'the lost master\'s breaker is open')
   const grew = afterStats.reduce((a, b) => a + b, 0) - beforeStats.reduce((a, b) => a + b, 0)
   t.ok(grew > 0, `surviving masters keep counting after the loss (${grew} EVALSHA in 500 ms)`)
   const after = samples.filter((s) => s.start >= killedAt).map((s) => s.ms)

@@ -1,6 +1,7 @@
 // The limiter in the gateway over real HTTP, on the in-process store with a virtual clock: headers on
 // every status, Remaining counting down, 429 rate_limited and key_banned with Retry-After, the
-// binding window, the anonymous per-IP policy, the ban cache, and a failing store.
+// binding window, the anonymous per-IP policy, the ban cache, and one consumer's credentials sharing windows.
+import { createHash } from 'node:crypto'
 import t, { type Test } from 'tap'
 import type { LimiterStore } from '../../../src/gateway/limiter/store.js'
 import { createMemoryStore } from '../../../src/gateway/limiter/stores/memory.js'
@@ -36,6 +37,10 @@ function limitHeaders (res: Response): Record<string, string | null> {
 }
 
 const RESET_61 = String(T0 / 1000 + 61)
+
+function sha256 (text: string): string {
+  return createHash('sha256').update(text).digest('hex')
+}
 
 t.test('Remaining counts down by one, then 429 rate_limited with Retry-After', async (t) => {
   const { url } = await start(t)
@@ -162,11 +167,29 @@ t.test('ban: the crossing 429 is key_banned, the flood is answered from the cach
   t.equal((await get()).status, 200)
 })
 
-t.test('a failing store answers 503 and is counted, never hangs', async (t) => {
-  const failing: LimiterStore = { ...createMemoryStore(), consume: async () => { throw new Error('connection refused') } }
-  const gw = await startGateway(t, { limiter: { store: failing } })
-  const res = await fetch(`${gw.url}/v1/pets`, { headers: bearer(DEMO_KEYS.pro) })
-  t.equal(res.status, 503)
-  t.same(await res.json(), { code: 'unavailable', message: 'The rate limiter is unavailable', status: 503 })
-  t.equal(gw.app.limiterStatus.storeErrors(), 1)
+t.test('credentials of one consumer share its windows and its ban', async (t) => {
+  const keys = { a: `psk_test_acme_a_${'a'.repeat(30)}`, b: `psk_test_acme_b_${'b'.repeat(30)}`, other: `psk_test_other_${'c'.repeat(30)}` }
+  const keysYaml = ['keys:',
+    `  - { id: acme-ci, consumer: acme, sha256: ${sha256(keys.a)}, plan: pro }`,
+    `  - { id: acme-prod, consumer: acme, sha256: ${sha256(keys.b)}, plan: pro }`,
+    `  - { id: other, sha256: ${sha256(keys.other)}, plan: pro }`, ''].join('\n')
+  const clock = { now: T0 }
+  const gw = await startGateway(t, { config: testConfig({ 'plans.yaml': PLANS, 'keys.yaml': keysYaml }), limiter: { store: createMemoryStore({ now: () => clock.now }), now: () => clock.now } })
+  const get = async (key: string): Promise<Response> => {
+    const res = await fetch(`${gw.url}/v1/pets`, { headers: bearer(key) })
+    await res.clone().arrayBuffer()
+    return res
+  }
+  const remaining: string[] = []
+  for (const key of [keys.a, keys.b, keys.a, keys.b, keys.a]) remaining.push((await get(key)).headers.get('x-ratelimit-remaining') ?? '')
+  t.same(remaining, ['4', '3', '2', '1', '0'], 'both credentials count down one window')
+  t.equal((await get(keys.b)).status, 429, 'the second credential is limited by the first one\'s use')
+  t.equal((await get(keys.other)).status, 200, 'another consumer has its own window')
+  for (let i = 0; i < 2; i++) await get(keys.a)
+  const crossing = await get(keys.b)
+  t.match(await crossing.json(), { code: 'key_banned' }, 'the 429s of both credentials count towards one ban')
+  t.same((await gw.app.limiter.listBans()).map((b) => b.id), ['acme'], 'the ban is the consumer\'s')
+  t.match(await (await get(keys.a)).json(), { code: 'key_banned' }, 'and holds for its other credential, from the ban cache')
+  await gw.app.limiter.reset('acme')
+  t.equal((await get(keys.a)).status, 200, 'reset: a clean slate for the consumer')
 })

@@ -1,6 +1,11 @@
+// Sentinel: the gateway finds the master through a real Sentinel, counts there, and readiness names
+// the store (kind sentinel, the Sentinel's address) and really contacts it: with the master gone,
+// STORE_ON_ERROR=local keeps the gateway ready but says `fallback`.
 import t from 'tap'
 import { bearer, DEMO_KEYS, startGateway } from '../../helpers/gateway.js'
 import { startRedis, startRedisSentinel } from '../../helpers/redis.js'
+
+interface Ready { checks: Record<string, Record<string, unknown>> }
 
 t.test('Sentinel: the gateway finds the master through a real Sentinel and counts there', async (t) => {
   const master = await startRedis(t)
@@ -8,7 +13,7 @@ t.test('Sentinel: the gateway finds the master through a real Sentinel and count
   const gw = await startGateway(t, {
     limiter: { settings: { redisSentinels: [`127.0.0.1:${sentinel.port}`], redisSentinelName: sentinel.masterName } }
   })
-  t.equal(gw.app.limiter.store.kind, 'redis')
+  t.equal(gw.app.limiter.store.kind, 'sentinel')
 
   const remaining: string[] = []
   for (let i = 0; i < 3; i++) {
@@ -19,6 +24,12 @@ t.test('Sentinel: the gateway finds the master through a real Sentinel and count
   }
   t.same(remaining, ['299', '298', '297'], 'Remaining counts down by one')
   t.equal(await master.cli('HGET', 'rl:{demo-pro}:m', 'n'), '3', 'the windows live on the master Sentinel named')
-  const ready = await (await fetch(`${gw.adminUrl}/readyz`)).json() as { checks: Record<string, { ok: boolean }> }
-  t.same(ready.checks.store, { ok: true })
+  const ready = await fetch(`${gw.adminUrl}/readyz`)
+  t.equal(ready.status, 200)
+  t.same((await ready.json() as Ready).checks.store, { ok: true, kind: 'sentinel', nodes: [`127.0.0.1:${sentinel.port}`], state: 'ok' })
+
+  await master.stop()
+  const down = await fetch(`${gw.adminUrl}/readyz`)
+  t.equal(down.status, 200, 'STORE_ON_ERROR=local: still ready while the master is gone')
+  t.match((await down.json() as Ready).checks.store, { ok: true, kind: 'sentinel', state: 'fallback' }, 'but says it answers from the fallback')
 })

@@ -109,6 +109,7 @@ export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore 
 
   return {
     kind: 'memory',
+    describe: () => ({ kind: 'memory', nodes: [] }),
     consume: async (id, limits, ban) => run(id, limits, ban, true),
     peek: async (id, limits) => run(id, limits, null, false),
     async listBans () {

@@ -1,37 +1,65 @@
 // The shared store: window counters and bans in Redis, so every gateway process enforces one limit.
 // One implementation for an ioredis client of any topology (standalone, Sentinel, Cluster): all of a
-// key's state carries one hash tag ({id}) and so lives in one slot, and a request costs one EVALSHA
-// of lua/sliding-window.lua (ioredis `defineCommand` sends it by SHA and reloads it on NOSCRIPT).
-// Bans are per-key `rl:{id}:ban` keys, not a global set (which Cluster could not update atomically
-// with the key's slot); listing them SCANs every master for that pattern. Every gateway caches a
-// ban until it ends, so a lift is published on BAN_LIFT_CHANNEL (classic pub/sub, which a Cluster
-// broadcasts to every node: no hash tag needed) and each gateway's subscriber drops its cache entry.
+// consumer's state carries one hash tag ({id}) and so lives in one slot, and a decision costs one
+// EVALSHA of lua/sliding-window.lua (ioredis `defineCommand` sends it by SHA and reloads it on
+// NOSCRIPT) with 3 keys and 4 arguments; the window layout is baked into the script. Decisions are
+// batched per event-loop turn: the first call of a turn corks the connections' sockets and a
+// process.nextTick uncorks them, so every call of the turn leaves in one write (one writev), and
+// each reply still resolves its own call as soon as it is read (unlike ioredis auto-pipelining,
+// which holds a batch until the previous one has fully answered).
+// Besides the contract, `lease` and `giveBack` reserve and return blocks of admissions for the lease
+// table (stores/leases.ts). Bans live in per-consumer `rl:{id}:b` hashes, not a global set (which a
+// Cluster could not update atomically with the consumer's slot); listing them SCANs every master.
+// Every gateway caches a ban until it ends, so a lift or reset is published on BAN_LIFT_CHANNEL
+// (classic pub/sub, which a Cluster broadcasts to every node) and each gateway drops its cache entry.
 import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { Cluster, type Redis, type Result } from 'ioredis'
 import { LRUCache } from 'lru-cache'
 import type { BanPolicy, Limits } from '../../config/types.js'
-import { DAY_WINDOW, MINUTE_WINDOW } from '../arithmetic.js'
-import type { BanEntry, ConsumeOutcome, ConsumeResult, LimiterStore } from '../store.js'
+import type { BanEntry, ConsumeOutcome, ConsumeResult, LimiterStore, StoreDescription } from '../store.js'
 
 export const KEY_PREFIX = 'rl:'
 export const BAN_LIFT_CHANNEL = 'petstore:ban-lifted'
 export const DEFAULT_KEY_CACHE_SIZE = 10_000
 const SCAN_COUNT = 1000
+/** How long past a ban's end the script remembers its level for escalation (its ESCALATION_MS). */
+const ESCALATION_MEMORY_MS = 86_400_000
 const COMMAND = 'petstoreSlidingWindow'
 const OUTCOMES: readonly ConsumeOutcome[] = ['ok', 'rate_limited', 'key_banned', 'ban_started']
-const WINDOW_ARGS = [MINUTE_WINDOW.bucketMs, MINUTE_WINDOW.slots, DAY_WINDOW.bucketMs, DAY_WINDOW.slots] as const
 
 export const SLIDING_WINDOW_LUA = readFileSync(new URL('../lua/sliding-window.lua', import.meta.url), 'utf8')
 export const SLIDING_WINDOW_SHA = createHash('sha1').update(SLIDING_WINDOW_LUA).digest('hex')
 
-type ScriptReply = [number, number, number, number, number, number, number, number, number]
+type ScriptReply = [number, number, number, number, number, number, number, number, number, number]
 type ScriptArg = string | number
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
     petstoreSlidingWindow: (...args: ScriptArg[]) => Result<ScriptReply, Context>
   }
+}
+
+/** A block of admissions counted in Redis at once; the lease table spends it locally. */
+export interface Grant {
+  /** The decision for the request that asked (counts include the whole block). */
+  readonly result: ConsumeResult
+  /** Admissions counted, this request's included (0 when not admitted). */
+  readonly granted: number
+}
+
+/** What an ended lease hands back: its buckets (by index) and how many of its admissions went unused. */
+export interface Unused {
+  readonly minuteBucket: number
+  readonly dayBucket: number
+  readonly count: number
+}
+
+export interface RedisStore extends LimiterStore {
+  /** Like `consume`, counting up to `want` admissions (this request's included) when there is room. */
+  lease: (id: string, limits: Limits, ban: BanPolicy | null, want: number, holder: string, unused: Unused | undefined) => Promise<Grant>
+  /** Returns an ended lease's unused admissions to the buckets they were counted in. */
+  giveBack: (id: string, unused: Unused) => Promise<void>
 }
 
 /** CRC16/XMODEM, Redis Cluster's key → slot hash. */
@@ -52,24 +80,46 @@ export function keySlot (key: string): number {
 }
 
 /** Every Redis key of one limiter id: one hash tag, one slot. */
-export function redisKeys (id: string): [minute: string, day: string, ban: string, escalation: string, rejections: string] {
+export function redisKeys (id: string): [minute: string, day: string, ban: string] {
   const base = `${KEY_PREFIX}{${id}}:`
-  return [`${base}m`, `${base}d`, `${base}ban`, `${base}esc`, `${base}rej`]
+  return [`${base}m`, `${base}d`, `${base}b`]
+}
+
+/** The script's ban argument: '' (never banned) or 'threshold,windowMs,durationMs,maxMs', built once per policy object. */
+const policyArgs = new WeakMap<BanPolicy, string>()
+export function banArg (ban: BanPolicy | null): string {
+  if (ban === null) return ''
+  let arg = policyArgs.get(ban)
+  if (arg === undefined) {
+    arg = `${ban.threshold},${ban.windowSeconds * 1000},${ban.durationSeconds * 1000},${ban.maxDurationSeconds * 1000}`
+    policyArgs.set(ban, arg)
+  }
+  return arg
+}
+
+function toResult (reply: ScriptReply): ConsumeResult {
+  return {
+    outcome: OUTCOMES[reply[0]] ?? 'rate_limited',
+    now: reply[1],
+    minute: { count: reply[2], resetAt: reply[3], retryAt: reply[4] },
+    day: { count: reply[5], resetAt: reply[6], retryAt: reply[7] },
+    bannedUntil: reply[8]
+  }
 }
 
 export interface RedisStoreOptions {
-  /**
-   * TEST ONLY: a clock passed to the script instead of Redis TIME, so tests can step across window
-   * edges without sleeping. Production never sets it: Redis TIME keeps skewed gateways in agreement.
-   */
-  clock?: () => number
+  /** How the store names itself (`sentinel` for a client that found its master through Sentinel). */
+  kind?: StoreDescription['kind']
+  /** Configured nodes or seeds, `host:port`, for describe(). */
+  nodes?: readonly string[]
 }
 
-export function createRedisStore (client: Redis | Cluster, opts: RedisStoreOptions = {}): LimiterStore {
-  client.defineCommand(COMMAND, { numberOfKeys: 5, lua: SLIDING_WINDOW_LUA })
+export function createRedisStore (client: Redis | Cluster, opts: RedisStoreOptions = {}): RedisStore {
+  client.defineCommand(COMMAND, { numberOfKeys: 3, lua: SLIDING_WINDOW_LUA })
   const isCluster = client instanceof Cluster
+  const kind = opts.kind ?? (isCluster ? 'cluster' : 'redis')
+  const nodes = opts.nodes ?? (isCluster ? [] : [`${(client as Redis).options.host ?? '127.0.0.1'}:${(client as Redis).options.port ?? 6379}`])
   const keyCache = new LRUCache<string, ReturnType<typeof redisKeys>>({ max: DEFAULT_KEY_CACHE_SIZE })
-  const clock = opts.clock
   let subscriber: Redis | Cluster | undefined
 
   function keysOf (id: string): ReturnType<typeof redisKeys> {
@@ -81,30 +131,40 @@ export function createRedisStore (client: Redis | Cluster, opts: RedisStoreOptio
     return keys
   }
 
-  async function call (mode: 'c' | 'p', id: string, limits: Limits, ban: BanPolicy | null, banCheck: boolean): Promise<ConsumeResult> {
-    const [m, d, b, e, r] = keysOf(id)
-    const reply = await client.petstoreSlidingWindow(m, d, b, e, r, mode, limits.perMinute, limits.perDay,
-      ban?.threshold ?? (banCheck ? 1 : 0), (ban?.windowSeconds ?? 0) * 1000, (ban?.durationSeconds ?? 0) * 1000,
-      (ban?.maxDurationSeconds ?? 0) * 1000, clock === undefined ? '' : clock(), ...WINDOW_ARGS)
-    return {
-      outcome: OUTCOMES[reply[0]] ?? 'rate_limited',
-      now: reply[1],
-      minute: { count: reply[2], resetAt: reply[3], retryAt: reply[4] },
-      day: { count: reply[5], resetAt: reply[6], retryAt: reply[7] },
-      bannedUntil: reply[8]
+  let corked: Array<{ uncork: () => void }> | undefined
+  function uncork (): void {
+    for (const stream of corked ?? []) stream.uncork()
+    corked = undefined
+  }
+  /** Holds this turn's writes until process.nextTick: one write per connection per turn. */
+  function batchThisTurn (): void {
+    if (corked !== undefined) return
+    const connections: Redis[] = isCluster ? (client as Cluster).nodes('master') : [client as Redis]
+    corked = []
+    for (const connection of connections) {
+      const stream = connection.stream as (typeof connection.stream & { cork?: () => void, uncork?: () => void }) | undefined
+      if (stream?.cork === undefined || stream.uncork === undefined || connection.status !== 'ready') continue
+      stream.cork()
+      corked.push(stream as { uncork: () => void })
     }
+    process.nextTick(uncork)
+  }
+
+  async function call (mode: 'c' | 'p', id: string, limits: Limits, ban: string): Promise<ConsumeResult> {
+    const [m, d, b] = keysOf(id)
+    batchThisTurn()
+    return toResult(await client.petstoreSlidingWindow(m, d, b, mode, limits.perMinute, limits.perDay, ban))
   }
 
   async function storeNow (): Promise<number> {
-    if (clock !== undefined) return clock()
     const [seconds, micros] = await client.time()
     return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)
   }
 
   async function scanMasters (match: string): Promise<string[]> {
-    const nodes: Redis[] = isCluster ? (client as Cluster).nodes('master') : [client as Redis]
+    const masters: Redis[] = isCluster ? (client as Cluster).nodes('master') : [client as Redis]
     const found: string[] = []
-    await Promise.all(nodes.map(async (node) => {
+    await Promise.all(masters.map(async (node) => {
       let cursor = '0'
       do {
         const [next, keys] = await node.scan(cursor, 'MATCH', match, 'COUNT', SCAN_COUNT)
@@ -116,36 +176,49 @@ export function createRedisStore (client: Redis | Cluster, opts: RedisStoreOptio
   }
 
   return {
-    kind: isCluster ? 'cluster' : 'redis',
-    consume: (id, limits, ban) => call('c', id, limits, ban, false),
-    peek: (id, limits) => call('p', id, limits, null, true),
+    kind,
+    describe: () => ({ kind, nodes }),
+    consume: (id, limits, ban) => call('c', id, limits, banArg(ban)),
+    peek: (id, limits) => call('p', id, limits, ''),
+    async lease (id, limits, ban, want, holder, unused) {
+      const [m, d, b] = keysOf(id)
+      batchThisTurn()
+      const reply = await client.petstoreSlidingWindow(m, d, b, 'l', limits.perMinute, limits.perDay, banArg(ban), want, holder,
+        unused?.minuteBucket ?? 0, unused?.dayBucket ?? 0, unused?.count ?? 0)
+      return { result: toResult(reply), granted: reply[9] }
+    },
+    async giveBack (id, unused) {
+      const [m, d, b] = keysOf(id)
+      await client.petstoreSlidingWindow(m, d, b, 'r', unused.minuteBucket, unused.dayBucket, unused.count)
+    },
     async listBans () {
-      const keys = await scanMasters(`${KEY_PREFIX}{*}:ban`)
-      const [values, t] = await Promise.all([Promise.all(keys.map((key) => client.get(key))), storeNow()])
+      const keys = await scanMasters(`${KEY_PREFIX}{*}:b`)
+      const [values, t] = await Promise.all([Promise.all(keys.map((key) => client.hget(key, 'u'))), storeNow()])
       const bans: BanEntry[] = []
       keys.forEach((key, i) => {
         const until = Number(values[i] ?? 0)
-        if (until > t) bans.push({ id: key.slice(KEY_PREFIX.length + 1, -'}:ban'.length), until })
+        if (until > t) bans.push({ id: key.slice(KEY_PREFIX.length + 1, -'}:b'.length), until })
       })
       return bans
     },
     async liftBan (id) {
-      const [, , ban, escalation, rejections] = keysOf(id)
-      const [until, t] = await Promise.all([client.get(ban), storeNow()])
-      await client.del(ban, escalation, rejections)
+      const [m, , b] = keysOf(id)
+      const [until, t] = await Promise.all([client.hget(b, 'u'), storeNow()])
+      await Promise.all([client.hdel(m, 'b'), client.del(b)])
       await client.publish(BAN_LIFT_CHANNEL, id)
       return Number(until ?? 0) > t
     },
     async escalationLevel (id) {
-      // The level key lives as long as the ban key (24 h past the ban's end), the script's memory.
-      const level = await client.get(keysOf(id)[3])
-      return level === null ? -1 : Number(level)
+      // The script keeps the last ban's end and level for 24 h past that end (its escalation memory).
+      const [[until, level], t] = await Promise.all([client.hmget(keysOf(id)[2], 'u', 'l'), storeNow()])
+      if (until === null || level === null || Number(until) + ESCALATION_MEMORY_MS <= t) return -1
+      return Number(level)
     },
     async reset (id) {
-      // One hash tag: a multi-key DEL is one slot, fine on a Cluster.
-      const deleted = await client.del(...keysOf(id))
+      const [m, d, b] = keysOf(id)
+      const deleted = await client.petstoreSlidingWindow(m, d, b, 'x')
       await client.publish(BAN_LIFT_CHANNEL, id)
-      return deleted > 0
+      return Number(deleted) > 0
     },
     watchBanLifts (onLift) {
       // A connection of its own (a subscribed connection runs no other command), queueing its
@@ -167,6 +240,15 @@ export function createRedisStore (client: Redis | Cluster, opts: RedisStoreOptio
     },
     async ping () {
       await client.ping()
+    },
+    async maxmemoryPolicy () {
+      try {
+        const node = isCluster ? (client as Cluster).nodes('master')[0] : client as Redis
+        const reply = await node?.config('GET', 'maxmemory-policy') as string[] | undefined
+        return reply?.[1]
+      } catch {
+        return undefined // CONFIG is often renamed or denied by ACL on managed Redis
+      }
     },
     ...(isCluster
       ? { shardOf: (id: string) => (client as Cluster).slots[keySlot(keysOf(id)[0])]?.[0] ?? '' }

@@ -16,9 +16,11 @@
 // store, i.e. over-admission. So the timer only *arms* the verdict: it defers it with `setImmediate`,
 // which runs in the check phase, after the poll phase of the same turn has read every reply already
 // received (ioredis resolves them synchronously from the data callback, and the promise reactions
-// run before the loop moves on). Only a call still pending then is late. Measuring "from when the
-// command was written" would not help here: ioredis writes synchronously on the call, so issue time
-// and write time are the same, and the false timeouts come from reading late, not writing late.
+// run before the loop moves on). Only a call still pending then is late. The budget itself starts
+// when the command is written, not when it is issued: the Redis store batches the calls of one
+// turn into one write at process.nextTick (stores/redis.ts), so the timer is armed in a nextTick
+// queued after that one — a turn that issues calls and then stays busy writes them only when it
+// ends, and its calls' budgets start then too.
 //
 // A deep pipeline is the second source of false timeouts: a burst of 2,000 requests puts 2,000
 // scripts in Redis's queue, and the last ones wait behind the others although Redis is working at
@@ -29,7 +31,7 @@
 import type { BanPolicy, Limits } from '../../config/types.js'
 import { DEFAULT_STORE_ON_ERROR, DEFAULT_STORE_TIMEOUT_MS } from '../../settings.js'
 import { DAY_WINDOW, MINUTE_WINDOW } from '../arithmetic.js'
-import type { BanEntry, ConsumeResult, LimiterStore } from '../store.js'
+import type { BanEntry, ConsumeResult, LimiterStore, StoreState } from '../store.js'
 import { createMemoryStore } from './memory.js'
 
 export type StoreOnError = 'local' | 'open' | 'closed'
@@ -138,7 +140,7 @@ export function createResilientStore (primary: LimiterStore, opts: ResilientStor
 
   /** `call()` bounded as the header explains: verdict after the poll phase, budget without progress. */
   function bounded<T> (call: Call<T>, budgetMs: number, capMs: number, shard: Breaker | undefined): Promise<T> {
-    const started = Date.now()
+    let started = Date.now()
     return new Promise<T>((resolve, reject) => {
       let done = false
       let timer: NodeJS.Timeout | undefined
@@ -155,13 +157,18 @@ export function createResilientStore (primary: LimiterStore, opts: ResilientStor
         reject(new StoreTimeoutError(budgetMs))
       }
       const arm = (): void => { setImmediate(verdict) }
-      timer = setTimeout(arm, budgetMs)
       let pending: Promise<T>
       try {
         pending = call()
       } catch (err) {
         pending = Promise.reject(message(err))
       }
+      // After call() queued its write (the store's nextTick batch), so this nextTick runs after it.
+      process.nextTick(() => {
+        if (done) return
+        started = Date.now()
+        timer = setTimeout(arm, budgetMs)
+      })
       pending.then((value) => {
         if (shard !== undefined) shard.lastReplyAt = Date.now()
         if (done) return
@@ -256,10 +263,17 @@ export function createResilientStore (primary: LimiterStore, opts: ResilientStor
     }
   }
 
+  const tryLocal = primary.tryLocal
   return {
     kind: primary.kind,
-    consume: (id: string, limits: Limits, ban: BanPolicy | null) =>
-      guarded(id, () => primary.consume(id, limits, ban), () => fallback.consume(id, limits, ban)),
+    describe: () => primary.describe(),
+    // A lease admission needs no Redis call, so no timer either: answered before `guarded`.
+    consume: (id: string, limits: Limits, ban: BanPolicy | null) => {
+      const local = tryLocal?.(id, limits)
+      if (local !== undefined) return Promise.resolve(local)
+      return guarded(id, () => primary.consume(id, limits, ban), () => fallback.consume(id, limits, ban))
+    },
+    ...(tryLocal === undefined ? {} : { tryLocal }),
     peek: (id: string, limits: Limits) =>
       guarded(id, () => primary.peek(id, limits), () => fallback.peek(id, limits)),
     listBans: (): Promise<BanEntry[]> => admin([...breakers.values()], () => primary.listBans()),
@@ -273,15 +287,26 @@ export function createResilientStore (primary: LimiterStore, opts: ResilientStor
       const local = await fallback.reset(id)
       return await admin([breakerOf(shardOf(id))], () => primary.reset(id)) || local
     },
-    /** Ready while requests can be answered: under `local` and `open` even without Redis; under `closed` only with it. */
+    /** A real round trip to Redis, whatever the policy. */
     async ping () {
-      if (policy !== 'closed') return
-      if (openCount > 0) throw new StoreUnavailableError('limiter store circuit open')
       await bounded(() => primary.ping(), adminTimeoutMs, adminTimeoutMs, undefined)
+    },
+    /** Ready while requests can be answered: under `local` and `open` even without Redis (`fallback`); under `closed` only with it. */
+    async probe (): Promise<StoreState> {
+      try {
+        await bounded(() => primary.ping(), adminTimeoutMs, adminTimeoutMs, undefined)
+      } catch (err) {
+        if (policy === 'closed') throw new StoreUnavailableError(`down: ${message(err).message}`)
+        return 'fallback'
+      }
+      if (!fallbackActive()) return 'ok'
+      if (policy === 'closed') throw new StoreUnavailableError('down: limiter store circuit open')
+      return 'fallback'
     },
     async close () {
       await Promise.all([primary.close(), fallback.close()])
     },
+    ...(primary.maxmemoryPolicy === undefined ? {} : { maxmemoryPolicy: primary.maxmemoryPolicy }),
     errors: () => errors,
     fallbackActive,
     ...(primary.watchBanLifts === undefined ? {} : { watchBanLifts: primary.watchBanLifts })
