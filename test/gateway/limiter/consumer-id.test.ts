@@ -9,7 +9,10 @@ t.test('a credential counts against its consumer, not its own id', async (t) => 
   t.equal(limiterId(key, '203.0.113.7'), 'acme')
 })
 
-t.test('no credential: the client address under the ip: prefix', async (t) => {
+t.test('no credential: the client address under the ip: prefix, IPv6 by its prefix', async (t) => {
   t.equal(limiterId(null, '203.0.113.7'), 'ip:203.0.113.7')
-  t.equal(anonymousId('2001:db8::1'), 'ip:2001:db8::1')
+  t.equal(limiterId(null, '::ffff:203.0.113.7'), 'ip:203.0.113.7', 'an IPv4-mapped address is the IPv4 address')
+  t.equal(anonymousId('2001:db8::1'), 'ip:2001:db8:0:0:0:0:0:0/64', 'default /64')
+  t.equal(anonymousId('2001:db8::1', 48), anonymousId('2001:db8:0:ffff::2', 48), 'one /48, one id')
+  t.not(anonymousId('2001:db8::1', 128), anonymousId('2001:db8::2', 128))
 })
