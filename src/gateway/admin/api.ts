@@ -31,6 +31,7 @@ export const adminApi = fp<AdminApiOptions>(async function adminApi (app, { gate
       version: snapshot.version,
       loadedAt: iso(snapshot.loadedAt),
       configDir: gateway.hasDecorator('configReloader') ? gateway.configReloader.dir : null,
+      lastReloadFailure: gateway.hasDecorator('configReloader') ? gateway.configReloader.lastFailure : null,
       plans: Object.fromEntries([...snapshot.plans].map(([name, limits]) => [name, limits ?? 'custom'])),
       anonymous: snapshot.anonymous,
       ban: snapshot.ban,
@@ -43,7 +44,7 @@ export const adminApi = fp<AdminApiOptions>(async function adminApi (app, { gate
     if (!gateway.hasDecorator('configReloader')) {
       throw new ApiError(409, 'reload_unavailable', 'This gateway runs on a fixed config, not a config directory')
     }
-    const result = gateway.configReloader.reload('admin')
+    const result = await gateway.configReloader.reload('admin')
     if (!result.ok) {
       return reply.code(422).send({ code: 'config_rejected', message: result.problems.join('; '), status: 422, problems: result.problems })
     }

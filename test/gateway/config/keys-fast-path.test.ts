@@ -1,5 +1,5 @@
 import t from 'tap'
-import { CORE_SCHEMA, load } from 'js-yaml'
+import { parse } from 'yaml'
 import { parseCanonicalKeys } from '../../../src/gateway/config/keys-fast-path.js'
 
 const D = 'ab'.repeat(32)
@@ -13,7 +13,7 @@ t.test('the canonical one-line form reads exactly as the YAML parser reads it', 
   for (const text of texts) {
     const fast = parseCanonicalKeys(text)
     t.ok(fast, 'taken by the fast path')
-    t.same(fast, load(text, { schema: CORE_SCHEMA }), text.slice(0, 30))
+    t.same(fast, parse(text, { schema: 'core' }), text.slice(0, 30))
   }
 })
 

@@ -56,7 +56,7 @@ t.test('one fixture per kind of bad config, each with its exact message', async 
     'enterprise-without-limits.keys.yaml': 'keys.yaml: keys[0]: plan "enterprise" is custom, so the key needs limits: { perMinute, perDay }',
     'duplicate-id.keys.yaml': 'keys.yaml: keys[1].id: duplicate id "acme"',
     'duplicate-digest.keys.yaml': 'keys.yaml: keys[1].sha256: same digest as key "acme"',
-    'malformed.keys.yaml': 'keys.yaml: malformed YAML at line 3, column 1: deficient indentation',
+    'malformed.keys.yaml': 'keys.yaml: malformed YAML at line 3, column 1: Flow map in block collection must be sufficiently indented and end with a }',
     'unknown-field.keys.yaml': 'keys.yaml: keys[0]: unknown field "colour"',
     'unknown-field.plans.yaml': 'plans.yaml: ban: unknown field "maxDurationSecs"',
     'bad-stability.routes.yaml': 'routes.yaml: routes[0].stability: must be one of "experimental", "beta"',

@@ -54,7 +54,7 @@ t.test('a bad file is rejected whole: the last good config stays, the failure is
   const before = gw.app.gatewayConfig.current.version
   // The new key is valid, but the plan of another entry is not: neither may take effect.
   writeFileSync(join(dir, 'keys.yaml'), `${DEFAULT_KEYS}  - { id: new-partner, sha256: ${keyDigest(NEW_KEY)}, plan: pro }\n  - { id: broken, sha256: ${'e'.repeat(64)}, plan: gold }\n`)
-  const result = gw.app.configReloader.reload('test')
+  const result = await gw.app.configReloader.reload('test')
   t.same(result, { ok: false, problems: ['keys.yaml: keys[5].plan: unknown plan "gold"'] })
   t.equal(gw.app.gatewayConfig.current.version, before)
   t.equal(await status(gw.url, NEW_KEY), 401, 'the valid part of the bad file did not take effect')
@@ -66,7 +66,7 @@ t.test('a bad file is rejected whole: the last good config stays, the failure is
   t.match(scrape, /gateway_config_reloads_total\{result="failure"\} 1/)
 
   writeFileSync(join(dir, 'keys.yaml'), DEFAULT_KEYS)
-  t.match(gw.app.configReloader.reload('test'), { ok: true, changed: false, version: before })
+  t.match(await gw.app.configReloader.reload('test'), { ok: true, changed: false, version: before })
   t.match(await (await fetch(`${gw.adminUrl}/metrics`)).text(), /gateway_config_reloads_total\{result="success"\} 1/)
 })
 
@@ -102,7 +102,7 @@ t.test('moving a key to a smaller plan keeps the requests it already spent in th
   for (let i = 0; i < 6; i++) t.equal(await status(gw.url, NEW_KEY), 200)
 
   writeFileSync(join(dir, 'keys.yaml'), `keys:\n  - { id: mover, sha256: ${keyDigest(NEW_KEY)}, plan: small }\n`)
-  t.match(gw.app.configReloader.reload('test'), { ok: true, changed: true })
+  t.match(await gw.app.configReloader.reload('test'), { ok: true, changed: true })
   const res = await fetch(`${gw.url}/v1/store/orders`, { headers: bearer(NEW_KEY) })
   t.equal(res.status, 429, '6 already spent against a limit of 5: limited at once')
   t.equal(res.headers.get('x-ratelimit-limit'), '5')
@@ -118,7 +118,7 @@ t.test('requests in flight during reloads are all answered, each under one confi
   for (let i = 0; i < 40; i++) {
     requests.push(status(gw.url, DEMO_KEYS.enterprise))
     writeFileSync(join(dir, 'keys.yaml'), variants[i % 2]!)
-    gw.app.configReloader.reload('test')
+    await gw.app.configReloader.reload('test')
   }
   const statuses = await Promise.all(requests)
   t.same(statuses, statuses.map(() => 200), 'no request dropped or failed by a reload')

@@ -1,0 +1,51 @@
+// The worker thread that reads, parses and validates CONFIG_DIR for a reload, off the gateway's
+// event loop (a 50 MB file once stalled every request for 31 s). It hands the keys back in slices,
+// one slice each time the main thread asks, so that taking in 100,000 keys never holds the event
+// loop for more than about a millisecond at a time.
+import { parentPort } from 'node:worker_threads'
+import { ConfigError, readConfigTexts, validateConfig, type ConfigTexts } from './loader.js'
+import type { FromWorker, ToWorker } from './worker-protocol.js'
+
+/** Keys per message: decoding one message (structured clone) takes about a millisecond. */
+export const KEYS_PER_MESSAGE = 2_000
+
+let askedForNext: (() => void) | undefined
+
+function post (reply: FromWorker): void {
+  parentPort?.postMessage(reply)
+}
+
+async function nextRequested (): Promise<void> {
+  await new Promise<void>((resolve) => { askedForNext = resolve })
+}
+
+function sizeOf (texts: ConfigTexts): number {
+  return Object.values(texts).reduce((sum, text) => sum + Buffer.byteLength(text), 0)
+}
+
+async function load (dir: string, maxBytes: number, maxProblems: number): Promise<void> {
+  let bytes = 0
+  try {
+    const texts = readConfigTexts(dir, maxBytes)
+    bytes = sizeOf(texts)
+    const { keys, ...rest } = validateConfig(texts, maxProblems)
+    for (let i = 0; i < keys.length; i += KEYS_PER_MESSAGE) {
+      post({ kind: 'keys', keys: keys.slice(i, i + KEYS_PER_MESSAGE) })
+      await nextRequested()
+    }
+    post({ kind: 'done', config: { ...rest, keys: [] }, bytes })
+  } catch (err) {
+    if (err instanceof ConfigError) post({ kind: 'rejected', problems: [...err.problems], bytes })
+    else post({ kind: 'failed', message: err instanceof Error ? err.message : String(err) })
+  }
+}
+
+parentPort?.on('message', (message: ToWorker) => {
+  if (message.kind === 'next') {
+    askedForNext?.()
+    askedForNext = undefined
+  } else {
+    void load(message.dir, message.maxBytes, message.maxProblems)
+  }
+})
+post({ kind: 'ready' })

@@ -1,0 +1,20 @@
+// The messages between the reloader's config parser (worker-loader.ts) and its worker thread
+// (parse-worker.ts), shared by both sides.
+import type { KeyRecord } from './types.js'
+import type { ValidatedConfig } from './loader.js'
+
+export type ToWorker =
+  | { kind: 'load', dir: string, maxBytes: number, maxProblems: number }
+  /** The main thread has taken the last slice of keys and wants the next one. */
+  | { kind: 'next' }
+
+export type FromWorker =
+  /** Loaded and listening: sent once, when the worker starts. */
+  | { kind: 'ready' }
+  /** A slice of the keys, [digest, record], in file order; the worker waits for `next`. */
+  | { kind: 'keys', keys: Array<[string, KeyRecord]> }
+  /** The rest of a valid config (its `keys` empty: they came in the slices); `bytes`: the files' total size. */
+  | { kind: 'done', config: ValidatedConfig, bytes: number }
+  | { kind: 'rejected', problems: string[], bytes: number }
+  /** Not a config problem: a bug or an I/O failure the loader did not expect. */
+  | { kind: 'failed', message: string }
