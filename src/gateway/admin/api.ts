@@ -31,7 +31,6 @@ export const adminApi = fp<AdminApiOptions>(async function adminApi (app, { gate
       version: snapshot.version,
       loadedAt: iso(snapshot.loadedAt),
       configDir: gateway.hasDecorator('configReloader') ? gateway.configReloader.dir : null,
-      lastReloadFailure: gateway.hasDecorator('configReloader') ? gateway.configReloader.lastFailure : null,
       plans: Object.fromEntries([...snapshot.plans].map(([name, limits]) => [name, limits ?? 'custom'])),
       anonymous: snapshot.anonymous,
       ban: snapshot.ban,

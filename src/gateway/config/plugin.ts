@@ -4,7 +4,7 @@
 // No readiness check here: the config in force is always a valid one (start-up refuses a bad
 // config, a reload keeps the last good one), and failing readiness on a rejected reload would take
 // every instance of a fleet out of service at once for one bad ConfigMap. A rejected reload is
-// logged, counted (gateway_config_reloads_total) and shown by GET /admin/config.
+// logged, counted (gateway_config_reloads_total) and kept as `configReloader.lastFailure`.
 import fp from 'fastify-plugin'
 import type { ConfigSnapshot } from './types.js'
 

@@ -3,7 +3,7 @@ import { cpSync, mkdirSync, readFileSync, renameSync, symlinkSync, writeFileSync
 import { join } from 'node:path'
 import { keyDigest } from '../../../src/gateway/auth/bearer.js'
 import { loadConfigDir } from '../../../src/gateway/config/loader.js'
-import { bearer, DEMO_KEYS, REPO_CONFIG_DIR, startGateway } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS, plansYaml, REPO_CONFIG_DIR, startGateway } from '../../helpers/gateway.js'
 
 const NEW_KEY = 'psk_reload_test_key_0123456789abcdef'
 const DEFAULT_KEYS = readFileSync(join(REPO_CONFIG_DIR, 'keys.yaml'), 'utf8')
@@ -36,8 +36,7 @@ t.test('a key added to keys.yaml works within 2 s; disabling it takes effect the
   t.equal(await status(gw.url, NEW_KEY), 401)
 
   writeFileSync(join(dir, 'keys.yaml'), `${DEFAULT_KEYS}  - { id: new-partner, sha256: ${keyDigest(NEW_KEY)}, plan: pro }\n`)
-  const added = await within(2000, async () => await status(gw.url, NEW_KEY) === 200)
-  t.ok(added <= 2000, `new key admitted after ${added} ms`)
+  await within(2000, async () => await status(gw.url, NEW_KEY) === 200)
 
   writeFileSync(join(dir, 'keys.yaml'), `${DEFAULT_KEYS}  - { id: new-partner, sha256: ${keyDigest(NEW_KEY)}, plan: pro, disabled: true }\n`)
   await within(2000, async () => await status(gw.url, NEW_KEY) === 401)
@@ -89,8 +88,7 @@ t.test('the Kubernetes ConfigMap symlink swap (..data) is picked up', async (t) 
   symlinkSync('..2026_11_22_10_05_00.000000002', join(dir, '..data_tmp'))
   renameSync(join(dir, '..data_tmp'), join(dir, '..data'))
 
-  const took = await within(2000, async () => await status(gw.url, NEW_KEY) === 200)
-  t.ok(took <= 2000, `ConfigMap swap applied after ${took} ms`)
+  await within(2000, async () => await status(gw.url, NEW_KEY) === 200)
 })
 
 t.test('moving a key to a smaller plan keeps the requests it already spent in the window', async (t) => {
@@ -112,14 +110,28 @@ t.test('moving a key to a smaller plan keeps the requests it already spent in th
 
 t.test('requests in flight during reloads are all answered, each under one config', async (t) => {
   const dir = copyConfig(t)
+  // Two configs that differ in two files: in A the new key is unknown and the anonymous policy allows
+  // 1000/min; in B the key is on pro (300/min) and the anonymous policy allows 999/min. A request
+  // read under one config answers (401, limit 1000) or (200, limit 300); any other pair (a 401 limited
+  // at 999, say) mixed the two.
+  const variants = [
+    { plans: plansYaml({ anonymous: { perMinute: 1000, perDay: 100000 } }), keys: DEFAULT_KEYS },
+    { plans: plansYaml({ anonymous: { perMinute: 999, perDay: 100000 } }), keys: `${DEFAULT_KEYS}  - { id: new-partner, sha256: ${keyDigest(NEW_KEY)}, plan: pro }\n` }
+  ]
+  writeFileSync(join(dir, 'plans.yaml'), variants[0]!.plans)
   const gw = await startGateway(t, { config: loadConfigDir(dir), reload: { dir, watch: false } })
-  const variants = [DEFAULT_KEYS, `${DEFAULT_KEYS}  - { id: new-partner, sha256: ${keyDigest(NEW_KEY)}, plan: pro }\n`]
-  const requests: Array<Promise<number>> = []
+  const answers: Array<Promise<string>> = []
   for (let i = 0; i < 40; i++) {
-    requests.push(status(gw.url, DEMO_KEYS.enterprise))
-    writeFileSync(join(dir, 'keys.yaml'), variants[i % 2]!)
-    await gw.app.configReloader.reload('test')
+    answers.push(fetch(`${gw.url}/v1/store/orders`, { headers: bearer(NEW_KEY) }).then(async (res) => {
+      await res.arrayBuffer()
+      return `${res.status} ${res.headers.get('x-ratelimit-limit') ?? ''}`
+    }))
+    const next = variants[(i + 1) % 2]!
+    writeFileSync(join(dir, 'plans.yaml'), next.plans)
+    writeFileSync(join(dir, 'keys.yaml'), next.keys)
+    t.match(await gw.app.configReloader.reload('test'), { ok: true, changed: true })
   }
-  const statuses = await Promise.all(requests)
-  t.same(statuses, statuses.map(() => 200), 'no request dropped or failed by a reload')
+  const seen = await Promise.all(answers)
+  t.same(seen.filter((s) => s !== '401 1000' && s !== '200 300'), [], 'every request answered under exactly one config')
+  t.ok(seen.includes('401 1000') && seen.includes('200 300'), 'requests ran under both configs')
 })
