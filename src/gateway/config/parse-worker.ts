@@ -2,12 +2,23 @@
 // event loop (a 50 MB file once stalled every request for 31 s). It hands the keys back in slices,
 // one slice each time the main thread asks, so that taking in 100,000 keys never holds the event
 // loop for more than about a millisecond at a time.
+import { setPriority } from 'node:os'
 import { parentPort } from 'node:worker_threads'
 import { ConfigError, readConfigTexts, validateConfig, type ConfigTexts } from './loader.js'
 import type { FromWorker, ToWorker } from './worker-protocol.js'
 
 /** Keys per message: decoding one message (structured clone) takes about a millisecond. */
 export const KEYS_PER_MESSAGE = 2_000
+
+/** Nice value of this thread: the threads serving requests come first when the cores are busy. */
+export const WORKER_NICE = 19
+
+// On Linux, setpriority for "process 0" sets the calling thread only: this worker, not the gateway.
+try {
+  setPriority(WORKER_NICE)
+} catch {
+  // not permitted here: the worker still runs off the event loop, at normal priority
+}
 
 let askedForNext: (() => void) | undefined
 

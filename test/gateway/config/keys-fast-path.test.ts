@@ -26,6 +26,8 @@ t.test('anything else is left to the YAML parser', async (t) => {
     `keys:\n  - { id: true, sha256: ${D}, plan: pro }\n`,
     `keys:\n  - { id: ok, sha256: ${D}, plan: null }\n`,
     `keys:\n  - { id: ok, sha256: ${D.toUpperCase()}, plan: pro }\n`,
+    `keys:\n  - { id: ok, sha256: ${'1'.repeat(64)}, plan: pro }\n`,
+    `keys:\n  - { id: ok, sha256: ${'1'.repeat(32)}e${'2'.repeat(31)}, plan: pro }\n`,
     `keys:\n  - { id: ok, sha256: ${D}, plan: pro, color: red }\n`,
     `keys: []\n`,
     `keys:\n`,

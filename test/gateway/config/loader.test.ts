@@ -172,7 +172,7 @@ t.test('dates stay strings (YAML 1.2 core schema: no timestamps)', async (t) => 
 
 t.test('a report names the first 50 problems and counts the rest', async (t) => {
   const lines = ['keys:']
-  for (let i = 0; i < 1234; i++) lines.push(`  - { id: k${i}, sha256: ${i.toString(16).padStart(64, '0')}, plan: gold }`)
+  for (let i = 0; i < 1234; i++) lines.push(`  - { id: k${i}, sha256: a${i.toString(16).padStart(63, '0')}, plan: gold }`)
   const problems = problemsOf({ 'keys.yaml': lines.join('\n') + '\n' })
   t.equal(problems.length, 51)
   t.equal(problems[0], 'keys.yaml: keys[0].plan: unknown plan "gold"')
