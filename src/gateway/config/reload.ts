@@ -64,10 +64,11 @@ export const reloadPlugin = fp<ReloadOptions>(async function reloadPlugin (app, 
       lastFailure = null
       app.log.info({ trigger, changed, version: result.version, keys: result.keys }, changed ? 'config reloaded' : 'config unchanged')
     } catch (err) {
-      if (!(err instanceof ConfigError)) throw err
-      result = { ok: false, problems: err.problems }
-      lastFailure = { at: Date.now(), trigger, problems: err.problems }
-      app.log.error({ trigger, problems: err.problems, keptVersion: holder.current.version }, 'config reload rejected; the last good config stays in force')
+      // A worker that crashed or was stopped is a failed reload too: the last good config stays.
+      const problems = err instanceof ConfigError ? err.problems : [`config: reload failed: ${err instanceof Error ? err.message : String(err)}`]
+      result = { ok: false, problems }
+      lastFailure = { at: Date.now(), trigger, problems }
+      app.log.error({ trigger, problems, keptVersion: holder.current.version }, 'config reload rejected; the last good config stays in force')
     }
     if (app.hasDecorator('metrics')) app.metrics.configReloads.inc({ result: result.ok ? 'success' : 'failure' })
     return result

@@ -120,3 +120,21 @@ t.test('a 3 MB block-style keys.yaml goes through the YAML parser in the worker:
   t.ok(slowest < SLOWEST_ALLOWED_MS, `slowest of ${latencies.length} requests ${slowest.toFixed(1)} ms`)
   t.equal(gw.app.gatewayConfig.current.keysById.get('block-24999')?.plan, 'pro')
 })
+
+t.test('a parse that needs more than the worker heap, or more than the time allowed, fails the reload, not the process', async (t) => {
+  const dir = configDir(t)
+  writeGenerated(join(dir, 'keys.yaml'), 'keys:\n', 20_000, '`  - id: block-${i}\\n    sha256: c${i.toString(16).padStart(63, "0")}\\n    plan: pro`')
+  const small = await startGateway(t, { config: loadConfigDir(REPO_CONFIG_DIR), reload: { dir, watch: false, heapMb: 16 } })
+  const before = small.app.gatewayConfig.current.version
+  t.same(await small.app.configReloader.reload('test'), {
+    ok: false, problems: ['config: parsing needed more than the worker\'s 16 MB heap; the files are too large or too deeply nested']
+  })
+  t.equal(small.app.gatewayConfig.current.version, before)
+  t.match(small.app.configReloader.lastFailure, { trigger: 'test', problems: [/16 MB heap/] })
+
+  const hasty = await startGateway(t, { config: loadConfigDir(REPO_CONFIG_DIR), reload: { dir, watch: false, timeoutMs: 50 } })
+  t.same(await hasty.app.configReloader.reload('test'), { ok: false, problems: ['config: not parsed within 50 ms; the parse was stopped'] })
+  const res = await fetch(`${hasty.url}/v1/store/orders`, { headers: bearer(DEMO_KEYS.pro) })
+  t.equal(res.status, 200, 'still serving on the last good config')
+  await res.arrayBuffer()
+})
