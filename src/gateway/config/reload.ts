@@ -27,6 +27,8 @@ export interface ConfigReloader {
   reload: (trigger: string) => Promise<ReloadResult>
   /** The last rejected reload, or null when the last reload succeeded (or none ran). */
   readonly lastFailure: ReloadFailure | null
+  /** Resolves once the parse worker has started: until then a reload also waits for it to start. */
+  ready: () => Promise<void>
 }
 
 export interface ReloadOptions extends WorkerLoadOptions {
@@ -50,8 +52,8 @@ export const reloadPlugin = fp<ReloadOptions>(async function reloadPlugin (app, 
   let lastFailure: ReloadFailure | null = null
   const parser = createConfigParser(loadOptions)
   app.addHook('onClose', async () => { await parser.close() })
-  // The worker takes ~0.5 s to start: a gateway is up only once its reloader can answer at once.
-  await parser.ready()
+  // Not awaited: start-up does not wait for the worker (built: ~70 ms; under tsx up to seconds, as it
+  // compiles the loader); a reload asked for meanwhile waits for it.
 
   async function reloadNow (trigger: string): Promise<ReloadResult> {
     let result: ReloadResult
@@ -92,7 +94,8 @@ export const reloadPlugin = fp<ReloadOptions>(async function reloadPlugin (app, 
   app.decorate('configReloader', {
     dir,
     reload,
-    get lastFailure () { return lastFailure }
+    get lastFailure () { return lastFailure },
+    ready: parser.ready
   })
   if (watch !== false) {
     const stop = watchDirectory(dir, () => {

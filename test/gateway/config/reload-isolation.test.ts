@@ -10,6 +10,18 @@ import { bearer, DEMO_KEYS, REPO_CONFIG_DIR, startGateway, type StartedGateway }
 
 const PING_EVERY_MS = 50
 const SLOWEST_ALLOWED_MS = 100
+// Big files on a shared 2-core machine: a 50 MB reload takes from 5 s alone to ~50 s in the full suite.
+t.setTimeout(300_000)
+
+/**
+ * The bound for the slowest request during a reload: 100 ms, or — on a machine so loaded that
+ * requests are slow without any reload — 100 ms more than the slowest of 3 s of the same requests
+ * just before. Parsing on the event loop stalls requests for seconds, which fails either way.
+ */
+async function slowestAllowed (gw: StartedGateway): Promise<number> {
+  const { latencies } = await pingThroughout(gw, async () => await new Promise((resolve) => setTimeout(resolve, 3000)))
+  return Math.max(SLOWEST_ALLOWED_MS, Math.max(...latencies) + SLOWEST_ALLOWED_MS)
+}
 
 /**
  * Sends a request every 50 ms until `during` settles (and 200 ms more); returns each one's latency.
@@ -63,12 +75,13 @@ function configDir (t: Test): string {
 t.test('a 50 MB keys.yaml with 472,747 bad entries: requests stay fast, the last good config stays, the report is capped', async (t) => {
   const dir = configDir(t)
   const BAD = 472_747
-  const gw = await startGateway(t, { config: loadConfigDir(dir), reload: { dir, watch: false, maxBytes: 64 * 1024 * 1024 } })
+  const gw = await startGateway(t, { config: loadConfigDir(dir), reload: { dir, watch: false, maxBytes: 64 * 1024 * 1024, timeoutMs: 240_000 } })
   const before = gw.app.gatewayConfig.current.version
   writeGenerated(join(dir, 'keys.yaml'), 'keys:\n', BAD, '`  - { id: partner-${i}, sha256: a${i.toString(16).padStart(63, "0")}, plan: gold }`')
   const size = statSync(join(dir, 'keys.yaml')).size
   t.ok(size > 50_000_000, `${size.toLocaleString('en-US')} bytes`)
 
+  const bound = await slowestAllowed(gw)
   const started = performance.now()
   const { result: res, latencies, statuses } = await pingThroughout(gw, async () => await fetch(`${gw.adminUrl}/admin/reload`, { method: 'POST' }))
   const body = await res.text()
@@ -85,7 +98,7 @@ t.test('a 50 MB keys.yaml with 472,747 bad entries: requests stay fast, the last
   t.ok(latencies.length >= Math.floor(reloadMs / (2 * PING_EVERY_MS)), `${latencies.length} requests during a ${Math.round(reloadMs)} ms reload`)
   t.same(statuses.filter((s) => s !== 200), [], 'every request answered 200 under the last good config')
   const slowest = Math.max(...latencies)
-  t.ok(slowest < SLOWEST_ALLOWED_MS, `slowest request ${slowest.toFixed(1)} ms`)
+  t.ok(slowest < bound, `slowest request ${slowest.toFixed(1)} ms (bound ${bound.toFixed(0)} ms)`)
   t.equal(gw.app.gatewayConfig.current.version, before, 'the last good config stays in force')
 
   const line = gw.logs.find((l) => l.msg === 'config reload rejected; the last good config stays in force')
@@ -103,21 +116,22 @@ t.test('a file over CONFIG_MAX_BYTES is refused before it is read, naming the fi
   const size = statSync(join(dir, 'plans.yaml')).size.toLocaleString('en-US')
   const { result, latencies } = await pingThroughout(gw, async () => await gw.app.configReloader.reload('test'))
   t.same(result, { ok: false, problems: [`plans.yaml: ${dir}/plans.yaml is ${size} bytes, over the limit of 10,485,760 bytes (CONFIG_MAX_BYTES)`] })
-  t.ok(Math.max(...latencies) < SLOWEST_ALLOWED_MS)
+  t.ok(Math.max(...latencies) < await slowestAllowed(gw), 'refused by its size at once')
   t.equal(gw.app.gatewayConfig.current.version, before)
 })
 
 t.test('a 3 MB block-style keys.yaml goes through the YAML parser in the worker: requests stay fast, the good config is applied', async (t) => {
   const dir = configDir(t)
-  const gw = await startGateway(t, { config: loadConfigDir(dir), reload: { dir, watch: false } })
+  const gw = await startGateway(t, { config: loadConfigDir(dir), reload: { dir, watch: false, timeoutMs: 240_000 } })
   const COUNT = 25_000
   const enterprise = 'keys:\n  - id: demo-enterprise\n    sha256: 33f639c49918e5eeecf11fa176c37b1c383de37712dc82106a4aacc88fc0e890\n    plan: enterprise\n    limits: { perMinute: 5000, perDay: 2000000 }\n'
   writeGenerated(join(dir, 'keys.yaml'), enterprise, COUNT, '`  - id: block-${i}\\n    sha256: b${i.toString(16).padStart(63, "0")}\\n    plan: pro`')
+  const bound = await slowestAllowed(gw)
   const { result, latencies, statuses } = await pingThroughout(gw, async () => await gw.app.configReloader.reload('test'))
   t.match(result, { ok: true, changed: true, keys: COUNT + 1 })
   t.same(statuses.filter((s) => s !== 200), [])
   const slowest = Math.max(...latencies)
-  t.ok(slowest < SLOWEST_ALLOWED_MS, `slowest of ${latencies.length} requests ${slowest.toFixed(1)} ms`)
+  t.ok(slowest < bound, `slowest of ${latencies.length} requests ${slowest.toFixed(1)} ms (bound ${bound.toFixed(0)} ms)`)
   t.equal(gw.app.gatewayConfig.current.keysById.get('block-24999')?.plan, 'pro')
 })
 

@@ -33,6 +33,7 @@ async function status (url: string, key: string): Promise<number> {
 t.test('a key added to keys.yaml works within 2 s; disabling it takes effect the same way', async (t) => {
   const dir = copyConfig(t)
   const gw = await startGateway(t, { config: loadConfigDir(dir), reload: { dir, debounceMs: 50 } })
+  await gw.app.configReloader.ready() // the 2 s are from a running gateway, not one still starting
   t.equal(await status(gw.url, NEW_KEY), 401)
 
   writeFileSync(join(dir, 'keys.yaml'), `${DEFAULT_KEYS}  - { id: new-partner, sha256: ${keyDigest(NEW_KEY)}, plan: pro }\n`)
@@ -78,6 +79,7 @@ t.test('the Kubernetes ConfigMap symlink swap (..data) is picked up', async (t) 
   for (const file of ['plans.yaml', 'keys.yaml', 'routes.yaml']) symlinkSync(join('..data', file), join(dir, file))
 
   const gw = await startGateway(t, { config: loadConfigDir(dir), reload: { dir, debounceMs: 50 } })
+  await gw.app.configReloader.ready() // the 2 s are from a running gateway, not one still starting
   t.equal(await status(gw.url, NEW_KEY), 401)
 
   // What the kubelet does: write the new version beside the old, then atomically re-point ..data.
