@@ -5,20 +5,13 @@
 import { setPriority } from 'node:os'
 import { parentPort } from 'node:worker_threads'
 import { ConfigError, readConfigTexts, validateConfig, type ConfigTexts } from './loader.js'
-import type { FromWorker, ToWorker } from './worker-protocol.js'
+import { BIG_CONFIG_BYTES, type FromWorker, type ToWorker } from './worker-protocol.js'
 
 /** Keys per message: decoding one message (structured clone) takes about a millisecond. */
 export const KEYS_PER_MESSAGE = 2_000
 
-/** Nice value of this thread: the threads serving requests come first when the cores are busy. */
+/** Nice value of this thread while it parses big files: the threads serving requests come first. */
 export const WORKER_NICE = 19
-
-// On Linux, setpriority for "process 0" sets the calling thread only: this worker, not the gateway.
-try {
-  setPriority(WORKER_NICE)
-} catch {
-  // not permitted here: the worker still runs off the event loop, at normal priority
-}
 
 let askedForNext: (() => void) | undefined
 
@@ -39,6 +32,15 @@ async function load (dir: string, maxBytes: number, maxProblems: number): Promis
   try {
     const texts = readConfigTexts(dir, maxBytes)
     bytes = sizeOf(texts)
+    if (bytes > BIG_CONFIG_BYTES) {
+      // On Linux, setpriority for "process 0" sets the calling thread only: this worker, not the
+      // gateway. It cannot be raised back, so the main thread replaces this worker afterwards.
+      try {
+        setPriority(WORKER_NICE)
+      } catch {
+        // not permitted here: the parse still runs off the event loop, at normal priority
+      }
+    }
     const { keys, ...rest } = validateConfig(texts, maxProblems)
     for (let i = 0; i < keys.length; i += KEYS_PER_MESSAGE) {
       post({ kind: 'keys', keys: keys.slice(i, i + KEYS_PER_MESSAGE) })

@@ -1,20 +1,19 @@
 // Loads CONFIG_DIR in a worker thread (parse-worker.ts) for a live reload: reading, YAML parsing and
 // validating cost seconds and gigabytes on a huge or hostile file, and none of it may run on the
 // event loop that serves requests. The worker's heap is capped, so a file that would need more fails
-// the reload instead of the process. One worker is kept ready (starting one costs ~0.5 s); after a
-// load of big files, or any failure, it is replaced, so the memory a big parse took goes with it.
+// the reload instead of the process, and it parses big files at the lowest CPU priority. One worker
+// is kept ready (starting one costs ~70 ms built, up to seconds under tsx); after a load of big files,
+// or any failure, it is replaced, so the memory and the priority a big parse took go with it.
 import { Worker } from 'node:worker_threads'
 import { DEFAULT_CONFIG_MAX_BYTES } from '../settings.js'
 import { buildSnapshot, ConfigError, DEFAULT_MAX_REPORTED_PROBLEMS, freezeKey } from './loader.js'
 import type { ConfigSnapshot, KeyRecord } from './types.js'
-import type { FromWorker, ToWorker } from './worker-protocol.js'
+import { BIG_CONFIG_BYTES, type FromWorker, type ToWorker } from './worker-protocol.js'
 
 /** Old-generation heap of the parse worker; parsing a 10 MB YAML file takes under 1 GB. */
 export const DEFAULT_CONFIG_WORKER_HEAP_MB = 2048
 /** A parse still running after this long is stopped and the reload rejected. */
 export const DEFAULT_CONFIG_PARSE_TIMEOUT_MS = 60_000
-/** After loading files this big in total, the worker is replaced to give its memory back. */
-export const RECYCLE_AFTER_BYTES = 1024 * 1024
 
 // Under tsx (npm start, tests) this module is TypeScript and so is the worker, which then needs the
 // TypeScript loader and nothing else of what the parent was started with (a test runner's loaders
@@ -83,7 +82,7 @@ export function createConfigParser (opts: WorkerLoadOptions = {}): ConfigParser 
       }
       function succeed (snapshot: ConfigSnapshot, bytes: number): void {
         cleanUp()
-        if (bytes > RECYCLE_AFTER_BYTES) retire(w)
+        if (bytes > BIG_CONFIG_BYTES) retire(w)
         resolve(snapshot)
       }
       function onMessage (reply: FromWorker): void {
@@ -104,7 +103,7 @@ export function createConfigParser (opts: WorkerLoadOptions = {}): ConfigParser 
             break
           case 'rejected':
             cleanUp()
-            if (reply.bytes > RECYCLE_AFTER_BYTES) retire(w)
+            if (reply.bytes > BIG_CONFIG_BYTES) retire(w)
             reject(new ConfigError(reply.problems))
             break
           case 'failed':

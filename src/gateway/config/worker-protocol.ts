@@ -3,6 +3,13 @@
 import type { KeyRecord } from './types.js'
 import type { ValidatedConfig } from './loader.js'
 
+/**
+ * Files bigger than this in total are parsed at the lowest CPU priority (a small config must still
+ * apply within a second on a busy machine, a 50 MB one must not take CPU from requests), and the
+ * worker that parsed them is then replaced, to give back its memory and its priority.
+ */
+export const BIG_CONFIG_BYTES = 1024 * 1024
+
 export type ToWorker =
   | { kind: 'load', dir: string, maxBytes: number, maxProblems: number }
   /** The main thread has taken the last slice of keys and wants the next one. */
