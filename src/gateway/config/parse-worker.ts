@@ -57,6 +57,8 @@ parentPort?.on('message', (message: ToWorker) => {
   if (message.kind === 'next') {
     askedForNext?.()
     askedForNext = undefined
+  } else if (message.kind === 'ping') {
+    post({ kind: 'ready' })
   } else {
     void load(message.dir, message.maxBytes, message.maxProblems)
   }

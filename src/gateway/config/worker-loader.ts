@@ -1,9 +1,10 @@
 // Loads CONFIG_DIR in a worker thread (parse-worker.ts) for a live reload: reading, YAML parsing and
 // validating cost seconds and gigabytes on a huge or hostile file, and none of it may run on the
 // event loop that serves requests. The worker's heap is capped, so a file that would need more fails
-// the reload instead of the process, and it parses big files at the lowest CPU priority. One worker
-// is kept ready (starting one costs ~70 ms built, up to seconds under tsx); after a load of big files,
-// or any failure, it is replaced, so the memory and the priority a big parse took go with it.
+// the reload instead of the process, and it parses big files at the lowest CPU priority. The worker
+// starts with the first reload (~70 ms built, up to seconds under tsx: nothing at start-up) and is
+// kept for the next; after a load of big files, or any failure, it is replaced (started again lazily),
+// so the memory and the priority a big parse took go with it.
 import { Worker } from 'node:worker_threads'
 import { DEFAULT_CONFIG_MAX_BYTES } from '../settings.js'
 import { buildSnapshot, ConfigError, DEFAULT_MAX_REPORTED_PROBLEMS, freezeKey } from './loader.js'
@@ -33,7 +34,7 @@ export interface WorkerLoadOptions {
 export interface ConfigParser {
   /** The snapshot of `dir`, or a ConfigError naming every problem (capped); one load at a time. */
   load: (dir: string) => Promise<ConfigSnapshot>
-  /** Resolves when the first worker has started (or failed to: the first load then starts another). */
+  /** Starts the worker now instead of at the first load (it is started lazily: no cost at start-up). */
   ready: () => Promise<void>
   close: () => Promise<void>
 }
@@ -55,7 +56,7 @@ export function createConfigParser (opts: WorkerLoadOptions = {}): ConfigParser 
   }
 
   function retire (w: Worker): void {
-    if (worker === w) worker = closed ? undefined : spawn()
+    if (worker === w) worker = undefined
     void w.terminate()
   }
 
@@ -130,20 +131,28 @@ export function createConfigParser (opts: WorkerLoadOptions = {}): ConfigParser 
     })
   }
 
-  worker = spawn()
-  const started = worker
-  const firstReady = new Promise<void>((resolve) => {
-    const done = (): void => {
-      started.off('message', onReady)
-      resolve()
-    }
-    const onReady = (m: FromWorker): void => { if (m.kind === 'ready') done() }
-    started.on('message', onReady)
-    started.once('error', done)
-    started.once('exit', done)
-  })
+  /** Starts a worker unless one is there, and resolves once it is loaded (or failed to start: a load then starts another). */
+  async function ready (): Promise<void> {
+    if (closed) return
+    const w = worker ?? (worker = spawn())
+    await new Promise<void>((resolve) => {
+      const done = (): void => {
+        w.off('message', onReady)
+        w.off('error', done)
+        w.off('exit', done)
+        resolve()
+      }
+      const onReady = (m: FromWorker): void => { if (m.kind === 'ready') done() }
+      w.on('message', onReady)
+      w.once('error', done)
+      w.once('exit', done)
+      // Already loaded: it answers a ping of its own kind at once (see parse-worker.ts).
+      w.postMessage({ kind: 'ping' } satisfies ToWorker)
+    })
+  }
+
   return {
-    ready: async () => { await firstReady },
+    ready,
     async load (dir) {
       const result = queue.then(async () => await loadOnce(dir))
       queue = result.catch(() => undefined)

@@ -14,9 +14,11 @@ export type ToWorker =
   | { kind: 'load', dir: string, maxBytes: number, maxProblems: number }
   /** The main thread has taken the last slice of keys and wants the next one. */
   | { kind: 'next' }
+  /** Answered with `ready`: the worker is loaded. */
+  | { kind: 'ping' }
 
 export type FromWorker =
-  /** Loaded and listening: sent once, when the worker starts. */
+  /** Loaded and listening: sent when the worker starts, and in answer to `ping`. */
   | { kind: 'ready' }
   /** A slice of the keys, [digest, record], in file order; the worker waits for `next`. */
   | { kind: 'keys', keys: Array<[string, KeyRecord]> }
