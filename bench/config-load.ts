@@ -45,7 +45,7 @@ async function measure (count: number, runs: number): Promise<{ keys: number, st
       startups.push(performance.now() - started)
       writeFileSync(join(dir, 'routes.yaml'), `# run ${run}\n` + 'routes: []\n')
       const reloadStarted = performance.now()
-      const result = app.configReloader.reload('bench')
+      const result = await app.configReloader.reload('bench')
       reloads.push(performance.now() - reloadStarted)
       if (!result.ok) throw new Error(result.problems.join('; '))
       await app.close()

@@ -132,7 +132,7 @@ function keysHash (args: string[], out: Out): number {
 function configCheck (args: string[], out: Out, err: Out): number {
   const dir = args[0] ?? process.env.CONFIG_DIR ?? './config'
   try {
-    const snapshot = loadConfigDir(dir)
+    const snapshot = loadConfigDir(dir, { maxBytes: settingsFromEnv().configMaxBytes })
     out(`${dir}: ok (version ${snapshot.version}, ${snapshot.plans.size} plans, ${snapshot.keysById.size} keys, ${snapshot.routes.length} routes)`)
     return 0
   } catch (e) {

@@ -1,6 +1,7 @@
 // A typed client for the Pet Store interface that calls it the way the interface asks: on 429 it
 // waits Retry-After and backs off exponentially with jitter (bounded), never retries a banned key
-// before its ban ends, reports the rate-limit headers and warns once per deprecated operation.
+// before its ban ends, reports the rate-limit headers, warns once per deprecated operation, and warns
+// once when the API key has less than a week left (`X-API-Key-Expires`).
 // Types come from openapi-types.ts, generated from the gateway's OpenAPI document (`npm run openapi`).
 import createClient from 'openapi-fetch'
 import type { components, operations, paths } from './openapi-types.js'
@@ -10,6 +11,8 @@ export const DEFAULT_BASE_DELAY_MS = 250
 export const DEFAULT_MAX_BACKOFF_MS = 10_000
 /** A 429 asking for a longer wait than this is returned to the caller instead of being waited out. */
 export const DEFAULT_MAX_WAIT_MS = 120_000
+/** Warn when the key expires sooner than this (it is answered 401 key_expired from then on). */
+export const DEFAULT_KEY_EXPIRY_WARNING_MS = 7 * 24 * 3600 * 1000
 
 export type Pet = components['schemas']['Pet']
 export type NewPet = components['schemas']['NewPet']
@@ -52,6 +55,8 @@ export interface CallInfo {
   readonly attempts: number
   /** Milliseconds waited before each retry. */
   readonly waits: readonly number[]
+  /** When the API key expires (`X-API-Key-Expires`); undefined for a key without an expiry date. */
+  readonly keyExpiresAt: Date | undefined
 }
 
 export interface Result<T> {
@@ -70,6 +75,11 @@ export interface DeprecationWarningInfo {
   readonly lifecycle: LifecycleInfo
 }
 
+export interface KeyExpiryWarningInfo {
+  readonly expiresAt: Date
+  readonly message: string
+}
+
 export interface PetStoreClientOptions {
   /** Base address including the version segment, e.g. `https://petstore.example/v1`. */
   baseUrl: string
@@ -86,6 +96,11 @@ export interface PetStoreClientOptions {
   fetch?: (request: Request) => Promise<Response>
   /** Called once per deprecated operation. Default: process.emitWarning (DeprecationWarning). */
   onDeprecation?: (warning: DeprecationWarningInfo) => void
+  /** Called once when the key has less than `keyExpiryWarningMs` left. Default: console.warn. */
+  onKeyExpiry?: (warning: KeyExpiryWarningInfo) => void
+  keyExpiryWarningMs?: number
+  /** Unix ms now, for the expiry warning; injected for tests. Default Date.now. */
+  now?: () => number
   /** Called after every response that carried rate-limit headers. */
   onRateLimit?: (info: RateLimitInfo, operationId: OperationId) => void
 }
@@ -155,6 +170,18 @@ export function lifecycleInfo (headers: Headers): LifecycleInfo {
   }
 }
 
+function defaultKeyExpiryHandler (warning: KeyExpiryWarningInfo): void {
+  console.warn(warning.message)
+}
+
+/** `X-API-Key-Expires` (an IMF-fixdate) → its instant; undefined when absent or unreadable. */
+export function keyExpiry (headers: Headers): Date | undefined {
+  const value = headers.get('x-api-key-expires')
+  if (value === null) return undefined
+  const at = new Date(value)
+  return Number.isNaN(at.getTime()) ? undefined : at
+}
+
 function defaultDeprecationHandler (warning: DeprecationWarningInfo): void {
   process.emitWarning(warning.message, { type: 'DeprecationWarning', code: 'PETSTORE_DEPRECATED_OPERATION' })
 }
@@ -167,6 +194,7 @@ export class PetStoreClient {
   private readonly options: Required<Omit<PetStoreClientOptions, 'onRateLimit' | 'fetch'>> & Pick<PetStoreClientOptions, 'onRateLimit'>
   private readonly send: (request: Request) => Promise<Response>
   private readonly warned = new Set<OperationId>()
+  private expiryWarned = false
 
   constructor (options: PetStoreClientOptions) {
     const baseUrl = options.baseUrl.replace(/\/+$/, '')
@@ -181,6 +209,9 @@ export class PetStoreClient {
       sleep: options.sleep ?? sleepFor,
       random: options.random ?? Math.random,
       onDeprecation: options.onDeprecation ?? defaultDeprecationHandler,
+      onKeyExpiry: options.onKeyExpiry ?? defaultKeyExpiryHandler,
+      keyExpiryWarningMs: options.keyExpiryWarningMs ?? DEFAULT_KEY_EXPIRY_WARNING_MS,
+      now: options.now ?? Date.now,
       onRateLimit: options.onRateLimit
     }
     this.send = options.fetch ?? ((request) => fetch(request))
@@ -268,6 +299,15 @@ export class PetStoreClient {
       const successor = lifecycle.successor === undefined ? '' : `; use ${lifecycle.successor} instead`
       this.options.onDeprecation({ operationId, lifecycle, message: `Pet Store operation ${operationId} is deprecated${sunset}${successor}` })
     }
+    const keyExpiresAt = keyExpiry(response.headers)
+    if (keyExpiresAt !== undefined && !this.expiryWarned && keyExpiresAt.getTime() - this.options.now() < this.options.keyExpiryWarningMs) {
+      this.expiryWarned = true
+      const days = Math.max(0, (keyExpiresAt.getTime() - this.options.now()) / 86_400_000)
+      this.options.onKeyExpiry({
+        expiresAt: keyExpiresAt,
+        message: `Pet Store API key expires on ${keyExpiresAt.toUTCString()} (in ${days.toFixed(1)} days); after that every request is refused with 401 key_expired: rotate it now`
+      })
+    }
     return {
       operationId,
       status: response.status,
@@ -275,7 +315,8 @@ export class PetStoreClient {
       rateLimit,
       lifecycle,
       attempts: attempts.count,
-      waits: attempts.waits
+      waits: attempts.waits,
+      keyExpiresAt
     }
   }
 

@@ -202,6 +202,11 @@ export interface operations {
                      */
                     RateLimit: string;
                     /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
+                    /**
                      * @description Announces the next page: `<…?cursor=…&limit=…>; rel="next"`. Absent on the last page.
                      * @example </v1/pets?cursor=cGV0czoyMA&limit=20>; rel="next"
                      */
@@ -242,6 +247,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -253,7 +263,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Missing, invalid or disabled API key (`unauthorized`) */
+            /** @description Missing, invalid or disabled API key (`unauthorized`), or a key past its expiry (`key_expired`, the message says when it expired) (`unauthorized` / `key_expired`) */
             401: {
                 headers: {
                     /** @description Identifier of this request, for support and logs */
@@ -284,7 +294,7 @@ export interface operations {
                      */
                     RateLimit: string;
                     /**
-                     * @description The bearer challenge; with `error="invalid_token"` when a token was presented
+                     * @description The bearer challenge; with `error="invalid_token"` when a token was presented (and `error_description="The API key expired"` for an expired one), `error="insufficient_scope"` on a 403
                      * @example Bearer realm="petstore"
                      */
                     "WWW-Authenticate": string;
@@ -293,9 +303,60 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
-                        code?: "unauthorized";
+                        code?: "unauthorized" | "key_expired";
                         /** @constant */
                         status?: 401;
+                    };
+                };
+            };
+            /** @description The API key lacks the scope this method needs: `read` for GET and HEAD, `write` for every other method (`insufficient_scope`) */
+            403: {
+                headers: {
+                    /** @description Identifier of this request, for support and logs */
+                    "X-Request-Id": string;
+                    /**
+                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @example 60
+                     */
+                    "X-RateLimit-Limit": number;
+                    /**
+                     * @description Requests left in that window
+                     * @example 59
+                     */
+                    "X-RateLimit-Remaining": number;
+                    /**
+                     * @description Unix time (whole seconds, rounded up) when that window next frees capacity
+                     * @example 1767225660
+                     */
+                    "X-RateLimit-Reset": number;
+                    /**
+                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     */
+                    "RateLimit-Policy": string;
+                    /**
+                     * @description The binding policy per draft-ietf-httpapi-ratelimit-headers-10: remaining `r` and seconds until reset `t`
+                     * @example "minute";r=59;t=60
+                     */
+                    RateLimit: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
+                    /**
+                     * @description The bearer challenge; with `error="invalid_token"` when a token was presented (and `error_description="The API key expired"` for an expired one), `error="insufficient_scope"` on a 403
+                     * @example Bearer realm="petstore"
+                     */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "insufficient_scope";
+                        /** @constant */
+                        status?: 403;
                     };
                 };
             };
@@ -329,6 +390,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
                     /**
                      * @description Seconds to wait before retrying (integer ≥ 1)
                      * @example 12
@@ -375,6 +441,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit?: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -416,6 +487,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -457,6 +533,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit?: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -498,6 +579,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -555,6 +641,11 @@ export interface operations {
                      */
                     RateLimit: string;
                     /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
+                    /**
                      * @description Path of the animal created
                      * @example /v1/pets/1
                      */
@@ -595,6 +686,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -606,7 +702,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Missing, invalid or disabled API key (`unauthorized`) */
+            /** @description Missing, invalid or disabled API key (`unauthorized`), or a key past its expiry (`key_expired`, the message says when it expired) (`unauthorized` / `key_expired`) */
             401: {
                 headers: {
                     /** @description Identifier of this request, for support and logs */
@@ -637,7 +733,7 @@ export interface operations {
                      */
                     RateLimit: string;
                     /**
-                     * @description The bearer challenge; with `error="invalid_token"` when a token was presented
+                     * @description The bearer challenge; with `error="invalid_token"` when a token was presented (and `error_description="The API key expired"` for an expired one), `error="insufficient_scope"` on a 403
                      * @example Bearer realm="petstore"
                      */
                     "WWW-Authenticate": string;
@@ -646,9 +742,60 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
-                        code?: "unauthorized";
+                        code?: "unauthorized" | "key_expired";
                         /** @constant */
                         status?: 401;
+                    };
+                };
+            };
+            /** @description The API key lacks the scope this method needs: `read` for GET and HEAD, `write` for every other method (`insufficient_scope`) */
+            403: {
+                headers: {
+                    /** @description Identifier of this request, for support and logs */
+                    "X-Request-Id": string;
+                    /**
+                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @example 60
+                     */
+                    "X-RateLimit-Limit": number;
+                    /**
+                     * @description Requests left in that window
+                     * @example 59
+                     */
+                    "X-RateLimit-Remaining": number;
+                    /**
+                     * @description Unix time (whole seconds, rounded up) when that window next frees capacity
+                     * @example 1767225660
+                     */
+                    "X-RateLimit-Reset": number;
+                    /**
+                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     */
+                    "RateLimit-Policy": string;
+                    /**
+                     * @description The binding policy per draft-ietf-httpapi-ratelimit-headers-10: remaining `r` and seconds until reset `t`
+                     * @example "minute";r=59;t=60
+                     */
+                    RateLimit: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
+                    /**
+                     * @description The bearer challenge; with `error="invalid_token"` when a token was presented (and `error_description="The API key expired"` for an expired one), `error="insufficient_scope"` on a 403
+                     * @example Bearer realm="petstore"
+                     */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "insufficient_scope";
+                        /** @constant */
+                        status?: 403;
                     };
                 };
             };
@@ -682,6 +829,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -723,6 +875,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -764,6 +921,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
                     /**
                      * @description Seconds to wait before retrying (integer ≥ 1)
                      * @example 12
@@ -810,6 +972,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit?: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -851,6 +1018,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -892,6 +1064,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit?: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -933,6 +1110,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -989,6 +1171,11 @@ export interface operations {
                      */
                     RateLimit: string;
                     /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
+                    /**
                      * @description RFC 9745: deprecated since this Unix time
                      * @example @1795219200
                      */
@@ -1054,6 +1241,11 @@ export interface operations {
                      * @example </v1/pets>; rel="successor-version"
                      */
                     Link: "</v1/pets>; rel=\"successor-version\"";
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1065,7 +1257,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Missing, invalid or disabled API key (`unauthorized`) */
+            /** @description Missing, invalid or disabled API key (`unauthorized`), or a key past its expiry (`key_expired`, the message says when it expired) (`unauthorized` / `key_expired`) */
             401: {
                 headers: {
                     /** @description Identifier of this request, for support and logs */
@@ -1096,7 +1288,7 @@ export interface operations {
                      */
                     RateLimit: string;
                     /**
-                     * @description The bearer challenge; with `error="invalid_token"` when a token was presented
+                     * @description The bearer challenge; with `error="invalid_token"` when a token was presented (and `error_description="The API key expired"` for an expired one), `error="insufficient_scope"` on a 403
                      * @example Bearer realm="petstore"
                      */
                     "WWW-Authenticate": string;
@@ -1105,9 +1297,60 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
-                        code?: "unauthorized";
+                        code?: "unauthorized" | "key_expired";
                         /** @constant */
                         status?: 401;
+                    };
+                };
+            };
+            /** @description The API key lacks the scope this method needs: `read` for GET and HEAD, `write` for every other method (`insufficient_scope`) */
+            403: {
+                headers: {
+                    /** @description Identifier of this request, for support and logs */
+                    "X-Request-Id": string;
+                    /**
+                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @example 60
+                     */
+                    "X-RateLimit-Limit": number;
+                    /**
+                     * @description Requests left in that window
+                     * @example 59
+                     */
+                    "X-RateLimit-Remaining": number;
+                    /**
+                     * @description Unix time (whole seconds, rounded up) when that window next frees capacity
+                     * @example 1767225660
+                     */
+                    "X-RateLimit-Reset": number;
+                    /**
+                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     */
+                    "RateLimit-Policy": string;
+                    /**
+                     * @description The binding policy per draft-ietf-httpapi-ratelimit-headers-10: remaining `r` and seconds until reset `t`
+                     * @example "minute";r=59;t=60
+                     */
+                    RateLimit: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
+                    /**
+                     * @description The bearer challenge; with `error="invalid_token"` when a token was presented (and `error_description="The API key expired"` for an expired one), `error="insufficient_scope"` on a 403
+                     * @example Bearer realm="petstore"
+                     */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "insufficient_scope";
+                        /** @constant */
+                        status?: 403;
                     };
                 };
             };
@@ -1156,6 +1399,11 @@ export interface operations {
                      * @example </v1/pets>; rel="successor-version"
                      */
                     Link: "</v1/pets>; rel=\"successor-version\"";
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1212,6 +1460,11 @@ export interface operations {
                      * @example </v1/pets>; rel="successor-version"
                      */
                     Link: "</v1/pets>; rel=\"successor-version\"";
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1253,6 +1506,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
                     /**
                      * @description Seconds to wait before retrying (integer ≥ 1)
                      * @example 12
@@ -1314,6 +1572,11 @@ export interface operations {
                      * @example </v1/pets>; rel="successor-version"
                      */
                     Link: "</v1/pets>; rel=\"successor-version\"";
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1370,6 +1633,11 @@ export interface operations {
                      * @example </v1/pets>; rel="successor-version"
                      */
                     Link: "</v1/pets>; rel=\"successor-version\"";
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1411,6 +1679,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit?: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1467,6 +1740,11 @@ export interface operations {
                      * @example </v1/pets>; rel="successor-version"
                      */
                     Link: "</v1/pets>; rel=\"successor-version\"";
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1525,6 +1803,11 @@ export interface operations {
                      */
                     RateLimit: string;
                     /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
+                    /**
                      * @description Stability mark: may change without a new version
                      * @example experimental
                      */
@@ -1575,6 +1858,11 @@ export interface operations {
                      * @example experimental
                      */
                     "X-API-Stability": "experimental";
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1586,7 +1874,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Missing, invalid or disabled API key (`unauthorized`) */
+            /** @description Missing, invalid or disabled API key (`unauthorized`), or a key past its expiry (`key_expired`, the message says when it expired) (`unauthorized` / `key_expired`) */
             401: {
                 headers: {
                     /** @description Identifier of this request, for support and logs */
@@ -1617,7 +1905,7 @@ export interface operations {
                      */
                     RateLimit: string;
                     /**
-                     * @description The bearer challenge; with `error="invalid_token"` when a token was presented
+                     * @description The bearer challenge; with `error="invalid_token"` when a token was presented (and `error_description="The API key expired"` for an expired one), `error="insufficient_scope"` on a 403
                      * @example Bearer realm="petstore"
                      */
                     "WWW-Authenticate": string;
@@ -1626,9 +1914,60 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
-                        code?: "unauthorized";
+                        code?: "unauthorized" | "key_expired";
                         /** @constant */
                         status?: 401;
+                    };
+                };
+            };
+            /** @description The API key lacks the scope this method needs: `read` for GET and HEAD, `write` for every other method (`insufficient_scope`) */
+            403: {
+                headers: {
+                    /** @description Identifier of this request, for support and logs */
+                    "X-Request-Id": string;
+                    /**
+                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @example 60
+                     */
+                    "X-RateLimit-Limit": number;
+                    /**
+                     * @description Requests left in that window
+                     * @example 59
+                     */
+                    "X-RateLimit-Remaining": number;
+                    /**
+                     * @description Unix time (whole seconds, rounded up) when that window next frees capacity
+                     * @example 1767225660
+                     */
+                    "X-RateLimit-Reset": number;
+                    /**
+                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     */
+                    "RateLimit-Policy": string;
+                    /**
+                     * @description The binding policy per draft-ietf-httpapi-ratelimit-headers-10: remaining `r` and seconds until reset `t`
+                     * @example "minute";r=59;t=60
+                     */
+                    RateLimit: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
+                    /**
+                     * @description The bearer challenge; with `error="invalid_token"` when a token was presented (and `error_description="The API key expired"` for an expired one), `error="insufficient_scope"` on a 403
+                     * @example Bearer realm="petstore"
+                     */
+                    "WWW-Authenticate": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "insufficient_scope";
+                        /** @constant */
+                        status?: 403;
                     };
                 };
             };
@@ -1662,6 +2001,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
                     /**
                      * @description Seconds to wait before retrying (integer ≥ 1)
                      * @example 12
@@ -1713,6 +2057,11 @@ export interface operations {
                      * @example experimental
                      */
                     "X-API-Stability": "experimental";
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1759,6 +2108,11 @@ export interface operations {
                      * @example experimental
                      */
                     "X-API-Stability": "experimental";
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1800,6 +2154,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit?: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1846,6 +2205,11 @@ export interface operations {
                      * @example experimental
                      */
                     "X-API-Stability": "experimental";
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
                     [name: string]: unknown;
                 };
                 content: {

@@ -10,6 +10,10 @@ export const gatewayErrors = {
   missingKey: () => new ApiError(401, 'unauthorized', 'Missing API key: send "Authorization: Bearer <key>"', { 'www-authenticate': REALM }),
   invalidKey: () => new ApiError(401, 'unauthorized', 'Invalid API key', { 'www-authenticate': `${REALM}, error="invalid_token"` }),
   disabledKey: () => new ApiError(401, 'unauthorized', 'API key is disabled', { 'www-authenticate': `${REALM}, error="invalid_token"` }),
+  keyExpired: (expiredAt: number) => new ApiError(401, 'key_expired', `API key expired at ${new Date(expiredAt).toISOString()}`,
+    { 'www-authenticate': `${REALM}, error="invalid_token", error_description="The API key expired"` }),
+  insufficientScope: (method: string, scope: string) => new ApiError(403, 'insufficient_scope', `This API key may not ${method}: it lacks the "${scope}" scope`,
+    { 'www-authenticate': `${REALM}, error="insufficient_scope"` }),
   rateLimited: (retryAfterSeconds: number, window: string) =>
     new ApiError(429, 'rate_limited', `Rate limit exceeded for the ${window} window; retry after ${retryAfterSeconds} s`, { 'retry-after': String(retryAfterSeconds) }),
   keyBanned: (retryAfterSeconds: number) =>

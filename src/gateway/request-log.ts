@@ -25,6 +25,7 @@ export const LOG_REDACT_PATHS = [
 export const requestLogPlugin = fp(async function requestLogPlugin (app) {
   app.addHook('onResponse', function logRequest (request, reply, done) {
     request.log.info({
+      consumerId: request.consumer?.consumerId ?? null,
       keyId: request.consumer?.id ?? null,
       plan: request.consumer?.plan ?? 'anonymous',
       method: request.method,

@@ -21,7 +21,7 @@ async function main (): Promise<void> {
 
   let holder
   try {
-    const snapshot = loadConfigDir(settings.configDir)
+    const snapshot = loadConfigDir(settings.configDir, { maxBytes: settings.configMaxBytes })
     if (settings.production) assertNoDemoKeys(snapshot)
     holder = createConfigHolder(snapshot)
     logger.info({ configDir: settings.configDir, version: snapshot.version, keys: snapshot.keysByDigest.size, plans: snapshot.plans.size }, 'config loaded')
@@ -44,7 +44,7 @@ async function main (): Promise<void> {
     bodyLimit: settings.bodyLimit,
     trustProxy: settings.trustProxy,
     logger,
-    reload: { dir: settings.configDir, watch: settings.configWatch, production: settings.production },
+    reload: { dir: settings.configDir, watch: settings.configWatch, production: settings.production, maxBytes: settings.configMaxBytes },
     limiter: { settings }
   })
   const admin = await buildAdmin({ gateway, token: settings.adminToken })
@@ -52,7 +52,9 @@ async function main (): Promise<void> {
   if (settings.workers > 1 && store.kind === 'memory') logger.warn({ store, workers: settings.workers }, 'limiter store: in-process with GATEWAY_WORKERS > 1 counts per worker')
   else logger.info({ store, leases: store.kind !== 'memory' && settings.storeLeases }, 'limiter store')
 
-  process.on('SIGHUP', () => { gateway.configReloader.reload('SIGHUP') })
+  process.on('SIGHUP', () => {
+    gateway.configReloader.reload('SIGHUP').catch((err: unknown) => logger.error({ err }, 'config reload failed'))
+  })
 
   // The drain itself is bounded by the grace period (stopGateway cuts what is left); this outer bound
   // only catches a hang in closing Redis or the admin port, and then exits 1.

@@ -6,6 +6,8 @@ export const DEFAULT_ADMIN_HOST = '127.0.0.1'
 export const DEFAULT_ADMIN_PORT = 9091
 export const DEFAULT_BACKEND_URL = 'http://127.0.0.1:3001'
 export const DEFAULT_CONFIG_DIR = './config'
+/** A config file bigger than this is refused before it is read or parsed (a reload keeps the config in force). */
+export const DEFAULT_CONFIG_MAX_BYTES = 10 * 1024 * 1024
 export const DEFAULT_LOG_LEVEL = 'info'
 export const DEFAULT_LOG_BUFFER_BYTES = 4096
 export const DEFAULT_BODY_LIMIT_BYTES = 16 * 1024
@@ -38,6 +40,8 @@ export interface GatewaySettings {
   readonly configDir: string
   /** Watch CONFIG_DIR and reload on change (SIGHUP and the admin API reload either way). */
   readonly configWatch: boolean
+  /** CONFIG_MAX_BYTES: the largest config file accepted, per file. */
+  readonly configMaxBytes: number
   readonly redisUrl: string | undefined
   readonly redisClusterNodes: readonly string[] | undefined
   /** Sentinel seeds (`host:port`, comma-separated in REDIS_SENTINELS); REDIS_URL then only carries password/TLS. */
@@ -129,6 +133,7 @@ export function settingsFromEnv (env: Env = process.env): GatewaySettings {
     backendUrl: backendUrl.replace(/\/$/, ''),
     configDir: str(env, 'CONFIG_DIR', DEFAULT_CONFIG_DIR),
     configWatch: env.CONFIG_WATCH !== 'false',
+    configMaxBytes: int(env, 'CONFIG_MAX_BYTES', DEFAULT_CONFIG_MAX_BYTES, 1),
     redisUrl: optional(env, 'REDIS_URL'),
     redisClusterNodes: cluster?.split(',').map((s) => s.trim()).filter((s) => s !== ''),
     redisSentinels: optional(env, 'REDIS_SENTINELS')?.split(',').map((s) => s.trim()).filter((s) => s !== ''),

@@ -69,7 +69,7 @@ t.test('config check passes a good directory and fails a bad one with the loader
   writeFileSync(join(dir, 'keys.yaml'), `keys:\n  - { id: a, sha256: ${'a'.repeat(64)}, plan: gold }\n  - { id: a, sha256: ${'b'.repeat(64)}, plan: pro }\n`)
   const bad = await cli(['config', 'check', dir])
   t.equal(bad.code, 1)
-  t.equal(bad.stderr, 'keys.yaml: keys[0].plan: unknown plan "gold"\n')
+  t.equal(bad.stderr, 'keys.yaml: keys[0].plan: unknown plan "gold"\nkeys.yaml: keys[1].id: duplicate id "a"\n', 'every problem at once')
 })
 
 t.test('unknown commands and bans without Redis explain themselves', async (t) => {

@@ -196,3 +196,30 @@ t.test('backoff: Retry-After plus exponential, fully jittered, bounded steps; th
   const early = await capped.listPets().catch((e: unknown) => e) as PetStoreError
   t.equal(early.info.attempts, 1, 'a Retry-After beyond maxWaitMs is returned, not waited')
 })
+
+t.test('the client warns once when its key has less than 7 days left, and reports the expiry on every call', async (t) => {
+  const key = 'psk_client_expiring_key_0123456789abc'
+  const expiresAt = Date.UTC(2031, 5, 1)
+  const { createHash } = await import('node:crypto')
+  const config = testConfig({ 'keys.yaml': `keys:\n  - { id: expiring, sha256: ${createHash('sha256').update(key).digest('hex')}, plan: pro, expiresAt: 2031-06-01 }\n` })
+  let gatewayNow = expiresAt - 10 * 86_400_000
+  const gw = await startGateway(t, { config, now: () => gatewayNow })
+  let clientNow = gatewayNow
+  const warnings: string[] = []
+  const client = createPetStoreClient({ baseUrl: `${gw.url}/v1`, apiKey: key, now: () => clientNow, onKeyExpiry: (w) => warnings.push(w.message), onDeprecation: () => {} })
+
+  const early = await client.listPets()
+  t.same(early.info.keyExpiresAt, new Date(expiresAt))
+  t.same(warnings, [], '10 days left: no warning')
+
+  clientNow = gatewayNow = expiresAt - 6.5 * 86_400_000
+  await client.listPets()
+  await client.listOrders()
+  t.same(warnings, ['Pet Store API key expires on Sun, 01 Jun 2031 00:00:00 GMT (in 6.5 days); after that every request is refused with 401 key_expired: rotate it now'], 'warned once')
+
+  gatewayNow = expiresAt
+  const expired = await client.listPets().catch((err: unknown) => err)
+  t.ok(expired instanceof PetStoreError)
+  t.match(expired, { status: 401, code: 'key_expired', message: 'API key expired at 2031-06-01T00:00:00.000Z' })
+  t.equal(warnings.length, 1)
+})

@@ -11,6 +11,7 @@ t.test('defaults follow CONTRACT §8', async (t) => {
     backendUrl: 'http://127.0.0.1:3001',
     configDir: './config',
     configWatch: true,
+    configMaxBytes: 10485760,
     redisUrl: undefined,
     redisClusterNodes: undefined,
     redisSentinels: undefined,

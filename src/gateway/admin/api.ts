@@ -97,7 +97,6 @@ export const adminApi = fp<AdminApiOptions>(async function adminApi (app, { gate
     if (!gateway.hasDecorator('configReloader')) {
       throw new ApiError(409, 'reload_unavailable', 'This gateway runs on a fixed config, not a config directory')
     }
-    // Awaited: the reload may run off the main thread and answer with a promise.
     const result = await gateway.configReloader.reload('admin')
     if (!result.ok) {
       return reply.code(422).send({ code: 'config_rejected', message: result.problems.join('; '), status: 422, problems: result.problems })

@@ -11,7 +11,8 @@ export const DEMO_KEY_DIGESTS: ReadonlySet<string> = new Set([
 ])
 
 export function assertNoDemoKeys (snapshot: ConfigSnapshot): void {
-  const found = [...snapshot.keysByDigest].filter(([digest]) => DEMO_KEY_DIGESTS.has(digest)).map(([, key]) => key.id)
+  // Four lookups, not a scan of every key: this runs on the event loop after each reload.
+  const found = [...DEMO_KEY_DIGESTS].map((digest) => snapshot.keysByDigest.get(digest)?.id).filter((id) => id !== undefined)
   if (found.length > 0) {
     throw new ConfigError([`keys.yaml: demo keys are configured (${found.join(', ')}); remove them before running with NODE_ENV=production`])
   }

@@ -9,6 +9,8 @@ const SKIP = /^[ \t]*(#.*)?$/
 const ENTRY = /^ {2}- \{ ?id: ([A-Za-z][A-Za-z0-9._-]{0,63}), sha256: ([0-9a-f]{64}), plan: ([a-z][a-z0-9_-]{0,31})(?:, disabled: (true|false))? ?\}[ \t]*$/
 /** Plain scalars that YAML's core schema reads as booleans or null, never strings. */
 const YAML_KEYWORDS = new Set(['true', 'True', 'TRUE', 'false', 'False', 'FALSE', 'null', 'Null', 'NULL'])
+/** A hex digest YAML's core schema reads as a number (all digits, or digits `e` digits). */
+const NUMERIC_DIGEST = /^[0-9]+(e[0-9]+)?$/
 
 export interface FastKeyEntry { id: string, sha256: string, plan: string, disabled?: boolean }
 
@@ -26,7 +28,7 @@ export function parseCanonicalKeys (text: string): { keys: FastKeyEntry[] } | un
       return undefined
     }
     const [, id = '', sha256 = '', plan = '', disabled] = m
-    if (YAML_KEYWORDS.has(id) || YAML_KEYWORDS.has(plan)) return undefined
+    if (YAML_KEYWORDS.has(id) || YAML_KEYWORDS.has(plan) || NUMERIC_DIGEST.test(sha256)) return undefined
     keys.push(disabled === undefined ? { id, sha256, plan } : { id, sha256, plan, disabled: disabled === 'true' })
   }
   return keys.length === 0 ? undefined : { keys }

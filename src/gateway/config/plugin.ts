@@ -1,5 +1,10 @@
 // Holds the config snapshot in force and hands each request the one it reads for its whole life,
 // so a reload (one reference swap) never mixes two configs inside a request.
+//
+// No readiness check here: the config in force is always a valid one (start-up refuses a bad
+// config, a reload keeps the last good one), and failing readiness on a rejected reload would take
+// every instance of a fleet out of service at once for one bad ConfigMap. A rejected reload is
+// logged, counted (gateway_config_reloads_total) and kept as `configReloader.lastFailure`.
 import fp from 'fastify-plugin'
 import type { ConfigSnapshot } from './types.js'
 
@@ -14,8 +19,10 @@ declare module 'fastify' {
     gatewayConfig: ConfigHolder
   }
   interface FastifyRequest {
-    /** The config this request was started with. */
-    snapshot: ConfigSnapshot
+    /** The config this request was started with (the one in force, for a request no hook has seen yet). */
+    readonly snapshot: ConfigSnapshot
+    /** The snapshot pinned by the first onRequest hook; null before it ran. */
+    pinnedSnapshot: ConfigSnapshot | null
   }
 }
 
@@ -29,14 +36,12 @@ export function createConfigHolder (initial: ConfigSnapshot): ConfigHolder {
 
 export const configPlugin = fp<{ holder: ConfigHolder }>(async function configPlugin (app, { holder }) {
   app.decorate('gatewayConfig', holder)
-  if (app.hasDecorator('health')) {
-    app.health.checks.set('config', async () => {
-      if (!holder.current) throw new Error('no config snapshot loaded')
-    })
-  }
-  app.decorateRequest('snapshot', null as unknown as ConfigSnapshot)
-  app.addHook('onRequest', function readSnapshot (request, _reply, done) {
-    request.snapshot = holder.current
+  app.decorateRequest('pinnedSnapshot', null)
+  app.decorateRequest('snapshot', {
+    getter (this: { pinnedSnapshot: ConfigSnapshot | null }) { return this.pinnedSnapshot ?? holder.current }
+  })
+  app.addHook('onRequest', function pinSnapshot (request, _reply, done) {
+    request.pinnedSnapshot = holder.current
     done()
   })
 }, { name: 'gateway-config' })

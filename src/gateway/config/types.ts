@@ -22,6 +22,8 @@ export interface KeyRecord {
   readonly disabled: boolean
   /** Unix ms from which the key answers 401 `key_expired`; undefined: never expires. */
   readonly expiresAt: number | undefined
+  /** `expiresAt` as an IMF-fixdate, the `X-API-Key-Expires` value: formatted once per record, not per request. */
+  readonly expiresHeader: string | undefined
   /** What the key may do; both by default. */
   readonly scopes: readonly Scope[]
 }

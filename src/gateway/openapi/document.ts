@@ -77,7 +77,8 @@ const OPERATION_TEXT: Readonly<Record<string, OperationText>> = {
 /** CONTRACT §6: status → the codes it carries and when. */
 const ERRORS: Readonly<Record<number, { readonly codes: readonly string[], readonly description: string }>> = {
   400: { codes: ['invalid_body', 'invalid_parameter'], description: 'Bad JSON, missing or invalid fields, bad query or path parameter' },
-  401: { codes: ['unauthorized'], description: 'Missing, invalid or disabled API key' },
+  401: { codes: ['unauthorized', 'key_expired'], description: 'Missing, invalid or disabled API key (`unauthorized`), or a key past its expiry (`key_expired`, the message says when it expired)' },
+  403: { codes: ['insufficient_scope'], description: 'The API key lacks the scope this method needs: `read` for GET and HEAD, `write` for every other method' },
   404: { codes: ['not_found'], description: 'No animal with this id' },
   410: { codes: ['endpoint_removed'], description: 'The operation is past its sunset date and has been removed' },
   413: { codes: ['payload_too_large'], description: 'Request body over the size limit' },
@@ -90,11 +91,11 @@ const ERRORS: Readonly<Record<number, { readonly codes: readonly string[], reado
 }
 
 /** Every operation can answer these, whatever it does. */
-const COMMON_ERRORS = [401, 429, 500, 502, 503, 504] as const
+const COMMON_ERRORS = [401, 403, 429, 500, 502, 503, 504] as const
 /** Answered before the limiter decided (503 on shutdown or store failure), or wherever a 500 happens; a 503 on shutdown has no request id either. */
 const MAY_LACK_RATE_LIMIT_HEADERS = new Set([500, 503])
-/** 401 and 429 are answered before the lifecycle step, so they carry no lifecycle headers. */
-const BEFORE_LIFECYCLE = new Set([401, 429, 503])
+/** 401, 403 and 429 are answered before the lifecycle step, so they carry no lifecycle headers. */
+const BEFORE_LIFECYCLE = new Set([401, 403, 429, 503])
 
 function clone<T> (value: T): JsonValue {
   return JSON.parse(JSON.stringify(value)) as JsonValue
@@ -158,7 +159,8 @@ const HEADERS: Readonly<Record<string, JsonObject>> = {
   RateLimit: header('The binding policy per draft-ietf-httpapi-ratelimit-headers-10: remaining `r` and seconds until reset `t`', { type: 'string' }, '"minute";r=59;t=60'),
   'Retry-After': header('Seconds to wait before retrying (integer ≥ 1)', { type: 'integer', minimum: 1 }, 12),
   'X-Request-Id': header('Identifier of this request, for support and logs', { type: 'string' }),
-  'WWW-Authenticate': header('The bearer challenge; with `error="invalid_token"` when a token was presented', { type: 'string' }, 'Bearer realm="petstore"'),
+  'WWW-Authenticate': header('The bearer challenge; with `error="invalid_token"` when a token was presented (and `error_description="The API key expired"` for an expired one), `error="insufficient_scope"` on a 403', { type: 'string' }, 'Bearer realm="petstore"'),
+  'X-API-Key-Expires': header('When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.', { type: 'string' }, 'Wed, 02 Jan 2030 03:04:05 GMT'),
   Location: header('Path of the animal created', { type: 'string' }, '/v1/pets/1'),
   'Link-Next': header('Announces the next page: `<…?cursor=…&limit=…>; rel="next"`. Absent on the last page.', { type: 'string' }, '</v1/pets?cursor=cGV0czoyMA&limit=20>; rel="next"')
 }
@@ -203,7 +205,9 @@ function errorResponse (status: number, lifecycle: JsonObject): JsonObject {
     ...rateLimitHeaders(!MAY_LACK_RATE_LIMIT_HEADERS.has(status)),
     ...(BEFORE_LIFECYCLE.has(status) ? {} : lifecycle)
   }
-  if (status === 401) headers['WWW-Authenticate'] = use('WWW-Authenticate', true)
+  // Not on a 401: there is no valid key whose expiry could be told.
+  if (status !== 401) headers['X-API-Key-Expires'] = use('X-API-Key-Expires', false)
+  if (status === 401 || status === 403) headers['WWW-Authenticate'] = use('WWW-Authenticate', true)
   if (status === 429) headers['Retry-After'] = use('Retry-After', true)
   return {
     description: `${entry.description} (\`${entry.codes.join('` / `')}\`)`,
@@ -227,7 +231,7 @@ function isoDate (ms: number): string {
 
 function operationObject (op: Operation, text: OperationText, rule: RouteRule | undefined): JsonObject {
   const lifecycle = lifecycleHeaders(rule, text.success.paged)
-  const successHeaders: JsonObject = { 'X-Request-Id': use('X-Request-Id', true), ...rateLimitHeaders(true), ...lifecycle }
+  const successHeaders: JsonObject = { 'X-Request-Id': use('X-Request-Id', true), ...rateLimitHeaders(true), 'X-API-Key-Expires': use('X-API-Key-Expires', false), ...lifecycle }
   if (text.success.paged && successHeaders.Link === undefined) successHeaders.Link = use('Link-Next', false)
   if (text.success.location === true) successHeaders.Location = use('Location', true)
 
@@ -284,7 +288,9 @@ function limitsDescription (snapshot: ConfigSnapshot): string {
 function infoDescription (snapshot: ConfigSnapshot): string {
   return [
     'Catalogue of animals (pets) and orders of the store, behind an API gateway.',
-    '**Authentication.** Every operation needs an API key sent as `Authorization: Bearer <key>`. Keys are issued by the operators of the gateway.',
+    '**Authentication.** Every operation needs an API key sent as `Authorization: Bearer <key>`. Keys are issued by the operators of the gateway. ' +
+      'A key with an expiry date says when on every response (`X-API-Key-Expires`) and is answered `401 key_expired` from then on. ' +
+      'A key may be limited to reading (GET, HEAD: scope `read`) or writing (every other method: scope `write`); a method outside its scopes is `403 insufficient_scope`.',
     '**Limits.** Windows are sliding (any rolling 60 s and 86,400 s).\n\n' + limitsDescription(snapshot),
     'Every response carries `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` and the IETF `RateLimit-Policy` / `RateLimit` fields. ' +
       'Over a limit the answer is `429 rate_limited` with `Retry-After` (seconds): wait that long, then back off exponentially. ' +

@@ -50,7 +50,7 @@ export function backendRequestHeaders (request: Pick<FastifyRequest, 'id' | 'con
   for (const name in headers) if (!GATEWAY_OWNED_SET.has(name) && !isUnderscoreTwin(name)) out[name] = headers[name]
   out['x-request-id'] = request.id
   if (request.consumer !== null) {
-    out['x-consumer-id'] = request.consumer.id
+    out['x-consumer-id'] = request.consumer.consumerId
     out['x-consumer-plan'] = request.consumer.plan
   }
   return out

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { readFileSync } from 'node:fs'
+import { cpSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { ConfigError, loadConfigDir, parseConfig } from '../../../src/gateway/config/loader.js'
 import { assertNoDemoKeys } from '../../../src/gateway/config/demo-keys.js'
@@ -56,7 +56,7 @@ t.test('one fixture per kind of bad config, each with its exact message', async 
     'enterprise-without-limits.keys.yaml': 'keys.yaml: keys[0]: plan "enterprise" is custom, so the key needs limits: { perMinute, perDay }',
     'duplicate-id.keys.yaml': 'keys.yaml: keys[1].id: duplicate id "acme"',
     'duplicate-digest.keys.yaml': 'keys.yaml: keys[1].sha256: same digest as key "acme"',
-    'malformed.keys.yaml': 'keys.yaml: malformed YAML at line 3, column 1: deficient indentation',
+    'malformed.keys.yaml': 'keys.yaml: malformed YAML at line 3, column 1: Flow map in block collection must be sufficiently indented and end with a }',
     'unknown-field.keys.yaml': 'keys.yaml: keys[0]: unknown field "colour"',
     'unknown-field.plans.yaml': 'plans.yaml: ban: unknown field "maxDurationSecs"',
     'bad-stability.routes.yaml': 'routes.yaml: routes[0].stability: must be one of "experimental", "beta"',
@@ -124,4 +124,70 @@ t.test('credentials of one consumer that disagree on plan or limits are refused,
     ['keys.yaml: keys[0].scopes[0]: must be one of "read", "write"'])
   t.same(problemsOf({ 'keys.yaml': `keys:\n  - { id: a, sha256: ${D1}, plan: free, expiresAt: 2030-02-31 }\n` }),
     ['keys.yaml: keys[0].expiresAt: "2030-02-31" is not a real date'])
+})
+
+t.test('every problem in one report: schema problems of all files first, then every check that can still run', async (t) => {
+  const D2 = 'b'.repeat(64)
+  // plans.yaml is broken, so plans cannot be checked; duplicates and dates in keys.yaml still can.
+  t.same(problemsOf({
+    'plans.yaml': 'plans:\n  free: { perMinute: 0, perDay: 10 }\nanonymous: { perMinute: 1 }\n',
+    'keys.yaml': 'keys:\n' +
+      `  - { id: a, sha256: ${D1}, plan: free }\n` +
+      `  - { id: a, sha256: ${D2}, plan: free }\n` +
+      `  - { id: b, sha256: ${D1}, plan: gold, expiresAt: 2030-02-30 }\n`,
+    'routes.yaml': 'routes:\n  - { method: GET, path: /v1/pets, stability: alpha }\n'
+  }), [
+    'plans.yaml: plans.free.perMinute: must be >= 1',
+    'plans.yaml: anonymous: missing field "perDay"',
+    'routes.yaml: routes[0].stability: must be one of "experimental", "beta"',
+    'keys.yaml: keys[1].id: duplicate id "a"',
+    'keys.yaml: keys[2].sha256: same digest as key "a"',
+    'keys.yaml: keys[2].expiresAt: "2030-02-30" is not a real date'
+  ])
+  // keys.yaml and plans.yaml are fine in shape: an unknown plan is reported beside routes.yaml's schema problem.
+  t.same(problemsOf({
+    'keys.yaml': `keys:\n  - { id: a, sha256: ${D1}, plan: gold }\n  - { id: b, consumer: a, sha256: ${D2}, plan: pro }\n`,
+    'routes.yaml': 'routes:\n  - { method: TRACE, path: /v1/pets }\n  - { method: GET, path: /v1/pets, deprecated: { since: 2030-01-01, sunset: 2029-01-01 } }\n'
+  }), [
+    'routes.yaml: routes[0].method: must be one of "GET", "POST", "PUT", "PATCH", "DELETE"',
+    'keys.yaml: keys[0].plan: unknown plan "gold"',
+    'keys.yaml: keys[1]: consumer "a" has plan "pro" (300/min, 10000/day) here but plan "gold" in keys[0] ("a"): credentials of one consumer must agree on plan and limits'
+  ])
+  // A malformed file hides nothing in the others.
+  t.same(problemsOf({
+    'plans.yaml': 'plans: { free: [\n',
+    'keys.yaml': `keys:\n  - { id: a, sha256: ${D1}, plan: free }\n  - { id: a, sha256: ${D2}, plan: free }\n`
+  }), [
+    'plans.yaml: malformed YAML at line 2, column 1: Flow sequence in block collection must be sufficiently indented and end with a ]',
+    'keys.yaml: keys[1].id: duplicate id "a"'
+  ])
+  t.same(problemsOf({ 'plans.yaml': 'plans: {}\nplans: {}\n' }), ['plans.yaml: malformed YAML at line 2, column 1: Map keys must be unique'], 'duplicate keys are errors')
+})
+
+t.test('dates stay strings (YAML 1.2 core schema: no timestamps)', async (t) => {
+  const snapshot = parseConfig(configTexts({ 'keys.yaml': `keys:\n  - { id: a, sha256: ${D1}, plan: free, expiresAt: 2030-01-02 }\n` }))
+  t.equal(snapshot.keysById.get('a')?.expiresAt, Date.UTC(2030, 0, 2))
+  t.equal(snapshot.keysById.get('a')?.expiresHeader, 'Wed, 02 Jan 2030 00:00:00 GMT')
+})
+
+t.test('a report names the first 50 problems and counts the rest', async (t) => {
+  const lines = ['keys:']
+  for (let i = 0; i < 1234; i++) lines.push(`  - { id: k${i}, sha256: a${i.toString(16).padStart(63, '0')}, plan: gold }`)
+  const problems = problemsOf({ 'keys.yaml': lines.join('\n') + '\n' })
+  t.equal(problems.length, 51)
+  t.equal(problems[0], 'keys.yaml: keys[0].plan: unknown plan "gold"')
+  t.equal(problems[49], 'keys.yaml: keys[49].plan: unknown plan "gold"')
+  t.equal(problems[50], '… and 1,184 more problems')
+})
+
+t.test('a file over CONFIG_MAX_BYTES is refused by its size, naming the file and the limit', async (t) => {
+  const dir = t.testdir()
+  cpSync(REPO_CONFIG_DIR, dir, { recursive: true })
+  writeFileSync(join(dir, 'plans.yaml'), `# ${'x'.repeat(2000)}\n` + readFileSync(join(REPO_CONFIG_DIR, 'plans.yaml'), 'utf8'))
+  const size = statSync(join(dir, 'plans.yaml')).size
+  t.throws(() => loadConfigDir(dir, { maxBytes: 1024 }), {
+    name: 'ConfigError',
+    problems: [`plans.yaml: ${dir}/plans.yaml is ${size.toLocaleString('en-US')} bytes, over the limit of 1,024 bytes (CONFIG_MAX_BYTES)`]
+  })
+  t.equal(loadConfigDir(dir, { maxBytes: size }).plans.size, 4, 'a file exactly at the limit is read')
 })

@@ -3,7 +3,7 @@ import t from 'tap'
 import type { KeyRecord } from '../../../src/gateway/config/types.js'
 import { anonymousId, limiterId } from '../../../src/gateway/limiter/consumer-id.js'
 
-const key: KeyRecord = { id: 'acme-ci', consumerId: 'acme', plan: 'pro', limits: { perMinute: 1, perDay: 1 }, disabled: false, expiresAt: undefined, scopes: ['read', 'write'] }
+const key: KeyRecord = { id: 'acme-ci', consumerId: 'acme', plan: 'pro', limits: { perMinute: 1, perDay: 1 }, disabled: false, expiresAt: undefined, expiresHeader: undefined, scopes: ['read', 'write'] }
 
 t.test('a credential counts against its consumer, not its own id', async (t) => {
   t.equal(limiterId(key, '203.0.113.7'), 'acme')

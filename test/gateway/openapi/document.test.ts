@@ -79,11 +79,13 @@ t.test('parameters come from the backend query and path schemas; the body from N
 t.test('every response of CONTRACT §6 that applies, each with the Error schema and its codes', async (t) => {
   const statuses = Object.fromEntries(operations(doc).map(([, , op]) => [op.operationId, Object.keys(op.responses)]))
   t.same(statuses, {
-    listPets: ['200', '400', '401', '429', '500', '502', '503', '504'],
-    createPet: ['201', '400', '401', '413', '415', '429', '500', '502', '503', '504'],
-    getPet: ['200', '400', '401', '404', '410', '429', '500', '502', '503', '504'],
-    listOrders: ['200', '400', '401', '429', '500', '502', '503', '504']
+    listPets: ['200', '400', '401', '403', '429', '500', '502', '503', '504'],
+    createPet: ['201', '400', '401', '403', '413', '415', '429', '500', '502', '503', '504'],
+    getPet: ['200', '400', '401', '403', '404', '410', '429', '500', '502', '503', '504'],
+    listOrders: ['200', '400', '401', '403', '429', '500', '502', '503', '504']
   })
+  t.same(operation(doc, 'listPets').responses['401'].content['application/json'].schema.allOf[1].properties.code, { enum: ['unauthorized', 'key_expired'] })
+  t.same(operation(doc, 'createPet').responses['403'].content['application/json'].schema.allOf[1], { properties: { code: { enum: ['insufficient_scope'] }, status: { const: 403 } } })
   t.same(operation(doc, 'listPets').responses['429'].content['application/json'].schema, {
     allOf: [{ $ref: '#/components/schemas/Error' }, { properties: { code: { enum: ['rate_limited', 'key_banned'] }, status: { const: 429 } } }]
   })
@@ -91,7 +93,7 @@ t.test('every response of CONTRACT §6 that applies, each with the Error schema 
   t.same(doc.components.securitySchemes, { bearerAuth: { type: 'http', scheme: 'bearer', description: 'The API key as a bearer token: `Authorization: Bearer <key>`' } })
 })
 
-t.test('rate-limit headers on every response, Retry-After on 429, WWW-Authenticate on 401, Link paging on lists', async (t) => {
+t.test('rate-limit headers on every response, Retry-After on 429, WWW-Authenticate on 401/403, X-API-Key-Expires but on 401, Link paging on lists', async (t) => {
   for (const [, , op] of operations(doc)) {
     for (const [status, response] of Object.entries(op.responses as Doc)) {
       const headers = (response as Doc).headers as Doc
@@ -99,7 +101,8 @@ t.test('rate-limit headers on every response, Retry-After on 429, WWW-Authentica
         t.equal(headers[name]?.required, !['500', '503'].includes(status), `${op.operationId as string} ${status} ${name}`)
       }
       t.equal(headers['Retry-After']?.required, status === '429' ? true : undefined)
-      t.equal(headers['WWW-Authenticate']?.required, status === '401' ? true : undefined)
+      t.equal(headers['WWW-Authenticate']?.required, status === '401' || status === '403' ? true : undefined)
+      t.equal(headers['X-API-Key-Expires']?.required, status === '401' ? undefined : false, `${op.operationId as string} ${status} X-API-Key-Expires`)
     }
   }
   for (const id of ['listPets', 'listOrders']) {

@@ -1,0 +1,154 @@
+// A reload of a huge or hostile config must not hurt serving: it is parsed in a worker thread, so
+// requests sent every 50 ms all through it stay fast; the last good config stays in force; and the
+// report of a file with hundreds of thousands of bad entries stays small, in the log and in the 422.
+import t, { type Test } from 'tap'
+import { execFileSync } from 'node:child_process'
+import { cpSync, statSync } from 'node:fs'
+import { join } from 'node:path'
+import { loadConfigDir } from '../../../src/gateway/config/loader.js'
+import { bearer, DEMO_KEYS, REPO_CONFIG_DIR, startGateway, type StartedGateway } from '../../helpers/gateway.js'
+
+const PING_EVERY_MS = 50
+const SLOWEST_ALLOWED_MS = 100
+// Big files on a shared 2-core machine: a 50 MB reload takes from 5 s alone to ~50 s in the full suite.
+t.setTimeout(300_000)
+
+/**
+ * The bound for the slowest request during a reload: 100 ms, or — on a machine so loaded that
+ * requests are slow without any reload — 100 ms more than the slowest of 3 s of the same requests
+ * just before. Parsing on the event loop stalls requests for seconds, which fails either way.
+ */
+async function slowestAllowed (gw: StartedGateway): Promise<number> {
+  const { latencies } = await pingThroughout(gw, async () => await new Promise((resolve) => setTimeout(resolve, 3000)))
+  return Math.max(SLOWEST_ALLOWED_MS, Math.max(...latencies) + SLOWEST_ALLOWED_MS)
+}
+
+/**
+ * Sends a request every 50 ms until `during` settles (and 200 ms more); returns each one's latency.
+ * A few requests first, untimed: the first request of a fresh gateway (connections, compiling the
+ * request path) is slow with or without a reload.
+ */
+async function pingThroughout<T> (gw: StartedGateway, during: () => Promise<T>): Promise<{ result: T, latencies: number[], statuses: number[] }> {
+  for (let i = 0; i < 5; i++) await (await fetch(`${gw.url}/v1/store/orders`, { headers: bearer(DEMO_KEYS.enterprise) })).arrayBuffer()
+  const latencies: number[] = []
+  const statuses: number[] = []
+  const pending: Array<Promise<void>> = []
+  const ping = (): void => {
+    const started = performance.now()
+    pending.push(fetch(`${gw.url}/v1/store/orders`, { headers: bearer(DEMO_KEYS.enterprise) }).then(async (res) => {
+      await res.arrayBuffer()
+      latencies.push(performance.now() - started)
+      statuses.push(res.status)
+    }))
+  }
+  ping()
+  const timer = setInterval(ping, PING_EVERY_MS)
+  try {
+    const result = await during()
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    return { result, latencies, statuses }
+  } finally {
+    clearInterval(timer)
+    await Promise.all(pending)
+  }
+}
+
+/**
+ * Writes `lines` lines made by `line(i)` (a JS expression in `i`) after `head`, from a child process:
+ * building 50 MB of text here would leave the test's own event loop a major GC to do mid-measurement.
+ */
+function writeGenerated (path: string, head: string, count: number, line: string): void {
+  const script = `const fs = require('node:fs'); const fd = fs.openSync(${JSON.stringify(path)}, 'w'); fs.writeSync(fd, ${JSON.stringify(head)});` +
+    `let chunk = ''; for (let i = 0; i < ${count}; i++) { chunk += ${line} + '\\n'; if (chunk.length > 1e6) { fs.writeSync(fd, chunk); chunk = '' } }` +
+    'fs.writeSync(fd, chunk); fs.closeSync(fd)'
+  execFileSync(process.execPath, ['-e', script])
+  // Written back now, not while requests are being timed.
+  execFileSync('sync')
+}
+
+function configDir (t: Test): string {
+  const dir = t.testdir()
+  cpSync(REPO_CONFIG_DIR, dir, { recursive: true })
+  return dir
+}
+
+t.test('a 50 MB keys.yaml with 472,747 bad entries: requests stay fast, the last good config stays, the report is capped', async (t) => {
+  const dir = configDir(t)
+  const BAD = 472_747
+  const gw = await startGateway(t, { config: loadConfigDir(dir), reload: { dir, watch: false, maxBytes: 64 * 1024 * 1024, timeoutMs: 240_000 } })
+  const before = gw.app.gatewayConfig.current.version
+  writeGenerated(join(dir, 'keys.yaml'), 'keys:\n', BAD, '`  - { id: partner-${i}, sha256: a${i.toString(16).padStart(63, "0")}, plan: gold }`')
+  const size = statSync(join(dir, 'keys.yaml')).size
+  t.ok(size > 50_000_000, `${size.toLocaleString('en-US')} bytes`)
+
+  const bound = await slowestAllowed(gw)
+  const started = performance.now()
+  const { result: res, latencies, statuses } = await pingThroughout(gw, async () => await fetch(`${gw.adminUrl}/admin/reload`, { method: 'POST' }))
+  const body = await res.text()
+  const reloadMs = performance.now() - started
+  t.equal(res.status, 422)
+  t.ok(body.length < 20_000, `422 body of ${body.length} bytes`)
+  const parsed = JSON.parse(body) as { code: string, problems: string[] }
+  t.equal(parsed.code, 'config_rejected')
+  t.equal(parsed.problems.length, 51)
+  t.equal(parsed.problems[0], 'keys.yaml: keys[0].plan: unknown plan "gold"')
+  t.equal(parsed.problems[50], '… and 472,697 more problems')
+
+  // At least one request per 100 ms of reload (timers of a loaded machine fire late, not early).
+  t.ok(latencies.length >= Math.floor(reloadMs / (2 * PING_EVERY_MS)), `${latencies.length} requests during a ${Math.round(reloadMs)} ms reload`)
+  t.same(statuses.filter((s) => s !== 200), [], 'every request answered 200 under the last good config')
+  const slowest = Math.max(...latencies)
+  t.ok(slowest < bound, `slowest request ${slowest.toFixed(1)} ms (bound ${bound.toFixed(0)} ms)`)
+  t.equal(gw.app.gatewayConfig.current.version, before, 'the last good config stays in force')
+
+  const line = gw.logs.find((l) => l.msg === 'config reload rejected; the last good config stays in force')
+  t.ok(line, 'the rejection is logged')
+  t.ok(JSON.stringify(line).length < 20_000, `log line of ${JSON.stringify(line).length} bytes`)
+  t.equal((line?.problems as string[] | undefined)?.at(-1), '… and 472,697 more problems')
+})
+
+t.test('a file over CONFIG_MAX_BYTES is refused before it is read, naming the file and the limit', async (t) => {
+  const dir = configDir(t)
+  const gw = await startGateway(t, { config: loadConfigDir(dir), reload: { dir, watch: false } })
+  const before = gw.app.gatewayConfig.current.version
+  // 50 MB of a plans.yaml that would be valid apart from its size: its size alone refuses it.
+  writeGenerated(join(dir, 'plans.yaml'), 'plans:\n  free: { perMinute: 1, perDay: 1 }\nanonymous: { perMinute: 1, perDay: 1 }\n', 50 * 1024, '`# ${"x".repeat(1022)}`')
+  const size = statSync(join(dir, 'plans.yaml')).size.toLocaleString('en-US')
+  const { result, latencies } = await pingThroughout(gw, async () => await gw.app.configReloader.reload('test'))
+  t.same(result, { ok: false, problems: [`plans.yaml: ${dir}/plans.yaml is ${size} bytes, over the limit of 10,485,760 bytes (CONFIG_MAX_BYTES)`] })
+  t.ok(Math.max(...latencies) < await slowestAllowed(gw), 'refused by its size at once')
+  t.equal(gw.app.gatewayConfig.current.version, before)
+})
+
+t.test('a 3 MB block-style keys.yaml goes through the YAML parser in the worker: requests stay fast, the good config is applied', async (t) => {
+  const dir = configDir(t)
+  const gw = await startGateway(t, { config: loadConfigDir(dir), reload: { dir, watch: false, timeoutMs: 240_000 } })
+  const COUNT = 25_000
+  const enterprise = 'keys:\n  - id: demo-enterprise\n    sha256: 33f639c49918e5eeecf11fa176c37b1c383de37712dc82106a4aacc88fc0e890\n    plan: enterprise\n    limits: { perMinute: 5000, perDay: 2000000 }\n'
+  writeGenerated(join(dir, 'keys.yaml'), enterprise, COUNT, '`  - id: block-${i}\\n    sha256: b${i.toString(16).padStart(63, "0")}\\n    plan: pro`')
+  const bound = await slowestAllowed(gw)
+  const { result, latencies, statuses } = await pingThroughout(gw, async () => await gw.app.configReloader.reload('test'))
+  t.match(result, { ok: true, changed: true, keys: COUNT + 1 })
+  t.same(statuses.filter((s) => s !== 200), [])
+  const slowest = Math.max(...latencies)
+  t.ok(slowest < bound, `slowest of ${latencies.length} requests ${slowest.toFixed(1)} ms (bound ${bound.toFixed(0)} ms)`)
+  t.equal(gw.app.gatewayConfig.current.keysById.get('block-24999')?.plan, 'pro')
+})
+
+t.test('a parse that needs more than the worker heap, or more than the time allowed, fails the reload, not the process', async (t) => {
+  const dir = configDir(t)
+  writeGenerated(join(dir, 'keys.yaml'), 'keys:\n', 20_000, '`  - id: block-${i}\\n    sha256: c${i.toString(16).padStart(63, "0")}\\n    plan: pro`')
+  const small = await startGateway(t, { config: loadConfigDir(REPO_CONFIG_DIR), reload: { dir, watch: false, heapMb: 16 } })
+  const before = small.app.gatewayConfig.current.version
+  t.same(await small.app.configReloader.reload('test'), {
+    ok: false, problems: ['config: parsing needed more than the worker\'s 16 MB heap; the files are too large or too deeply nested']
+  })
+  t.equal(small.app.gatewayConfig.current.version, before)
+  t.match(small.app.configReloader.lastFailure, { trigger: 'test', problems: [/16 MB heap/] })
+
+  const hasty = await startGateway(t, { config: loadConfigDir(REPO_CONFIG_DIR), reload: { dir, watch: false, timeoutMs: 50 } })
+  t.same(await hasty.app.configReloader.reload('test'), { ok: false, problems: ['config: not parsed within 50 ms; the parse was stopped'] })
+  const res = await fetch(`${hasty.url}/v1/store/orders`, { headers: bearer(DEMO_KEYS.pro) })
+  t.equal(res.status, 200, 'still serving on the last good config')
+  await res.arrayBuffer()
+})
