@@ -161,7 +161,9 @@ async function interleave<R extends Run> (targets: Target[], p: Params, onRun: (
     for (const target of order) {
       const run = await onRun(target, round)
       runs.get(target.name)?.push(run)
-      const extra = 'processUs' in run ? `  cpu ${fmt((run as unknown as Measured).processUs, 1)}+${fmt((run as unknown as Measured).redisUs, 1)} µs/req  redis cmds ${fmt((run as unknown as Measured).commands, 3)}/req` : ''
+      const m = run as Partial<Measured>
+      const cpu = m.processUs === undefined ? '' : `  cpu ${fmt(m.processUs, 1)}+${fmt(m.redisUs ?? NaN, 1)} µs/req`
+      const extra = cpu + (m.commands === undefined ? '' : `  redis cmds ${fmt(m.commands, 3)}/req`)
       log(`  round ${round + 1}/${p.rounds}  ${target.name.padEnd(40)} ${run.requestsPerSecond.toFixed(0).padStart(7)} req/s  p50 ${run.latencyP50Ms.toFixed(2)} ms  p99 ${run.latencyP99Ms.toFixed(2)} ms${extra}  non-2xx ${run.non2xx}  errors ${run.errors}`)
     }
   }
