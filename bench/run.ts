@@ -30,6 +30,7 @@ import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { DAY_WINDOW, MINUTE_WINDOW } from '../src/gateway/limiter/arithmetic.js'
 import { writeConfigWithKeys } from './config-load.js'
+import { parseEnvList, parseVariants } from './lib/env-list.js'
 import { closedLoop, fixedRate, loaderName, median, type RateRun, type Run } from './lib/load.js'
 import { cpuMicros, pinProcess, taskset } from './lib/proc-cpu.js'
 import {
@@ -66,24 +67,6 @@ interface Workload { name: string, tokens: string[] }
 function intFromEnv (name: string, fallback: number): number {
   const raw = process.env[name]
   return raw === undefined || raw === '' ? fallback : Number.parseInt(raw, 10)
-}
-
-/** "K=V,K=V" → { K: V }. */
-export function parseEnvList (raw: string | undefined): Record<string, string> {
-  const out: Record<string, string> = {}
-  for (const pair of (raw ?? '').split(',')) {
-    const eq = pair.indexOf('=')
-    if (eq > 0) out[pair.slice(0, eq).trim()] = pair.slice(eq + 1).trim()
-  }
-  return out
-}
-
-/** "name:K=V,K=V;name2:K=V" → [{ name, env }]. */
-export function parseVariants (raw: string | undefined): Array<{ name: string, env: Record<string, string> }> {
-  return (raw ?? '').split(';').map((s) => s.trim()).filter((s) => s !== '').map((s) => {
-    const colon = s.indexOf(':')
-    return colon < 0 ? { name: s, env: {} } : { name: s.slice(0, colon).trim(), env: parseEnvList(s.slice(colon + 1)) }
-  })
 }
 
 const log = (line: string): void => { process.stdout.write(`${line}\n`) }
