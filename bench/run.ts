@@ -350,7 +350,7 @@ async function main (): Promise<void> {
           { target: `${w.name}: ${g} Redis commands per request ≤ ${maxCommands}`, value: row?.redisCommands ?? NaN, ok: (row?.redisCommands ?? Infinity) <= maxCommands }
         )
       }
-      checks.push({ target: `${w.name}: policy layer (gateway in-process ÷ bare, process CPU) ≤ 40 µs per request`, value: ratios.policyLayerCpuUs as number, ok: (ratios.policyLayerCpuUs as number) <= 40 })
+      checks.push({ target: `${w.name}: policy layer (gateway in-process − bare, process CPU) ≤ 40 µs per request`, value: ratios.policyLayerCpuUs as number, ok: (ratios.policyLayerCpuUs as number) <= 40 })
       perWorkload[w.name] = { rows, ratios }
       md.push(`### ${w.name === 'hot key' ? 'One hot key' : `${w.name}, one per request in turn`}`, '',
         '| configuration | req/s | ÷ direct | ÷ bare proxy | ÷ stock | process µs/req | Redis µs/req | process + Redis | Redis cmds/req | p50 ms | p99 ms | non-2xx | errors |',
