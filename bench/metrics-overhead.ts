@@ -84,9 +84,8 @@ function hotPathNanoseconds (iterations: number): number {
   const record = (i: number): void => {
     const route = routes[i % routes.length] ?? 'unmatched'
     metrics.requests.count(route, 'GET', plans[i % plans.length] ?? 'anonymous', statuses[i % statuses.length] ?? 200)
-    const labels = metrics.routeLabels(route)
-    metrics.requestDuration.observe(labels, 0.0012)
-    metrics.upstreamDuration.observe(labels, 0.0008)
+    metrics.requestDuration.observe(route, 0.0012)
+    metrics.upstreamDuration.observe(route, 0.0008)
   }
   for (let i = 0; i < 100_000; i++) record(i)
   const started = process.hrtime.bigint()

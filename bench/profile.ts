@@ -37,6 +37,43 @@ export function busyMicros (profile: CpuProfile): number {
   return profile.samples.reduce((sum, id, i) => sum + (idle.has(id) ? 0 : profile.timeDeltas[i] ?? 0), 0)
 }
 
+/** Packages whose work is the policy layer (the bare proxy has none of it). */
+const POLICY_OWNERS = ['pino', 'sonic-boom', 'prom-client', 'lru-cache', 'fast-redact', 'fast-safe-stringify', 'safe-stable-stringify']
+
+/**
+ * Self time of the policy layer per frame group, in % of busy (not idle) time: our modules
+ * (src/gateway/**) and the packages only the gateway uses (logging, metrics, caches), plus Fastify's
+ * per-request child logger. The gateway's share of the proxy path itself is the rest.
+ */
+export function policyShares (profile: CpuProfile): Map<string, number> {
+  const selfUs = new Map<number, number>()
+  profile.samples.forEach((id, i) => { selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)) })
+  const busy = busyMicros(profile)
+  const shares = new Map<string, number>()
+  for (const node of profile.nodes) {
+    const us = selfUs.get(node.id) ?? 0
+    if (us === 0) continue
+    const o = owner(node.callFrame.url)
+    const group = o.startsWith('src/gateway/') || POLICY_OWNERS.includes(o)
+      ? o
+      : node.callFrame.url.includes('fastify/lib/logger-factory') ? 'fastify/lib/logger-factory (per-request child logger)' : undefined
+    if (group !== undefined) shares.set(group, (shares.get(group) ?? 0) + 100 * us / busy)
+  }
+  return shares
+}
+
+/** A before/after table of policyShares (markdown lines). */
+export function comparePolicyShares (before: CpuProfile, after: CpuProfile): string[] {
+  const b = policyShares(before)
+  const a = policyShares(after)
+  const names = [...new Set([...b.keys(), ...a.keys()])].sort((x, y) => (b.get(y) ?? 0) - (b.get(x) ?? 0))
+  const lines = ['| self time, % of busy | before | after |', '|---|---:|---:|']
+  for (const n of names) lines.push(`| ${n} | ${(b.get(n) ?? 0).toFixed(2)} | ${(a.get(n) ?? 0).toFixed(2)} |`)
+  const total = (m: Map<string, number>): number => [...m.values()].reduce((x, y) => x + y, 0)
+  lines.push(`| **policy layer in total** | **${total(b).toFixed(2)}** | **${total(a).toFixed(2)}** |`)
+  return lines
+}
+
 export function summarizeProfile (profile: CpuProfile, top = DEFAULT_TOP_FRAMES): string[] {
   const selfUs = new Map<number, number>()
   profile.samples.forEach((id, i) => { selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)) })
@@ -130,7 +167,9 @@ async function main (): Promise<void> {
     const md = [`# CPU profile: ${target === 'bare' ? 'bare @fastify/http-proxy' : `gateway (${useRedis ? 'Redis' : 'in-process store'}, info logs, metrics)`}`, '',
       `${seconds} s at ${connections} connections after 2 s of warm-up (the profile covers start-up, warm-up and the run): ${Math.round(run.requestsPerSecond)} req/s. File: bench/results/${name}.cpuprofile.`,
       `CPU busy (not idle) over the whole profile ÷ requests answered: ${(busyUs / (run.total + warm.total)).toFixed(1)} µs per request (includes start-up).`, '',
-      ...summarizeProfile(profile), '']
+      ...summarizeProfile(profile), '',
+      '| policy layer: self time, % of busy | |', '|---|---:|',
+      ...[...policyShares(profile)].sort((x, y) => y[1] - x[1]).map(([k, v]) => `| ${k} | ${v.toFixed(2)} |`), '']
     writeFileSync(join(RESULTS_DIR, `${name}-profile.md`), md.join('\n'))
     process.stdout.write(md.join('\n') + '\n')
   } finally {
@@ -139,4 +178,12 @@ async function main (): Promise<void> {
   }
 }
 
-if (import.meta.url === `file://${process.argv[1] ?? ''}`) await main()
+if (import.meta.url === `file://${process.argv[1] ?? ''}`) {
+  //   node --import tsx bench/profile.ts compare <before.cpuprofile> <after.cpuprofile>   prints the policy layer's shares
+  if (process.argv[2] === 'compare') {
+    const read = (file: string | undefined): CpuProfile => JSON.parse(readFileSync(file ?? '', 'utf8')) as CpuProfile
+    process.stdout.write(comparePolicyShares(read(process.argv[3]), read(process.argv[4])).join('\n') + '\n')
+  } else {
+    await main()
+  }
+}

@@ -4,6 +4,7 @@
 // "≤ 1 ms added" target), and traffic spread over many keys (one bearer token per request, in turn).
 // Every run is bounded by its duration and stops by itself.
 import autocannon from 'autocannon'
+import { wrkAvailable, wrkThroughput } from './wrk.js'
 
 
 export interface Run {
@@ -67,6 +68,19 @@ export async function throughput (opts: LoadOptions): Promise<Run> {
     non2xx: result.non2xx,
     errors: result.errors
   }
+}
+
+/**
+ * A closed-loop run with wrk when it is installed (BENCH_LOADER=autocannon forces autocannon), on
+ * `cpus` when given (wrk only: autocannon runs in this process, whose affinity the caller sets).
+ */
+export async function closedLoop (opts: LoadOptions & { cpus?: string }): Promise<Run> {
+  if (process.env.BENCH_LOADER !== 'autocannon' && wrkAvailable()) return await wrkThroughput(opts)
+  return await throughput(opts)
+}
+
+export function loaderName (): string {
+  return process.env.BENCH_LOADER !== 'autocannon' && wrkAvailable() ? 'wrk (1 thread, Lua script: one token per request in turn)' : 'autocannon (in the bench process)'
 }
 
 export interface RateRun extends Run { rate: number, latencyP90Ms: number, latencyP999Ms: number }

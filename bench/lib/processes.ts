@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { promisify } from 'node:util'
+import { taskset } from './proc-cpu.js'
 
 export const REPO_ROOT = join(import.meta.dirname, '..', '..')
 export const DEFAULT_READY_TIMEOUT_MS = 20_000
@@ -25,13 +26,22 @@ export interface ChildOptions {
   nodeArgs?: string[]
   /** 'pipe': the caller reads stdout (a child that prints its ports); default 'ignore' (/dev/null). */
   stdout?: 'pipe' | 'ignore'
+  /** Run on these CPUs only (`taskset -c`, e.g. "0"), when taskset is installed; default: inherit. */
+  cpus?: string
+}
+
+/** `command args` under `taskset -c cpus` when asked and possible (taskset execs: the PID is the command's). */
+function pinned (command: string, args: string[], cpus: string | undefined): [string, string[]] {
+  const bin = cpus === undefined ? null : taskset()
+  return bin === null || cpus === undefined ? [command, args] : [bin, ['-c', cpus, command, ...args]]
 }
 
 /** Every child started here, so `stopAll` can end exactly these, by PID. */
 const started = new Set<ChildProcess>()
 
 export function startNode (args: string[], opts: ChildOptions = {}): ChildProcess {
-  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), '--import', 'tsx', ...args], {
+  const [command, argv] = pinned(process.execPath, [...(opts.nodeArgs ?? []), '--import', 'tsx', ...args], opts.cpus)
+  const child = spawn(command, argv, {
     cwd: REPO_ROOT,
     env: { ...process.env, ...opts.env },
     stdio: ['ignore', opts.stdout ?? 'ignore', 'inherit']
@@ -41,8 +51,9 @@ export function startNode (args: string[], opts: ChildOptions = {}): ChildProces
   return child
 }
 
-export function startProcess (command: string, args: string[], cwd: string): ChildProcess {
-  const child = spawn(command, args, { cwd, stdio: 'ignore' })
+export function startProcess (command: string, args: string[], cwd: string, cpus?: string): ChildProcess {
+  const [bin, argv] = pinned(command, args, cpus)
+  const child = spawn(bin, argv, { cwd, stdio: 'ignore' })
   started.add(child)
   child.once('exit', () => started.delete(child))
   return child

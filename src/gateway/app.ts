@@ -21,7 +21,7 @@ import { metricsPlugin } from './metrics/plugin.js'
 import { upstreamTimingPlugin } from './metrics/upstream-timing.js'
 import { openApiPlugin } from './openapi/plugin.js'
 import { proxyPlugin } from './proxy/plugin.js'
-import { LOG_REDACT_PATHS, requestLogPlugin } from './request-log.js'
+import { lazyChildLoggerFactory, LOG_REDACT_PATHS, requestLogPlugin } from './request-log.js'
 import { shutdownPlugin } from './shutdown.js'
 import { DEFAULT_BODY_LIMIT_BYTES, DEFAULT_UPSTREAM_TIMEOUT_MS, TRUST_PROXY_TRUE_PROBLEM } from './settings.js'
 
@@ -69,6 +69,7 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
     ...fastifyLimitOptions(limits),
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'reqId' }),
     genReqId: () => randomUUID(),
+    childLoggerFactory: lazyChildLoggerFactory,
     bodyLimit: options.bodyLimit ?? DEFAULT_BODY_LIMIT_BYTES,
     trustProxy: trustProxyOption(options.trustProxy),
     onProtoPoisoning: 'error',
@@ -88,6 +89,7 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
   // The interface speaks JSON only: any other body type is 415 at the edge.
   app.removeContentTypeParser('text/plain')
   installJsonParser(app)
+  app.decorateRequest('routeUrl', null)
   app.addHook('onRequest', function tagRequestId (request, reply, done) {
     reply.header('x-request-id', request.id)
     done()

@@ -21,13 +21,21 @@ export const errorBodySchema = {
   }
 } as const
 
+/**
+ * An error answered to the client. It carries no stack trace: none is ever sent or logged (the error
+ * handler logs only unexpected errors), and capturing one cost more than the rest of a 429's work —
+ * a flood of rejected requests is exactly when that matters.
+ */
 export class ApiError extends Error {
   readonly status: number
   readonly code: string
   readonly headers: Readonly<Record<string, string>> | undefined
 
   constructor (status: number, code: string, message: string, headers?: Record<string, string>) {
+    const stackTraceLimit = Error.stackTraceLimit
+    Error.stackTraceLimit = 0
     super(message)
+    Error.stackTraceLimit = stackTraceLimit
     this.name = 'ApiError'
     this.status = status
     this.code = code

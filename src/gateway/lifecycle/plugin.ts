@@ -3,6 +3,7 @@
 // Registered after requireKey: 401 and 429 come first, and carry no lifecycle headers.
 import fp from 'fastify-plugin'
 import { gatewayErrors } from '../errors.js'
+import { routeUrlOf, UNMATCHED_ROUTE } from '../route-url.js'
 import { findLifecycleEntry, lifecycleIndex, mergeLink, type LifecycleEntry } from './rules.js'
 
 declare module 'fastify' {
@@ -16,8 +17,8 @@ export const lifecyclePlugin = fp(async function lifecyclePlugin (app) {
   app.decorateRequest('lifecycle', null)
 
   app.addHook('onRequest', function applyLifecycle (request, reply, done) {
-    const url = request.routeOptions.url
-    if (url === undefined) { done(); return }
+    const url = routeUrlOf(request)
+    if (url === UNMATCHED_ROUTE) { done(); return }
     const entry = findLifecycleEntry(lifecycleIndex(request.snapshot), url, request.method)
     if (entry === undefined) { done(); return }
     request.lifecycle = entry

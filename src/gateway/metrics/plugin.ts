@@ -4,7 +4,8 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import type { LimiterStatus } from '../limiter/decision.js'
-import { ANONYMOUS_PLAN, createGatewayMetrics, UNMATCHED_ROUTE, type GatewayMetrics } from './registry.js'
+import { routeUrlOf } from '../route-url.js'
+import { ANONYMOUS_PLAN, createGatewayMetrics, type GatewayMetrics } from './registry.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -35,12 +36,11 @@ export const metricsPlugin = fp<MetricsPluginOptions>(async function metricsPlug
   if (!enabled) return
 
   app.addHook('onResponse', function recordRequest (request, reply, done) {
-    const route = request.routeOptions.url ?? UNMATCHED_ROUTE
+    const route = routeUrlOf(request)
     const plan = request.consumer?.plan ?? ANONYMOUS_PLAN
     metrics.requests.count(route, request.method, plan, reply.statusCode)
-    const labels = metrics.routeLabels(route)
-    metrics.requestDuration.observe(labels, reply.elapsedTime / 1000)
-    if (request.upstreamMs >= 0) metrics.upstreamDuration.observe(labels, request.upstreamMs / 1000)
+    metrics.requestDuration.observe(route, reply.elapsedTime / 1000)
+    if (request.upstreamMs >= 0) metrics.upstreamDuration.observe(route, request.upstreamMs / 1000)
     if (request.lifecycle?.deprecated === true) metrics.deprecatedRequests.inc({ route, plan })
     const decision = request.rateLimit
     if (decision && decision.outcome !== 'ok') {

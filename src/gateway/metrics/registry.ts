@@ -6,11 +6,12 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { LimiterStatus } from '../limiter/decision.js'
 import { OPERATIONS, type Operation } from '../proxy/operations.js'
 import { registerKeyExpiryGauges, type KeyExpirySource } from './key-expiry-gauges.js'
+import { UNMATCHED_ROUTE } from '../route-url.js'
 
 /** Seconds, from a cache-hot sub-millisecond answer to the 10 s upstream timeout. */
 export const DEFAULT_DURATION_BUCKETS: readonly number[] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 /** The one `route` value shared by every request that matched no route. */
-export const UNMATCHED_ROUTE = 'unmatched'
+export { UNMATCHED_ROUTE }
 /** The `plan` value of requests without a valid key (the limiter's anonymous policy). */
 export const ANONYMOUS_PLAN = 'anonymous'
 export const WINDOWS = ['minute', 'day'] as const
@@ -70,18 +71,76 @@ export class RequestCounts {
   }
 }
 
+/** prom-client's storage of one histogram label set (v15): counts per upper bound, not cumulative. */
+interface HistogramEntry { labels: Record<string, string>, bucketValues: Record<string, number>, sum: number, count: number }
+
+interface DurationCell {
+  readonly labels: Readonly<Record<'route', string>>
+  /** Observations per bucket (not cumulative); the last slot holds those above every bound (+Inf only). */
+  readonly counts: Float64Array
+  sum: number
+  count: number
+}
+
+/**
+ * A duration histogram by route on the hot path: one Map lookup and two array writes per
+ * observation, where prom-client's own `observe` builds and validates a label set and hashes it
+ * into a string every time. prom-client sees the totals when it is scraped (`flushTo` from the
+ * histogram's collect()), so the exposition is prom-client's, unchanged.
+ */
+export class RouteDurations {
+  private readonly cells = new Map<string, DurationCell>()
+
+  constructor (private readonly bounds: readonly number[]) {}
+
+  private cell (route: string): DurationCell {
+    let cell = this.cells.get(route)
+    if (cell === undefined) {
+      cell = { labels: Object.freeze({ route }), counts: new Float64Array(this.bounds.length + 1), sum: 0, count: 0 }
+      this.cells.set(route, cell)
+    }
+    return cell
+  }
+
+  observe (route: string, seconds: number): void {
+    const cell = this.cell(route)
+    const bounds = this.bounds
+    let i = 0
+    while (i < bounds.length && seconds > (bounds[i] as number)) i++
+    cell.counts[i] = (cell.counts[i] as number) + 1
+    cell.sum += seconds
+    cell.count++
+  }
+
+  /** Exposes `route` at 0 from the first scrape. */
+  zero (route: string): void {
+    this.cell(route)
+  }
+
+  /** Writes every route's totals into `histogram` (prom-client 15's storage: a test scrapes buckets, sum and count). */
+  flushTo (histogram: Histogram<'route'>): void {
+    const storage = histogram as unknown as { hashMap: Record<string, HistogramEntry> }
+    for (const cell of this.cells.values()) {
+      histogram.zero(cell.labels)
+      const entry = Object.values(storage.hashMap).find((e) => e.labels.route === cell.labels.route)
+      if (entry === undefined) continue
+      this.bounds.forEach((bound, i) => { entry.bucketValues[bound] = cell.counts[i] ?? 0 })
+      entry.sum = cell.sum
+      entry.count = cell.count
+    }
+  }
+}
+
 export interface GatewayMetrics {
   readonly registry: Registry
   readonly requests: RequestCounts
-  readonly requestDuration: Histogram<'route'>
-  readonly upstreamDuration: Histogram<'route'>
+  readonly requestDuration: RouteDurations
+  readonly upstreamDuration: RouteDurations
   readonly rateLimitRejections: Counter<'plan' | 'window'>
   readonly bans: Counter<'plan'>
   readonly deprecatedRequests: Counter<'route' | 'plan'>
   /** For the config reloader: `configReloads.inc({ result: 'success' | 'failure' })`. */
   readonly configReloads: Counter<'result'>
-  /** `{ route }` label objects, one per route pattern, reused by every observation. */
-  routeLabels: (route: string) => Readonly<Record<'route', string>>
 }
 
 export interface MetricsOptions {
@@ -124,19 +183,23 @@ export function createGatewayMetrics (opts: MetricsOptions): GatewayMetrics {
     registers,
     collect () { requests.flushTo(this) }
   })
-  const requestDuration = new Histogram<'route'>({
+  const requestDuration = new RouteDurations(buckets)
+  new Histogram<'route'>({
     name: 'gateway_request_duration_seconds',
     help: 'Time from receiving a request to the end of its response, by route pattern',
     labelNames: ['route'],
     buckets,
-    registers
+    registers,
+    collect () { requestDuration.flushTo(this) }
   })
-  const upstreamDuration = new Histogram<'route'>({
+  const upstreamDuration = new RouteDurations(buckets)
+  new Histogram<'route'>({
     name: 'gateway_upstream_duration_seconds',
     help: 'Time the backend took to answer (until its response headers, or its failure), by route pattern',
     labelNames: ['route'],
     buckets,
-    registers
+    registers,
+    collect () { upstreamDuration.flushTo(this) }
   })
   const rateLimitRejections = new Counter<'plan' | 'window'>({
     name: 'gateway_ratelimit_rejections_total',
@@ -195,16 +258,12 @@ export function createGatewayMetrics (opts: MetricsOptions): GatewayMetrics {
     }
   })
 
-  const routeLabelCache = new Map<string, Readonly<Record<'route', string>>>()
-  const routeLabels = (route: string): Readonly<Record<'route', string>> =>
-    child(routeLabelCache, route, () => Object.freeze({ route }))
-
   for (const op of operations) {
     for (const plan of plans) requests.count(op.path, op.method, plan, successStatus(op), 0)
-    requestDuration.zero(routeLabels(op.path))
-    upstreamDuration.zero(routeLabels(op.path))
+    requestDuration.zero(op.path)
+    upstreamDuration.zero(op.path)
   }
-  requestDuration.zero(routeLabels(UNMATCHED_ROUTE))
+  requestDuration.zero(UNMATCHED_ROUTE)
   for (const plan of plans) {
     bans.inc({ plan }, 0)
     for (const window of WINDOWS) rateLimitRejections.inc({ plan, window }, 0)
@@ -213,5 +272,5 @@ export function createGatewayMetrics (opts: MetricsOptions): GatewayMetrics {
   for (const result of RELOAD_RESULTS) configReloads.inc({ result }, 0)
   if (opts.keyExpiry !== undefined) registerKeyExpiryGauges(registry, opts.keyExpiry)
 
-  return { registry, requests, requestDuration, upstreamDuration, rateLimitRejections, bans, deprecatedRequests, configReloads, routeLabels }
+  return { registry, requests, requestDuration, upstreamDuration, rateLimitRejections, bans, deprecatedRequests, configReloads }
 }

@@ -1,0 +1,82 @@
+// CPU time of processes as the kernel counts it (/proc/PID/stat utime + stime), so the bench can
+// report CPU per request — on a shared machine far steadier than req/s, which any neighbour's load
+// moves — and pin each process to a core with `taskset` so the server under test does not share
+// its core with the backend, Redis or the load generator.
+import { execFileSync } from 'node:child_process'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
+
+/** Linux's USER_HZ is 100 on every common build; `getconf CLK_TCK` says for sure when it is there. */
+export const DEFAULT_CLOCK_TICKS = 100
+
+let ticksPerSecond: number | undefined
+
+function clockTicks (): number {
+  if (ticksPerSecond === undefined) {
+    try {
+      ticksPerSecond = Number.parseInt(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim(), 10) || DEFAULT_CLOCK_TICKS
+    } catch {
+      ticksPerSecond = DEFAULT_CLOCK_TICKS
+    }
+  }
+  return ticksPerSecond
+}
+
+/** utime + stime of one process in µs; 0 once it is gone. */
+function ownMicros (pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    // The command name (field 2) may hold spaces and parentheses: fields are counted after the last ')'.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return (Number(fields[11]) + Number(fields[12])) * 1e6 / clockTicks()
+  } catch {
+    return 0
+  }
+}
+
+function childrenOf (pid: number): number[] {
+  const out: number[] = []
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      const text = readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').trim()
+      if (text !== '') for (const c of text.split(' ')) out.push(Number(c))
+    }
+  } catch { /* gone, or no children file on this kernel */ }
+  return out
+}
+
+/** CPU µs used so far by `pid` and every live descendant (a cluster primary and its workers). */
+export function cpuMicros (pid: number | undefined): number {
+  if (pid === undefined) return NaN
+  let total = ownMicros(pid)
+  for (const child of childrenOf(pid)) total += cpuMicros(child)
+  return total
+}
+
+export function procAvailable (): boolean {
+  return existsSync(`/proc/${process.pid}/stat`)
+}
+
+let tasksetPath: string | null | undefined
+
+/** Path of `taskset`, or null when it is not installed (then nothing is pinned). */
+export function taskset (): string | null {
+  if (tasksetPath === undefined) {
+    tasksetPath = null
+    for (const dir of (process.env.PATH ?? '/usr/bin:/bin').split(':')) {
+      if (existsSync(`${dir}/taskset`)) { tasksetPath = `${dir}/taskset`; break }
+    }
+  }
+  return tasksetPath
+}
+
+/** Pins an already running process (all its threads) to `cpus` (e.g. "1"); false when it could not. */
+export function pinProcess (pid: number, cpus: string): boolean {
+  const bin = taskset()
+  if (bin === null) return false
+  try {
+    execFileSync(bin, ['-a', '-p', '-c', cpus, String(pid)], { stdio: 'ignore' })
+    return true
+  } catch {
+    return false
+  }
+}

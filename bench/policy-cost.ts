@@ -1,0 +1,124 @@
+// `npm run bench:policy`: the CPU the policy layer (auth, limiter, lifecycle, headers, metrics, the
+// log line) adds to each proxied request, measured inside one process with Fastify's inject, so no
+// client socket and no load generator share the measurement: process.cpuUsage() around batches of
+// GET /v1/pets?limit=10 through the bare @fastify/http-proxy assembly and through the gateway (the
+// in-process store, info logs to /dev/null, metrics on), alternated batch by batch. On a machine
+// other work is loading, per-batch differences taken side by side and their median are far steadier
+// than req/s. The backend is a child process (on CPU 1 with taskset; this process on CPU 0).
+// BENCH_BASELINE=<dir>: also the gateway of another checkout (src/ of an older commit with
+// node_modules linked in): before/after in the same run.
+// Env: BENCH_ROUNDS [15] BENCH_BATCH [2000] BENCH_CONCURRENCY [16]. Writes bench/results/policy-cost.json.
+import { openSync, mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import Fastify, { type FastifyInstance } from 'fastify'
+import httpProxy from '@fastify/http-proxy'
+import type * as AppModule from '../src/gateway/app.js'
+import type * as LoaderModule from '../src/gateway/config/loader.js'
+import type * as LoggerModule from '../src/gateway/logger.js'
+import { writeConfigWithKeys } from './config-load.js'
+import { median } from './lib/load.js'
+import { pinProcess, taskset } from './lib/proc-cpu.js'
+import { REPO_ROOT, startBackend, stopAll, unboundPlans } from './lib/processes.js'
+
+export const DEFAULT_ROUNDS = 15
+export const DEFAULT_BATCH = 2_000
+export const DEFAULT_CONCURRENCY = 16
+const PATH = '/v1/pets?limit=10'
+
+interface Subject { name: string, app: FastifyInstance, tokens: string[] }
+
+const intFromEnv = (name: string, fallback: number): number => {
+  const raw = process.env[name]
+  return raw === undefined || raw === '' ? fallback : Number.parseInt(raw, 10)
+}
+
+async function bare (backendUrl: string): Promise<FastifyInstance> {
+  const { DEFAULT_UPSTREAM_CONNECTIONS, DEFAULT_UPSTREAM_PIPELINING } = await import('../src/gateway/proxy/plugin.js')
+  const app = Fastify({ logger: false })
+  await app.register(httpProxy, { upstream: backendUrl, prefix: '/v1', rewritePrefix: '/v1', undici: { connections: DEFAULT_UPSTREAM_CONNECTIONS, pipelining: DEFAULT_UPSTREAM_PIPELINING } })
+  await app.ready()
+  return app
+}
+
+/** The gateway of the checkout at `root`, built as server.ts builds it (in-process store, info logs). */
+async function gateway (root: string, backendUrl: string, configDir: string, logFd: number): Promise<FastifyInstance> {
+  const { buildGateway } = await import(join(root, 'src', 'gateway', 'app.ts')) as typeof AppModule
+  const { loadConfigDir } = await import(join(root, 'src', 'gateway', 'config', 'loader.ts')) as typeof LoaderModule
+  const { createGatewayLogger } = await import(join(root, 'src', 'gateway', 'logger.ts')) as typeof LoggerModule
+  const app = await buildGateway({ config: loadConfigDir(configDir), backendUrl, logger: createGatewayLogger({ level: 'info', fd: logFd }) })
+  await app.ready()
+  return app
+}
+
+/** CPU µs of this process per request over `count` injected requests, `concurrency` at a time. */
+async function batch (s: Subject, count: number, concurrency: number): Promise<number> {
+  let next = 0
+  let bad = 0
+  const worker = async (): Promise<void> => {
+    while (next < count) {
+      const i = next++
+      const res = await s.app.inject({ method: 'GET', url: PATH, headers: { authorization: `Bearer ${s.tokens[i % s.tokens.length] ?? ''}` } })
+      if (res.statusCode !== 200) bad++
+    }
+  }
+  const before = process.cpuUsage()
+  await Promise.all(Array.from({ length: concurrency }, worker))
+  const used = process.cpuUsage(before)
+  if (bad > 0) throw new Error(`${s.name}: ${bad} answers were not 200`)
+  return (used.user + used.system) / count
+}
+
+async function main (): Promise<void> {
+  const rounds = intFromEnv('BENCH_ROUNDS', DEFAULT_ROUNDS)
+  const size = intFromEnv('BENCH_BATCH', DEFAULT_BATCH)
+  const concurrency = intFromEnv('BENCH_CONCURRENCY', DEFAULT_CONCURRENCY)
+  const pinned = taskset() !== null && pinProcess(process.pid, '1')
+  const work = mkdtempSync(join(tmpdir(), 'petstore-policy-'))
+  try {
+    const { url: backendUrl } = await startBackend(work)
+    if (pinned) pinProcess(process.pid, '0')
+    for (let i = 0; i < 20; i++) {
+      const res = await fetch(`${backendUrl}/v1/pets`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: `pet-${i}`, categoryId: 1 }) })
+      await res.arrayBuffer()
+    }
+    const configDir = writeConfigWithKeys(1_000, join(work, 'config'))
+    unboundPlans(configDir)
+    const logFd = openSync('/dev/null', 'w')
+    const hot = ['bench-key-0']
+    const keys = Array.from({ length: 1_000 }, (_, i) => `bench-key-${i}`)
+    const bareApp = await bare(backendUrl)
+    const gw = await gateway(REPO_ROOT, backendUrl, configDir, logFd)
+    const baselineDir = process.env.BENCH_BASELINE
+    const baseline = baselineDir === undefined || baselineDir === '' ? undefined : await gateway(baselineDir, backendUrl, configDir, logFd)
+    const subjects: Subject[] = [
+      { name: 'bare @fastify/http-proxy', app: bareApp, tokens: hot },
+      { name: 'gateway, hot key', app: gw, tokens: hot },
+      { name: 'gateway, 1,000 keys', app: gw, tokens: keys },
+      ...(baseline === undefined ? [] : [{ name: 'baseline gateway, hot key', app: baseline, tokens: hot }, { name: 'baseline gateway, 1,000 keys', app: baseline, tokens: keys }])
+    ]
+    for (const s of subjects) await batch(s, size, concurrency)
+    const perRound = new Map<string, number[]>(subjects.map((s) => [s.name, []]))
+    for (let round = 0; round < rounds; round++) {
+      const order = round % 2 === 0 ? subjects : [...subjects].reverse()
+      for (const s of order) perRound.get(s.name)?.push(await batch(s, size, concurrency))
+      process.stdout.write(`round ${round + 1}/${rounds}: ${subjects.map((s) => `${s.name} ${(perRound.get(s.name)?.at(-1) ?? NaN).toFixed(1)}`).join(' · ')} µs/req\n`)
+    }
+    const bareRounds = perRound.get(subjects[0]?.name ?? '') ?? []
+    const rows = subjects.map((s) => {
+      const xs = perRound.get(s.name) ?? []
+      return { name: s.name, cpuUsPerRequest: Math.round(median(xs) * 10) / 10, overBareUs: Math.round(median(xs.map((x, i) => x - (bareRounds[i] ?? NaN))) * 10) / 10, rounds: xs.map((x) => Math.round(x * 10) / 10) }
+    })
+    const report = { date: new Date().toISOString(), rounds, batch: size, concurrency, pinned, baseline: baselineDir ?? null, rows }
+    mkdirSync(join(REPO_ROOT, 'bench', 'results'), { recursive: true })
+    writeFileSync(join(REPO_ROOT, 'bench', 'results', 'policy-cost.json'), `${JSON.stringify(report, null, 2)}\n`)
+    process.stdout.write(['', '| configuration | CPU µs per request (median) | above bare proxy (median of per-round differences) |', '|---|---:|---:|',
+      ...rows.map((r) => `| ${r.name} | ${r.cpuUsPerRequest} | ${r.overBareUs} |`), ''].join('\n'))
+    await Promise.all([bareApp.close(), gw.close(), baseline?.close()])
+  } finally {
+    await stopAll()
+    rmSync(work, { recursive: true, force: true })
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1] ?? ''}`) await main()

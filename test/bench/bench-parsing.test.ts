@@ -1,0 +1,56 @@
+import t from 'tap'
+import { parseEnvList, parseVariants } from '../../bench/lib/env-list.js'
+import { parseWrk } from '../../bench/lib/wrk.js'
+import { cpuMicros } from '../../bench/lib/proc-cpu.js'
+
+const WRK_OUTPUT = `Running 2s test @ http://127.0.0.1:1234/v1/pets?limit=10
+  1 threads and 50 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     5.10ms    2.00ms  40.00ms   90.00%
+    Req/Sec     9.80k   500.00     10.50k    70.00%
+  Latency Distribution
+     50%    4.80ms
+     75%    5.90ms
+     90%    7.10ms
+     99%  850.00us
+  19600 requests in 2.00s, 10.00MB read
+  Socket errors: connect 0, read 2, write 0, timeout 1
+  Non-2xx or 3xx responses: 7
+Requests/sec:   9800.12
+Transfer/sec:      5.00MB
+`
+
+t.test('wrk output: req/s, total, p50/p99 in ms whatever the unit, non-2xx and socket errors', async (t) => {
+  const run = parseWrk(WRK_OUTPUT)
+  t.equal(run.requestsPerSecond, 9800.12)
+  t.equal(run.total, 19600)
+  t.equal(run.latencyP50Ms, 4.8)
+  t.equal(run.latencyP99Ms, 0.85)
+  t.equal(run.non2xx, 7)
+  t.equal(run.errors, 3)
+})
+
+t.test('extra gateway environment and variants from their one-line settings', async (t) => {
+  t.same(parseEnvList('STORE_LEASES=off, LOG_LEVEL=warn,bad'), { STORE_LEASES: 'off', LOG_LEVEL: 'warn' })
+  t.same(parseEnvList(undefined), {})
+  t.same(parseVariants('leases on:STORE_LEASES=on;leases off:STORE_LEASES=off,X=1; plain'), [
+    { name: 'leases on', env: { STORE_LEASES: 'on' } },
+    { name: 'leases off', env: { STORE_LEASES: 'off', X: '1' } },
+    { name: 'plain', env: {} }
+  ])
+})
+
+t.test('CPU time of a process from /proc grows while it works', async (t) => {
+  const before = cpuMicros(process.pid)
+  // Busy until Node's own account says 100 ms of CPU were used (bounded in wall time: a shared machine may deschedule us).
+  const start = process.cpuUsage()
+  const deadline = Date.now() + 10_000
+  let x = 0
+  while (Date.now() < deadline) {
+    for (let i = 0; i < 10_000; i++) x += Math.sqrt(x + i)
+    const used = process.cpuUsage(start)
+    if (used.user + used.system >= 100_000) break
+  }
+  t.ok(cpuMicros(process.pid) - before >= 50_000, `100 ms of CPU by Node's account is at least 50 ms in /proc (ticks of 10 ms) (${x > 0})`)
+  t.equal(cpuMicros(2 ** 22 + 12345), 0, 'a process that is gone has used nothing')
+})
