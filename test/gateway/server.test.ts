@@ -1,7 +1,7 @@
 import t from 'tap'
 import { cpSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { DEMO_KEYS, REPO_CONFIG_DIR } from '../helpers/gateway.js'
+import { DEMO_KEYS, FIXTURE_CONFIG_DIR } from '../helpers/gateway.js'
 import { freePort, waitForHttp } from '../helpers/ports.js'
 import { runEntry } from '../helpers/processes.js'
 
@@ -18,7 +18,7 @@ async function gatewayEnv (configDir: string, extra: Record<string, string> = {}
 
 t.test('a bad config file stops start-up with a message naming file, path and reason', async (t) => {
   const dir = t.testdir()
-  cpSync(REPO_CONFIG_DIR, dir, { recursive: true })
+  cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
   writeFileSync(join(dir, 'keys.yaml'), `keys:\n  - { id: a, sha256: ${'c'.repeat(64)}, plan: gold }\n`)
   const proc = runEntry(t, 'src/gateway/server.ts', await gatewayEnv(dir))
   const { code } = await proc.exited
@@ -27,21 +27,21 @@ t.test('a bad config file stops start-up with a message naming file, path and re
 })
 
 t.test('with NODE_ENV=production the gateway refuses the demo keys', async (t) => {
-  const proc = runEntry(t, 'src/gateway/server.ts', await gatewayEnv(REPO_CONFIG_DIR, { NODE_ENV: 'production' }))
+  const proc = runEntry(t, 'src/gateway/server.ts', await gatewayEnv(FIXTURE_CONFIG_DIR, { NODE_ENV: 'production' }))
   const { code } = await proc.exited
   t.equal(code, 1)
   t.match(proc.output(), 'demo keys are configured (demo-free, demo-pro, demo-business, demo-enterprise)')
 })
 
 t.test('an invalid environment value is refused with its name', async (t) => {
-  const proc = runEntry(t, 'src/gateway/server.ts', await gatewayEnv(REPO_CONFIG_DIR, { GATEWAY_PORT: 'eighty' }))
+  const proc = runEntry(t, 'src/gateway/server.ts', await gatewayEnv(FIXTURE_CONFIG_DIR, { GATEWAY_PORT: 'eighty' }))
   const { code } = await proc.exited
   t.equal(code, 1)
   t.match(proc.output(), 'GATEWAY_PORT: expected an integer from 0 to 65535, got "eighty"')
 })
 
 t.test('the gateway process serves, reports health, and exits 0 on SIGTERM', async (t) => {
-  const env = await gatewayEnv(REPO_CONFIG_DIR)
+  const env = await gatewayEnv(FIXTURE_CONFIG_DIR)
   const proc = runEntry(t, 'src/gateway/server.ts', env)
   await waitForHttp(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`)
   const health = await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`)
@@ -63,7 +63,7 @@ t.test('the gateway process serves, reports health, and exits 0 on SIGTERM', asy
 
 t.test('SIGHUP reloads the config of a running process (watching off)', async (t) => {
   const dir = t.testdir()
-  cpSync(REPO_CONFIG_DIR, dir, { recursive: true })
+  cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
   const env = await gatewayEnv(dir, { CONFIG_WATCH: 'false' })
   const proc = runEntry(t, 'src/gateway/server.ts', env)
   await waitForHttp(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`)

@@ -10,7 +10,7 @@
 // 503 for the whole drain; Redis is closed; the process exits 0.
 import { Agent, request as httpRequest } from 'node:http'
 import t, { type Test } from 'tap'
-import { DEMO_KEYS, REPO_CONFIG_DIR } from '../helpers/gateway.js'
+import { DEMO_KEYS, FIXTURE_CONFIG_DIR } from '../helpers/gateway.js'
 import { startEchoUpstream } from '../helpers/echo-upstream.js'
 import { freePort, waitForHttp } from '../helpers/ports.js'
 import { runEntry } from '../helpers/processes.js'
@@ -71,7 +71,7 @@ async function startStack (t: Test, drainDelayMs: number | undefined) {
     GATEWAY_PORT: String(port),
     ADMIN_PORT: String(adminPort),
     BACKEND_URL: upstream.url,
-    CONFIG_DIR: REPO_CONFIG_DIR,
+    CONFIG_DIR: FIXTURE_CONFIG_DIR,
     CONFIG_WATCH: 'false',
     REDIS_URL: redis.url,
     SHUTDOWN_GRACE_MS: '5000',
@@ -173,7 +173,7 @@ t.test('the drain is bounded: a request still running at the grace deadline is c
     GATEWAY_PORT: String(port),
     ADMIN_PORT: String(adminPort),
     BACKEND_URL: upstream.url,
-    CONFIG_DIR: REPO_CONFIG_DIR,
+    CONFIG_DIR: FIXTURE_CONFIG_DIR,
     CONFIG_WATCH: 'false',
     SHUTDOWN_GRACE_MS: '500',
     SHUTDOWN_DRAIN_DELAY_MS: '0'

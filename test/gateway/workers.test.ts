@@ -7,7 +7,7 @@ import { cpSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { startBackend } from '../helpers/backend.js'
-import { REPO_CONFIG_DIR } from '../helpers/gateway.js'
+import { FIXTURE_CONFIG_DIR } from '../helpers/gateway.js'
 import { freePort, waitForHttp } from '../helpers/ports.js'
 import { runEntry, type RunningProcess } from '../helpers/processes.js'
 import { startRedis } from '../helpers/redis.js'
@@ -31,7 +31,7 @@ async function freePortPair (): Promise<number> {
 
 function configDir (t: Test): string {
   const dir = t.testdir()
-  cpSync(REPO_CONFIG_DIR, dir, { recursive: true })
+  cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
   writeFileSync(join(dir, 'keys.yaml'), [
     'keys:',
     '  - id: twenty-a-minute',
@@ -144,7 +144,7 @@ t.test('more than one worker without Redis is refused: limits would be per worke
     GATEWAY_PORT: String(await freePort()),
     ADMIN_PORT: '0',
     BACKEND_URL: 'http://127.0.0.1:9',
-    CONFIG_DIR: REPO_CONFIG_DIR,
+    CONFIG_DIR: FIXTURE_CONFIG_DIR,
     REDIS_URL: '',
     GATEWAY_WORKERS: '2'
   })
