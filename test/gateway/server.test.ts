@@ -1,5 +1,6 @@
 import t from 'tap'
 import { cpSync, writeFileSync } from 'node:fs'
+import { createServer, type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { DEMO_KEYS, FIXTURE_CONFIG_DIR } from '../helpers/gateway.js'
 import { freePort, waitForHttp } from '../helpers/ports.js'
@@ -38,6 +39,20 @@ t.test('an invalid environment value is refused with its name', async (t) => {
   const { code } = await proc.exited
   t.equal(code, 1)
   t.match(proc.output(), 'GATEWAY_PORT: expected an integer from 0 to 65535, got "eighty"')
+})
+
+t.test('a port in use stops start-up with one line naming the port and its variable, exit 1', async (t) => {
+  const blocker = createServer()
+  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => blocker.close())
+  const taken = String((blocker.address() as AddressInfo).port)
+  for (const variable of ['GATEWAY_PORT', 'ADMIN_PORT']) {
+    const proc = runEntry(t, 'src/gateway/server.ts', await gatewayEnv(FIXTURE_CONFIG_DIR, { CONFIG_WATCH: 'false', [variable]: taken }))
+    const { code } = await proc.exited
+    t.equal(code, 1, variable)
+    t.match(proc.output(), `"msg":"port ${taken} is in use (${variable})"`)
+    t.notMatch(proc.output(), /\n\s+at /, 'no stack trace')
+  }
 })
 
 t.test('the gateway process serves, reports health, and exits 0 on SIGTERM', async (t) => {
