@@ -1,6 +1,7 @@
 // Runs the project's entry points as real child processes (as a deployment does), collecting their
 // output and stopping them in teardown.
 import { spawn, type ChildProcess } from 'node:child_process'
+import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Test } from 'tap'
 
@@ -38,4 +39,27 @@ export function runEntry (t: Test, entry: string, env: Record<string, string>): 
     }
   })
   return { child, output: () => out, exited }
+}
+
+/** Pids whose parent is `pid` (from /proc, so it sees processes this test did not spawn itself). */
+export function childPids (pid: number): number[] {
+  return readdirSync('/proc').filter((name) => /^\d+$/.test(name)).flatMap((name) => {
+    try {
+      // Field 4 of /proc/<pid>/stat is the parent pid; the command name before it may hold spaces.
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8')
+      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid ? [Number(name)] : []
+    } catch {
+      return []
+    }
+  })
+}
+
+/** The command line of a running process, or undefined when it is gone (or a zombie). */
+export function commandLine (pid: number): string | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/cmdline`, 'utf8')
+    return text === '' ? undefined : text.split('\0').join(' ').trim()
+  } catch {
+    return undefined
+  }
 }
