@@ -4,17 +4,11 @@ import { createServer, type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { DEMO_KEYS, FIXTURE_CONFIG_DIR } from '../helpers/gateway.js'
 import { freePort, waitForHttp } from '../helpers/ports.js'
-import { runEntry } from '../helpers/processes.js'
+import { gatewayProcessEnv, runEntry } from '../helpers/processes.js'
 
+/** A gateway on free ports in front of a backend port nothing listens on. */
 async function gatewayEnv (configDir: string, extra: Record<string, string> = {}): Promise<Record<string, string>> {
-  return {
-    GATEWAY_HOST: '127.0.0.1',
-    GATEWAY_PORT: String(await freePort()),
-    ADMIN_PORT: String(await freePort()),
-    BACKEND_URL: `http://127.0.0.1:${await freePort()}`,
-    CONFIG_DIR: configDir,
-    ...extra
-  }
+  return gatewayProcessEnv({ port: await freePort(), adminPort: await freePort(), backendUrl: `http://127.0.0.1:${await freePort()}`, configDir }, extra)
 }
 
 t.test('a bad config file stops start-up with a message naming file, path and reason', async (t) => {
@@ -47,7 +41,7 @@ t.test('a port in use stops start-up with one line naming the port and its varia
   t.teardown(() => blocker.close())
   const taken = String((blocker.address() as AddressInfo).port)
   for (const variable of ['GATEWAY_PORT', 'ADMIN_PORT']) {
-    const proc = runEntry(t, 'src/gateway/server.ts', await gatewayEnv(FIXTURE_CONFIG_DIR, { CONFIG_WATCH: 'false', [variable]: taken }))
+    const proc = runEntry(t, 'src/gateway/server.ts', await gatewayEnv(FIXTURE_CONFIG_DIR, { [variable]: taken }))
     const { code } = await proc.exited
     t.equal(code, 1, variable)
     t.match(proc.output(), `"msg":"port ${taken} is in use (${variable})"`)
@@ -79,7 +73,7 @@ t.test('the gateway process serves, reports health, and exits 0 on SIGTERM', asy
 t.test('SIGHUP reloads the config of a running process (watching off)', async (t) => {
   const dir = t.testdir()
   cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
-  const env = await gatewayEnv(dir, { CONFIG_WATCH: 'false' })
+  const env = await gatewayEnv(dir)
   const proc = runEntry(t, 'src/gateway/server.ts', env)
   await waitForHttp(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`)
   const before = await (await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/admin/config`)).json() as { version: string, keys: { total: number } }

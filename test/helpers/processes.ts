@@ -63,3 +63,30 @@ export function commandLine (pid: number): string | undefined {
     return undefined
   }
 }
+
+export interface GatewayProcessOptions {
+  port: number
+  adminPort: number
+  backendUrl: string
+  configDir: string
+  /** Unset: the in-process store (REDIS_URL is cleared, whatever the test's own environment holds). */
+  redisUrl?: string
+}
+
+/**
+ * The environment of a gateway entry point (src/gateway/server.ts) run by a test: loopback
+ * listeners, the given backend, config and Redis, config watching off (tests reload explicitly);
+ * `extra` adds or overrides variables.
+ */
+export function gatewayProcessEnv (opts: GatewayProcessOptions, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    GATEWAY_HOST: '127.0.0.1',
+    GATEWAY_PORT: String(opts.port),
+    ADMIN_PORT: String(opts.adminPort),
+    BACKEND_URL: opts.backendUrl,
+    CONFIG_DIR: opts.configDir,
+    CONFIG_WATCH: 'false',
+    REDIS_URL: opts.redisUrl ?? '',
+    ...extra
+  }
+}
