@@ -13,6 +13,8 @@ export const UNMATCHED_ROUTE = 'unmatched'
 /** The `plan` value of requests without a valid key (the limiter's anonymous policy). */
 export const ANONYMOUS_PLAN = 'anonymous'
 export const WINDOWS = ['minute', 'day'] as const
+/** `window` of a 429: the window that refused, or `ban` for a key answered `key_banned`. */
+export const REJECTION_WINDOWS = [...WINDOWS, 'ban'] as const
 export const RELOAD_RESULTS = ['success', 'failure'] as const
 
 const LINT_FAILING_DEFAULTS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']
@@ -204,7 +206,7 @@ export function createGatewayMetrics (opts: MetricsOptions): GatewayMetrics {
   requestDuration.zero(routeLabels(UNMATCHED_ROUTE))
   for (const plan of plans) {
     bans.inc({ plan }, 0)
-    for (const window of WINDOWS) rateLimitRejections.inc({ plan, window }, 0)
+    for (const window of REJECTION_WINDOWS) rateLimitRejections.inc({ plan, window }, 0)
     for (const route of opts.deprecatedRoutes ?? []) deprecatedRequests.inc({ route, plan }, 0)
   }
   for (const result of RELOAD_RESULTS) configReloads.inc({ result }, 0)

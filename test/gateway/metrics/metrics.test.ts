@@ -46,6 +46,7 @@ t.test('GET /metrics on the admin port: Prometheus text, process metrics, every 
     t.equal(sampleValue(samples, 'gateway_bans_total', { plan }), 0)
     t.equal(sampleValue(samples, 'gateway_ratelimit_rejections_total', { plan, window: 'minute' }), 0)
     t.equal(sampleValue(samples, 'gateway_ratelimit_rejections_total', { plan, window: 'day' }), 0)
+    t.equal(sampleValue(samples, 'gateway_ratelimit_rejections_total', { plan, window: 'ban' }), 0)
     t.equal(sampleValue(samples, 'gateway_deprecated_requests_total', { route: '/v1/pets/:petId', plan }), 0)
   }
   t.equal(sampleValue(samples, 'gateway_config_reloads_total', { result: 'success' }), 0)
@@ -137,8 +138,10 @@ t.test('the limiter decision feeds rejections (by plan and window) and bans; the
 
   const { samples } = await scrape(adminUrl)
   t.equal(sampleValue(samples, 'gateway_ratelimit_rejections_total', { plan: 'free', window: 'minute' }), 1)
-  t.equal(sampleValue(samples, 'gateway_ratelimit_rejections_total', { plan: 'free', window: 'day' }), 2, 'rejectedBy wins over the binding window; a ban counts in its window')
-  t.equal(sampleValue(samples, 'gateway_ratelimit_rejections_total', { plan: 'anonymous', window: 'minute' }), 1)
+  t.equal(sampleValue(samples, 'gateway_ratelimit_rejections_total', { plan: 'free', window: 'day' }), 1, 'rejectedBy wins over the binding window')
+  t.equal(sampleValue(samples, 'gateway_ratelimit_rejections_total', { plan: 'free', window: 'ban' }), 1, 'a key_banned answer counts as window="ban", not in a window')
+  t.equal(sampleValue(samples, 'gateway_ratelimit_rejections_total', { plan: 'anonymous', window: 'ban' }), 1)
+  t.equal(sampleValue(samples, 'gateway_ratelimit_rejections_total', { plan: 'anonymous', window: 'minute' }), 0)
   t.equal(sampleValue(samples, 'gateway_bans_total', { plan: 'free' }), 1)
   t.equal(sampleValue(samples, 'gateway_bans_total', { plan: 'anonymous' }), 0)
   t.equal(sampleValue(samples, 'gateway_config_reloads_total', { result: 'success' }), 2)
