@@ -46,7 +46,8 @@ async function main (): Promise<void> {
     trustProxy: settings.trustProxy,
     logger,
     reload: { dir: settings.configDir, watch: settings.configWatch, production: settings.production },
-    limiter: { settings }
+    limiter: { settings },
+    openApi: { publicBaseUrl: settings.publicBaseUrl, stagingBaseUrl: settings.stagingBaseUrl }
   })
   const admin = await buildAdmin({ gateway, token: settings.adminToken })
 

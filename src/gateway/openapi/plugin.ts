@@ -112,7 +112,7 @@ async function publicDocuments (scope: FastifyInstance, opts: OpenApiPluginOptio
   })
 
   const documents = new WeakMap<ConfigSnapshot, string>()
-  const documentOptions: OpenApiDocumentOptions = { version: opts.version, serverUrl: opts.serverUrl }
+  const documentOptions: OpenApiDocumentOptions = { version: opts.version, serverUrl: opts.serverUrl, publicBaseUrl: opts.publicBaseUrl, stagingBaseUrl: opts.stagingBaseUrl }
   scope.get(OPENAPI_PATH, async function openApiDocument (request, reply) {
     let text = documents.get(request.snapshot)
     if (text === undefined) {

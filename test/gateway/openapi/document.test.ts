@@ -160,3 +160,15 @@ t.test('docs/openapi.json and src/client/openapi-types.ts are what `npm run open
   t.equal(readFileSync(DEFAULT_DOCUMENT_PATH, 'utf8'), documentText(current), 'docs/openapi.json is stale: run npm run openapi')
   t.equal(readFileSync(DEFAULT_TYPES_PATH, 'utf8'), await clientTypesText(current), 'src/client/openapi-types.ts is stale: run npm run openapi')
 })
+
+t.test('servers: this gateway, then production and staging when PUBLIC_BASE_URL / STAGING_BASE_URL are set', async (t) => {
+  t.same(buildOpenApiDocument(testConfig()).servers, [{ url: '/v1', description: 'This gateway' }], 'neither set: the relative server only')
+  const both = buildOpenApiDocument(testConfig(), { publicBaseUrl: 'https://api.petstore.example/', stagingBaseUrl: 'https://api.staging.petstore.example' })
+  t.same(both.servers, [
+    { url: '/v1', description: 'This gateway' },
+    { url: 'https://api.petstore.example/v1', description: 'Production' },
+    { url: 'https://api.staging.petstore.example/v1', description: 'Staging' }
+  ])
+  t.same(buildOpenApiDocument(testConfig(), { stagingBaseUrl: 'https://staging.example' }).servers,
+    [{ url: '/v1', description: 'This gateway' }, { url: 'https://staging.example/v1', description: 'Staging' }])
+})
