@@ -653,7 +653,7 @@ function checkRendering (which: Rendering): void {
     t.equal(deployment.spec.strategy.type, 'Recreate', 'Recreate: the old pod is gone before the new one opens the file')
     t.equal(envValue(c, 'BACKEND_HOST'), '0.0.0.0', 'listens on the pod address')
     t.equal(portNumber(c, 'http'), Number(envValue(c, 'BACKEND_PORT')), 'containerPort = BACKEND_PORT')
-    t.equal(Number(envValue(c, 'BACKEND_PORT')), BACKEND_PORT, 'the backend port of the contract')
+    t.equal(Number(envValue(c, 'BACKEND_PORT')), BACKEND_PORT, 'the default backend port (docs/decisions.md §8)')
     const mount = (c.volumeMounts as Json[]).find((m) => m.mountPath === posix.dirname(envValue(c, 'PETS_DB') as string))
     const volume = (deployment.spec.template.spec.volumes as Json[]).find((v) => v.name === mount?.name)
     const pvc = find('PersistentVolumeClaim', volume?.persistentVolumeClaim?.claimName) as Json

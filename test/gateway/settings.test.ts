@@ -1,7 +1,7 @@
 import t from 'tap'
 import { settingsFromEnv } from '../../src/gateway/settings.js'
 
-t.test('defaults follow CONTRACT §8', async (t) => {
+t.test('defaults follow docs/decisions.md §8', async (t) => {
   t.same(settingsFromEnv({}), {
     host: '0.0.0.0',
     port: 8080,

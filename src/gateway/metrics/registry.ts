@@ -1,4 +1,4 @@
-// Every metric of CONTRACT §9 on a Registry of the gateway's own (never prom-client's global one, so
+// Every metric of docs/decisions.md §9 on a Registry of the gateway's own (never prom-client's global one, so
 // several gateways in one process — tests, the bench — neither share nor collide). Labels come only
 // from bounded sets (route patterns, methods, statuses, plans, windows, results), and labelled
 // counters start at 0 for their known sets so every name is there from the first scrape.

@@ -39,7 +39,7 @@ interface OperationText {
   readonly pathParams?: object
   readonly body?: string
   readonly success: { readonly status: number, readonly schema: string, readonly description: string, readonly paged: boolean, readonly location?: boolean }
-  /** Error statuses of CONTRACT §6 that this operation can answer besides those every operation can. */
+  /** Error statuses of docs/decisions.md §6 that this operation can answer besides those every operation can. */
   readonly errors: readonly number[]
 }
 
@@ -80,7 +80,7 @@ const OPERATION_TEXT: Readonly<Record<string, OperationText>> = {
   }
 }
 
-/** CONTRACT §6: status → the codes it carries and when. */
+/** docs/decisions.md §6: status → the codes it carries and when. */
 const ERRORS: Readonly<Record<number, { readonly codes: readonly string[], readonly description: string }>> = {
   400: { codes: ['invalid_body', 'invalid_parameter'], description: 'Bad JSON, missing or invalid fields, bad query or path parameter' },
   401: { codes: ['unauthorized'], description: 'Missing, invalid or disabled API key' },

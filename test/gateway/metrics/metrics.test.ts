@@ -7,8 +7,8 @@ import { startEchoUpstream } from '../../helpers/echo-upstream.js'
 import { bearer, DEMO_KEYS, startGateway, testConfig } from '../../helpers/gateway.js'
 import { metricNames, parseScrape, sampleValue, scrape } from '../../helpers/scrape.js'
 
-/** CONTRACT §9, verbatim. */
-const CONTRACT_METRICS = [
+/** docs/decisions.md §9, verbatim. */
+const REQUIRED_METRICS = [
   'gateway_requests_total',
   'gateway_request_duration_seconds',
   'gateway_upstream_duration_seconds',
@@ -27,14 +27,14 @@ function decision (policy: string, window: 'minute' | 'day'): RateLimitDecision 
   return { allowed: true, outcome: 'ok', policy, window, limit: 60, remaining: 59, reset: 1, retryAfter: undefined, banStarted: false, resetIn: 1, policyField: '', rejectedBy: undefined }
 }
 
-t.test('GET /metrics on the admin port: Prometheus text, process metrics, every CONTRACT §9 name from the first scrape', async (t) => {
+t.test('GET /metrics on the admin port: Prometheus text, process metrics, every docs/decisions.md §9 name from the first scrape', async (t) => {
   const gw = await startGateway(t)
   const res = await fetch(`${gw.adminUrl}/metrics`)
   t.equal(res.status, 200)
   t.equal(res.headers.get('content-type'), 'text/plain; version=0.0.4; charset=utf-8')
   const text = await res.text()
   const names = metricNames(text)
-  for (const name of CONTRACT_METRICS) t.ok(names.has(name), name)
+  for (const name of REQUIRED_METRICS) t.ok(names.has(name), name)
   for (const name of ['process_cpu_user_seconds_total', 'process_resident_memory_bytes', 'nodejs_eventloop_lag_seconds', 'nodejs_heap_size_used_bytes']) {
     t.ok(names.has(name), `default metric ${name}`)
   }

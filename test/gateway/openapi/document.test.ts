@@ -76,7 +76,7 @@ t.test('parameters come from the backend query and path schemas; the body from N
   t.same(operation(doc, 'createPet').requestBody, { required: true, content: { 'application/json': { schema: { $ref: '#/components/schemas/NewPet' } } } })
 })
 
-t.test('every response of CONTRACT §6 that applies, each with the Error schema and its codes', async (t) => {
+t.test('every response of docs/decisions.md §6 that applies, each with the Error schema and its codes', async (t) => {
   const statuses = Object.fromEntries(operations(doc).map(([, , op]) => [op.operationId, Object.keys(op.responses)]))
   t.same(statuses, {
     listPets: ['200', '400', '401', '429', '500', '502', '503', '504'],
