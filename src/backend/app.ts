@@ -1,7 +1,7 @@
 // buildBackend: the Pet Store backend as a Fastify instance that does not listen, so tests and the
 // server entry build it the same way. It owns its SQLite store and closes it with the app.
 import { randomUUID } from 'node:crypto'
-import Fastify from 'fastify'
+import Fastify, { LogController } from 'fastify'
 import type { FastifyInstance, FastifyRequest, FastifySchemaValidationError, FastifyServerOptions } from 'fastify'
 import type { IncomingMessage } from 'node:http'
 import { ApiError, errorBodySchema, installErrorHandling } from '../shared/api-error.js'
@@ -54,7 +54,7 @@ export function buildBackend (options: BackendOptions): FastifyInstance {
     logger: options.logger ?? false,
     // Fastify's own pair of lines ("incoming request", "request completed") is replaced by one line
     // per request written on response, shaped like the gateway's.
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: options.bodyLimit ?? DEFAULT_BODY_LIMIT,
     requestIdHeader: false,
     genReqId: requestIdOf,

@@ -71,7 +71,7 @@ async function startStack (t: Test, drainDelayMs: number | undefined) {
     SHUTDOWN_GRACE_MS: '5000',
     ...(drainDelayMs === undefined ? {} : { SHUTDOWN_DRAIN_DELAY_MS: String(drainDelayMs) })
   }))
-  await waitForHttp(`http://127.0.0.1:${adminPort}/healthz`)
+  await waitForHttp(`http://127.0.0.1:${adminPort}/healthz`, 30_000) // start-up only; slow on a busy machine
   return { proc, redis, url: `http://127.0.0.1:${port}`, adminUrl: `http://127.0.0.1:${adminPort}` }
 }
 
@@ -172,7 +172,7 @@ t.test('the drain is bounded: a request still running at the grace deadline is c
     SHUTDOWN_GRACE_MS: '500',
     SHUTDOWN_DRAIN_DELAY_MS: '0'
   }))
-  await waitForHttp(`http://127.0.0.1:${adminPort}/healthz`)
+  await waitForHttp(`http://127.0.0.1:${adminPort}/healthz`, 30_000)
   const hanging = fetch(`http://127.0.0.1:${port}/v1/pets`, { headers: AUTH }).then(() => 'answered', (err: unknown) => errorCode(err))
   await new Promise((resolve) => setTimeout(resolve, 200))
   const signalledAt = Date.now()
