@@ -52,7 +52,7 @@ t.test('a port in use stops start-up with one line naming the port and its varia
 t.test('the gateway process serves, reports health, and exits 0 on SIGTERM', async (t) => {
   const env = await gatewayEnv(FIXTURE_CONFIG_DIR)
   const proc = runEntry(t, 'src/gateway/server.ts', env)
-  await waitForHttp(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`)
+  await waitForHttp(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`, 30_000)
   const health = await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`)
   t.same(await health.json(), { status: 'ok' })
   const ready = await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/readyz`)
@@ -75,7 +75,7 @@ t.test('SIGHUP reloads the config of a running process (watching off)', async (t
   cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
   const env = await gatewayEnv(dir)
   const proc = runEntry(t, 'src/gateway/server.ts', env)
-  await waitForHttp(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`)
+  await waitForHttp(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`, 30_000)
   const before = await (await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/admin/config`)).json() as { version: string, keys: { total: number } }
   t.equal(before.keys.total, 4)
 
