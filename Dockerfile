@@ -7,15 +7,19 @@
 # Stages: `build` compiles TypeScript with the dev dependencies; `prod-deps` installs production
 # dependencies only (better-sqlite3 is a native addon compiled there, with the toolchain); the
 # runtime stage copies both results into a slim image without compilers, npm caches or sources.
-ARG NODE_IMAGE=node:20-bookworm-slim
+# Node 22 LTS (package.json engines >=22). The build stages use the full Debian image, the runtime
+# the slim one of the same release, so the addon compiled in prod-deps matches the runtime's Node.
+ARG BUILD_IMAGE=node:22-bookworm
+ARG NODE_IMAGE=node:22-bookworm-slim
 
-FROM ${NODE_IMAGE} AS toolchain
-# python3/make/g++ build better-sqlite3 from source when no prebuilt binary can be fetched.
+FROM ${BUILD_IMAGE} AS toolchain
+# python3/make/g++ build better-sqlite3 from source when no prebuilt binary can be fetched (the full
+# image usually has them already; this makes the stage say so and keeps it working on a slim base).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 make g++ \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
-# node:20 ships npm 10, which runs install scripts (better-sqlite3, esbuild) without consulting the
+# node:22 ships npm 10, which runs install scripts (better-sqlite3, esbuild) without consulting the
 # `allowScripts` field of package.json; an npm that honours the field allows exactly those two. The
 # prod-deps stage loads the addon either way, so a skipped build script fails the image build.
 ENV npm_config_audit=false npm_config_fund=false npm_config_update_notifier=false

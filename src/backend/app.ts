@@ -1,7 +1,7 @@
 // buildBackend: the Pet Store backend as a Fastify instance that does not listen, so tests and the
 // server entry build it the same way. It owns its SQLite store and closes it with the app.
 import { randomUUID } from 'node:crypto'
-import Fastify from 'fastify'
+import Fastify, { LogController } from 'fastify'
 import type { FastifyInstance, FastifyRequest, FastifySchemaValidationError, FastifyServerOptions } from 'fastify'
 import type { IncomingMessage } from 'node:http'
 import { ApiError, errorBodySchema, installErrorHandling } from '../shared/api-error.js'
@@ -52,6 +52,9 @@ async function rejectNonFiniteNumbers (request: FastifyRequest): Promise<void> {
 export function buildBackend (options: BackendOptions): FastifyInstance {
   const app = Fastify({
     logger: options.logger ?? false,
+    // Fastify's own pair of lines ("incoming request", "request completed") is replaced by one line
+    // per request written on response, shaped like the gateway's.
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: options.bodyLimit ?? DEFAULT_BODY_LIMIT,
     requestIdHeader: false,
     genReqId: requestIdOf,
@@ -66,6 +69,14 @@ export function buildBackend (options: BackendOptions): FastifyInstance {
   app.addHook('preHandler', rejectNonFiniteNumbers)
   app.addHook('onRequest', async function echoRequestId (request, reply) {
     reply.header('x-request-id', request.id)
+  })
+  app.addHook('onResponse', async function logRequest (request, reply) {
+    request.log.info({
+      method: request.method,
+      route: request.routeOptions.url ?? 'unmatched',
+      status: reply.statusCode,
+      durationMs: Math.round(reply.elapsedTime * 100) / 100
+    }, 'request')
   })
 
   // JSON only: without this, Fastify would parse text/plain bodies and answer 400 instead of 415.

@@ -1,6 +1,7 @@
 // Entry of the backend process: settings from the environment, listen, and a bounded graceful close on
 // SIGTERM/SIGINT so SQLite is checkpointed and closed before exit.
 import closeWithGrace from 'close-with-grace'
+import { portInUseMessage } from '../shared/port-in-use.js'
 import { buildBackend } from './app.js'
 
 const DEFAULT_HOST = '127.0.0.1'
@@ -25,7 +26,8 @@ const settings = {
   logLevel: process.env.LOG_LEVEL ?? DEFAULT_LOG_LEVEL
 }
 
-const app = buildBackend({ dbPath: settings.dbPath, logger: { level: settings.logLevel } })
+// `service` tells the backend's lines from the gateway's when both write to one stream (`npm start`).
+const app = buildBackend({ dbPath: settings.dbPath, logger: { level: settings.logLevel, base: { service: 'backend', pid: process.pid } } })
 
 closeWithGrace({ delay: DEFAULT_CLOSE_TIMEOUT_MS, logger: app.log }, async function closeBackend ({ signal, err }) {
   if (err !== undefined) app.log.error({ err }, 'backend stopping after an error')
@@ -33,4 +35,11 @@ closeWithGrace({ delay: DEFAULT_CLOSE_TIMEOUT_MS, logger: app.log }, async funct
   await app.close()
 })
 
-await app.listen({ host: settings.host, port: settings.port })
+try {
+  await app.listen({ host: settings.host, port: settings.port })
+} catch (err) {
+  const inUse = portInUseMessage(err, settings.port, 'BACKEND_PORT')
+  if (inUse === undefined) throw err
+  app.log.fatal(inUse)
+  process.exit(1)
+}

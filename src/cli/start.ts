@@ -1,38 +1,107 @@
-// `npm start`: runs the backend and the gateway as two child processes of one launcher — the way
-// a deployment runs them apart, on one machine. Ctrl-C / SIGTERM stops both; if either dies, the
-// other is stopped and the launcher exits non-zero.
+// `npm start`: runs the backend and the gateway as two child processes of one launcher — the way a
+// deployment runs them apart, on one machine — and owns their stop order, which a shell or npm
+// cannot provide:
+// - SIGTERM, SIGINT (Ctrl-C): the gateway is stopped first (it stops accepting and drains the
+//   requests in flight, which still need the backend), then the backend; a second signal kills
+//   both at once. The children run in process groups of their own, so a Ctrl-C at the terminal
+//   reaches only this launcher and the order holds (otherwise the backend would stop with the
+//   gateway and the requests being drained would get 502s).
+// - SIGHUP: forwarded to the gateway, which reloads its config.
+// - If either child dies, the other is stopped and the launcher exits 1.
+// package.json runs it with `exec`, so the signal npm forwards reaches this process, not a shell.
 import { spawn, type ChildProcess } from 'node:child_process'
-import { fileURLToPath } from 'node:url'
 import { dirname, join } from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+import { DEFAULT_SHUTDOWN_GRACE_MS } from '../gateway/settings.js'
+
+/** After the gateway's own bound (drain delay + grace), how long it may take to close before it is killed. */
+const CLOSE_MARGIN_MS = 7_000
+/** The backend closes SQLite; it has this long after the gateway is gone. */
+const BACKEND_STOP_MS = 10_000
+/**
+ * A Ctrl-C under `npm start` arrives twice at once (from the terminal, and forwarded by npm); a
+ * second signal this soon after the first is the same request, not a demand to force.
+ */
+const SAME_SIGNAL_WINDOW_MS = 500
 
 const here = dirname(fileURLToPath(import.meta.url))
 const fromSource = import.meta.url.endsWith('.ts')
 const ext = fromSource ? '.ts' : '.js'
-const nodeArgs = fromSource ? ['--import', 'tsx'] : []
+const nodeArgs = [
+  ...(fromSource ? ['--import', 'tsx'] : []),
+  '--import', pathToFileURL(join(here, `exit-with-parent${ext}`)).href
+]
+
+function msFromEnv (name: string, fallback: number): number {
+  const value = Number(process.env[name])
+  return process.env[name] !== undefined && process.env[name] !== '' && Number.isFinite(value) && value >= 0 ? value : fallback
+}
+
+// On one machine there is no load balancer to take the gateway out of rotation first.
+const env = { ...process.env, SHUTDOWN_DRAIN_DELAY_MS: process.env.SHUTDOWN_DRAIN_DELAY_MS ?? '0' }
+const gatewayStopMs = msFromEnv('SHUTDOWN_DRAIN_DELAY_MS', 0) + msFromEnv('SHUTDOWN_GRACE_MS', DEFAULT_SHUTDOWN_GRACE_MS) + CLOSE_MARGIN_MS
+
+let stopping = false
+let forcedAt: number | undefined
+let firstSignalAt = 0
+
+function alive (child: ChildProcess): boolean {
+  return child.exitCode === null && child.signalCode === null
+}
+
+function exited (child: ChildProcess): Promise<void> {
+  if (!alive(child)) return Promise.resolve()
+  return new Promise((resolve) => child.once('exit', () => resolve()))
+}
 
 function run (name: string, file: string): ChildProcess {
-  const child = spawn(process.execPath, [...nodeArgs, join(here, '..', file + ext)], { stdio: 'inherit', env: process.env })
+  // detached: a process group of its own, out of reach of the terminal's Ctrl-C (see above).
+  const child = spawn(process.execPath, [...nodeArgs, join(here, '..', file + ext)], { stdio: 'inherit', env, detached: true })
   child.on('exit', (code, signal) => {
     if (!stopping) {
       console.error(`${name} exited (${signal ?? code}); stopping`)
-      stop('SIGTERM', 1)
+      void stop(1)
     }
   })
   return child
 }
 
-let stopping = false
-const children: ChildProcess[] = []
+/** Sends SIGTERM and waits for the exit, killing the child if it takes longer than `withinMs`. */
+async function stopChild (child: ChildProcess, withinMs: number): Promise<void> {
+  if (!alive(child)) return
+  child.kill('SIGTERM')
+  const timer = setTimeout(() => { if (alive(child)) child.kill('SIGKILL') }, withinMs)
+  await exited(child)
+  clearTimeout(timer)
+}
 
-function stop (signal: NodeJS.Signals, exitCode: number): void {
+const backend = run('backend', 'backend/server')
+const gateway = run('gateway', 'gateway/server')
+
+async function stop (exitCode: number): Promise<void> {
   if (stopping) return
   stopping = true
   process.exitCode = exitCode
-  for (const child of children) {
-    if (child.exitCode === null && child.signalCode === null) child.kill(signal)
-  }
+  await stopChild(gateway, gatewayStopMs)
+  await stopChild(backend, BACKEND_STOP_MS)
+  if (gateway.exitCode !== 0 || backend.exitCode !== 0) process.exitCode = 1
 }
 
-children.push(run('backend', 'backend/server'), run('gateway', 'gateway/server'))
-process.on('SIGINT', () => stop('SIGTERM', 0))
-process.on('SIGTERM', () => stop('SIGTERM', 0))
+function onStopSignal (signal: NodeJS.Signals): void {
+  const now = Date.now()
+  if (!stopping) {
+    firstSignalAt = now
+    console.error(`${signal}: stopping the gateway (draining requests in flight), then the backend`)
+    void stop(0)
+    return
+  }
+  if (now - firstSignalAt < SAME_SIGNAL_WINDOW_MS || forcedAt !== undefined) return
+  forcedAt = now
+  console.error(`second ${signal}: killing the gateway and the backend`)
+  process.exitCode = 1
+  for (const child of [gateway, backend]) if (alive(child)) child.kill('SIGKILL')
+}
+
+process.on('SIGTERM', onStopSignal)
+process.on('SIGINT', onStopSignal)
+process.on('SIGHUP', () => { if (alive(gateway)) gateway.kill('SIGHUP') })

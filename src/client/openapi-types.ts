@@ -60,7 +60,7 @@ export type paths = {
         };
         /**
          * List store orders
-         * @description Orders of the store ordered by id, paged like `GET /pets` (`limit`, `cursor`, `Link: rel="next"`).
+         * @description Orders of the store ordered by id, paged like `GET /pets` (`limit`, `cursor`, `Link: rel="next"`). No operation of this API creates orders yet, so the list is empty unless the operators have loaded orders into the store; the operation is experimental and may change when ordering arrives.
          *
          *     **Stability: experimental.** This operation may change without a new API version (`X-API-Stability: experimental`).
          */

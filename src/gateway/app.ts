@@ -19,7 +19,7 @@ import { lifecyclePlugin } from './lifecycle/plugin.js'
 import { limiterPlugin, type LimiterOptions } from './limiter/plugin.js'
 import { metricsPlugin } from './metrics/plugin.js'
 import { upstreamTimingPlugin } from './metrics/upstream-timing.js'
-import { openApiPlugin } from './openapi/plugin.js'
+import { openApiPlugin, type OpenApiPluginOptions } from './openapi/plugin.js'
 import { proxyPlugin } from './proxy/plugin.js'
 import { lazyChildLoggerFactory, LOG_REDACT_PATHS, requestLogPlugin } from './request-log.js'
 import { shutdownPlugin } from './shutdown.js'
@@ -46,6 +46,8 @@ export interface GatewayOptions {
   limiter?: LimiterOptions
   /** Header/body/time/connection limits of the public listener (edge-limits.ts); tests shorten the timeouts. */
   serverLimits?: Partial<ServerLimits>
+  /** The OpenAPI document's servers (public production / staging origins) and docs page. */
+  openApi?: OpenApiPluginOptions
 }
 
 function isHolder (config: ConfigSnapshot | ConfigHolder): config is ConfigHolder {
@@ -110,7 +112,7 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
   await app.register(metricsPlugin, { enabled: options.metrics })
   await app.register(requestLogPlugin)
   if (options.reload !== undefined) await app.register(reloadPlugin, options.reload)
-  await app.register(openApiPlugin)
+  await app.register(openApiPlugin, options.openApi ?? {})
   await app.register(proxyPlugin, {
     backendUrl: options.backendUrl,
     upstreamTimeoutMs: options.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS

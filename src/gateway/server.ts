@@ -10,6 +10,7 @@ import { createConfigHolder } from './config/plugin.js'
 import { createGatewayLogger } from './logger.js'
 import { stopGateway } from './shutdown.js'
 import { settingsFromEnv } from './settings.js'
+import { portInUseMessage } from '../shared/port-in-use.js'
 import { nonStopSignals, superviseWorkers } from './workers.js'
 
 /** Time allowed after the drain for closing Redis and the admin listener. */
@@ -45,7 +46,8 @@ async function main (): Promise<void> {
     trustProxy: settings.trustProxy,
     logger,
     reload: { dir: settings.configDir, watch: settings.configWatch, production: settings.production, maxBytes: settings.configMaxBytes },
-    limiter: { settings }
+    limiter: { settings },
+    openApi: { publicBaseUrl: settings.publicBaseUrl, stagingBaseUrl: settings.stagingBaseUrl }
   })
   const admin = await buildAdmin({ gateway, token: settings.adminToken })
   const store = gateway.limiter.store.describe()
@@ -67,8 +69,16 @@ async function main (): Promise<void> {
     logger.info('stopped')
   })
 
-  await gateway.listen({ host: settings.host, port: settings.port })
-  await admin.listen({ host: settings.adminHost, port: settings.adminPort })
+  for (const [app, host, port, envName] of [[gateway, settings.host, settings.port, 'GATEWAY_PORT'], [admin, settings.adminHost, settings.adminPort, 'ADMIN_PORT']] as const) {
+    try {
+      await app.listen({ host, port })
+    } catch (err) {
+      const inUse = portInUseMessage(err, port, envName)
+      if (inUse === undefined) throw err
+      logger.fatal(inUse)
+      process.exit(1)
+    }
+  }
   logger.info({ public: `${settings.host}:${settings.port}`, admin: `${settings.adminHost}:${settings.adminPort}`, backend: settings.backendUrl }, 'gateway listening')
 }
 

@@ -71,6 +71,9 @@ export interface GatewaySettings {
   /** GATEWAY_WORKERS: processes sharing the public port (Node cluster); 1 = no cluster. */
   readonly workers: number
   readonly production: boolean
+  /** PUBLIC_BASE_URL / STAGING_BASE_URL: public origins the OpenAPI document lists as servers. */
+  readonly publicBaseUrl: string | undefined
+  readonly stagingBaseUrl: string | undefined
 }
 
 type Env = Record<string, string | undefined>
@@ -150,6 +153,8 @@ export function settingsFromEnv (env: Env = process.env): GatewaySettings {
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', DEFAULT_SHUTDOWN_GRACE_MS, 0),
     shutdownDrainDelayMs: int(env, 'SHUTDOWN_DRAIN_DELAY_MS', DEFAULT_SHUTDOWN_DRAIN_DELAY_MS, 0),
     workers: int(env, 'GATEWAY_WORKERS', DEFAULT_GATEWAY_WORKERS, 1, MAX_GATEWAY_WORKERS),
-    production
+    production,
+    publicBaseUrl: optional(env, 'PUBLIC_BASE_URL'),
+    stagingBaseUrl: optional(env, 'STAGING_BASE_URL')
   })
 }

@@ -33,7 +33,7 @@ export function hasSharedStore (settings: Pick<GatewaySettings, 'redisUrl' | 're
 
 /**
  * Signals close-with-grace must not take as "stop" in this process: SIGHUP everywhere (it is the
- * config reload, CONTRACT §8; close-with-grace would otherwise start a shutdown on it too, and the
+ * config reload, docs/decisions.md §8; close-with-grace would otherwise start a shutdown on it too, and the
  * SIGTERM that follows would count as a second signal and exit 1 without draining), and SIGINT in a
  * worker (see the header).
  */

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
+import { createServer, type AddressInfo } from 'node:net'
 import t from 'tap'
 import { CHILD_ENV } from '../helpers/processes.js'
 
@@ -36,6 +37,13 @@ t.test('the server entry listens, serves, and exits 0 on SIGTERM after closing',
   t.strictSame(await created.json(), { id: 1, name: 'Rex', categoryId: 1, status: 'available' })
   const listed = await fetch(`${url}/v1/pets`)
   t.strictSame(await listed.json(), [{ id: 1, name: 'Rex', categoryId: 1, status: 'available' }])
+  // The line is written once the response has gone out: it can reach the pipe after the client has the answer.
+  const requestLines = (): Array<Record<string, unknown>> => server.output().split('\n').filter((l) => l.includes('"reqId"')).map((l) => JSON.parse(l) as Record<string, unknown>)
+  for (let i = 0; i < 100 && requestLines().length < 2; i++) await new Promise((resolve) => setTimeout(resolve, 20))
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  t.equal(requestLines().length, 2, 'one line per request (two requests)')
+  t.match(requestLines()[0], { level: 30, service: 'backend', msg: 'request', method: 'POST', route: '/v1/pets', status: 201, durationMs: Number })
+  t.match(requestLines()[1], { service: 'backend', msg: 'request', method: 'GET', route: '/v1/pets', status: 200 })
   const exited = once(server.child, 'exit')
   server.child.kill('SIGTERM')
   const [code] = await exited
@@ -52,6 +60,18 @@ t.test('SIGINT also closes the server cleanly', async (t) => {
   server.child.kill('SIGINT')
   const [code] = await exited
   t.equal(code, 0)
+})
+
+t.test('a port in use stops the process with one line naming it and BACKEND_PORT', async (t) => {
+  const blocker = createServer()
+  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => blocker.close())
+  const port = (blocker.address() as AddressInfo).port
+  const server = startServer({ PETS_DB: `${t.testdir()}/pets.db`, BACKEND_PORT: String(port) })
+  const [code] = await once(server.child, 'exit')
+  t.equal(code, 1)
+  t.match(server.output(), `"msg":"port ${port} is in use (BACKEND_PORT)"`)
+  t.notMatch(server.output(), /\n\s+at /, 'no stack trace')
 })
 
 t.test('an invalid BACKEND_PORT stops the process with a clear message', async (t) => {

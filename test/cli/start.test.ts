@@ -1,35 +1,203 @@
-import t from 'tap'
-import { DEMO_KEYS } from '../helpers/gateway.js'
+// `npm start` as a user runs it: the real npm (`npm start` → package.json's script → the launcher in
+// src/cli/start.ts → backend and gateway processes). SIGTERM to the process npm created stops all of
+// them and frees every port; a Ctrl-C (SIGINT to the whole foreground process group, which npm also
+// forwards) under load stops the gateway first, so no request in flight gets a 502; a second signal
+// forces; SIGHUP reaches the gateway as a config reload.
+import { spawn } from 'node:child_process'
+import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { connect } from 'node:net'
+import { dirname, join } from 'node:path'
+import t, { type Test } from 'tap'
+import { DEMO_KEYS, FIXTURE_CONFIG_DIR } from '../helpers/gateway.js'
 import { freePort, waitForHttp } from '../helpers/ports.js'
-import { runEntry } from '../helpers/processes.js'
+import { childPids, CHILD_ENV, commandLine, REPO_ROOT } from '../helpers/processes.js'
 
-t.test('npm start runs backend and gateway: all four routes behind auth within 5 s, SIGTERM stops both', async (t) => {
+const AUTH = { authorization: `Bearer ${DEMO_KEYS.enterprise}` }
+
+interface Started {
+  npm: ReturnType<typeof spawn>
+  env: Record<string, string>
+  base: string
+  adminUrl: string
+  output: () => string
+  exited: Promise<{ code: number | null, signal: NodeJS.Signals | null }>
+  /** The launcher (the process npm created), and its two children. */
+  launcher: number
+  gateway: number
+  backend: number
+}
+
+async function until<T> (what: string, probe: () => T | undefined, timeoutMs = 10_000): Promise<T> {
+  const started = Date.now()
+  for (;;) {
+    const value = probe()
+    if (value !== undefined) return value
+    if (Date.now() - started > timeoutMs) throw new Error(`${what} within ${timeoutMs} ms`)
+    await new Promise((resolve) => setTimeout(resolve, 25))
+  }
+}
+
+/** Runs `npm start` in its own process group (as a terminal runs a foreground job). */
+async function npmStart (t: Test, extra: Record<string, string> = {}): Promise<Started> {
   const dir = t.testdir()
-  const env = {
+  const env: Record<string, string> = {
     GATEWAY_HOST: '127.0.0.1',
     GATEWAY_PORT: String(await freePort()),
     ADMIN_PORT: String(await freePort()),
     BACKEND_PORT: String(await freePort()),
-    PETS_DB: `${dir}/pets.db`
+    PETS_DB: join(dir, 'pets.db'),
+    CONFIG_DIR: FIXTURE_CONFIG_DIR,
+    CONFIG_WATCH: 'false',
+    SHUTDOWN_GRACE_MS: '2000',
+    ...extra
   }
-  const proc = runEntry(t, 'src/cli/start.ts', { ...env, BACKEND_URL: `http://127.0.0.1:${env.BACKEND_PORT}` })
-  const base = `http://127.0.0.1:${env.GATEWAY_PORT}`
-  const waited = await waitForHttp(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`, 5000)
-  t.ok(waited < 5000, `gateway answered after ${waited} ms`)
-  await waitForHttp(`http://127.0.0.1:${env.BACKEND_PORT}/v1/pets`, 5000)
+  env.BACKEND_URL = `http://127.0.0.1:${env.BACKEND_PORT}`
+  const npm = spawn('npm', ['start', '--silent'], {
+    cwd: REPO_ROOT,
+    // The node running this test first on PATH: npm runs the script with it.
+    env: { ...process.env, ...CHILD_ENV, LOG_LEVEL: 'info', PATH: `${dirname(process.execPath)}:${process.env.PATH ?? ''}`, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true
+  })
+  let out = ''
+  npm.stdout?.on('data', (c: Buffer) => { out += c.toString() })
+  npm.stderr?.on('data', (c: Buffer) => { out += c.toString() })
+  const exited = new Promise<{ code: number | null, signal: NodeJS.Signals | null }>((resolve) => {
+    npm.once('exit', (code, signal) => resolve({ code, signal }))
+  })
+  const pids: number[] = []
+  t.teardown(async () => {
+    for (const pid of [npm.pid ?? 0, ...pids]) {
+      try { process.kill(pid, 'SIGKILL') } catch { /* already gone */ }
+    }
+    await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 2000))])
+  })
+  const adminUrl = `http://127.0.0.1:${env.ADMIN_PORT}`
+  await waitForHttp(`${adminUrl}/healthz`, 15_000)
+  await waitForHttp(`${env.BACKEND_URL}/v1/pets`, 15_000)
+  const launcher = await until('the launcher', () => childPids(npm.pid ?? 0)[0])
+  const children = childPids(launcher)
+  pids.push(launcher, ...children)
+  const gateway = children.find((pid) => commandLine(pid)?.includes('gateway/server') === true)
+  const backend = children.find((pid) => commandLine(pid)?.includes('backend/server') === true)
+  if (gateway === undefined || backend === undefined) throw new Error(`launcher children: ${children.map((p) => commandLine(p)).join(' | ')}`)
+  return { npm, env, base: `http://127.0.0.1:${env.GATEWAY_PORT}`, adminUrl, output: () => out, exited, launcher, gateway, backend }
+}
 
+function alive (pid: number): boolean {
+  return commandLine(pid) !== undefined
+}
+
+async function bound (port: string): Promise<boolean> {
+  return await new Promise((resolve) => {
+    const socket = connect(Number(port), '127.0.0.1')
+    socket.once('connect', () => { socket.destroy(); resolve(true) })
+    socket.once('error', () => resolve(false))
+  })
+}
+
+t.test('npm start: the launcher is the process npm created (no shell between), and serves all four routes behind auth', async (t) => {
+  const s = await npmStart(t)
+  t.match(commandLine(s.launcher), /node .*src\/cli\/start\.ts$/, 'npm runs the launcher itself, not sh -c')
   const auth = { authorization: `Bearer ${DEMO_KEYS.pro}` }
-  t.equal((await fetch(`${base}/v1/pets`)).status, 401)
-  const created = await fetch(`${base}/v1/pets`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: '{"name":"Tom","categoryId":2,"status":"pending"}' })
+  t.equal((await fetch(`${s.base}/v1/pets`)).status, 401)
+  const created = await fetch(`${s.base}/v1/pets`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: '{"name":"Tom","categoryId":2,"status":"pending"}' })
   t.equal(created.status, 201)
   t.same(await created.json(), { id: 1, name: 'Tom', categoryId: 2, status: 'pending' })
-  t.same(await (await fetch(`${base}/v1/pets`, { headers: auth })).json(), [{ id: 1, name: 'Tom', categoryId: 2, status: 'pending' }])
-  t.same(await (await fetch(`${base}/v1/pets/1`, { headers: auth })).json(), { id: 1, name: 'Tom', categoryId: 2, status: 'pending' })
-  t.same(await (await fetch(`${base}/v1/store/orders`, { headers: auth })).json(), [])
+  t.same(await (await fetch(`${s.base}/v1/pets`, { headers: auth })).json(), [{ id: 1, name: 'Tom', categoryId: 2, status: 'pending' }])
+  t.same(await (await fetch(`${s.base}/v1/pets/1`, { headers: auth })).json(), { id: 1, name: 'Tom', categoryId: 2, status: 'pending' })
+  t.same(await (await fetch(`${s.base}/v1/store/orders`, { headers: auth })).json(), [])
+})
 
-  proc.child.kill('SIGTERM')
-  const { code } = await proc.exited
-  t.equal(code, 0)
-  await t.rejects(fetch(`${base}/v1/pets`), 'gateway is gone')
-  await t.rejects(fetch(`http://127.0.0.1:${env.BACKEND_PORT}/v1/pets`), 'backend is gone')
+t.test('SIGTERM to the process npm start created leaves no process and no bound port within the drain budget', async (t) => {
+  const s = await npmStart(t)
+  const signalledAt = Date.now()
+  process.kill(s.launcher, 'SIGTERM')
+  const budgetMs = Number(s.env.SHUTDOWN_GRACE_MS) + 1000
+  await until('every process gone', () => [s.launcher, s.gateway, s.backend].some(alive) ? undefined : true, budgetMs)
+  const took = Date.now() - signalledAt
+  t.ok(took < budgetMs, `launcher, gateway and backend gone after ${took} ms`)
+  for (const port of [s.env.GATEWAY_PORT, s.env.ADMIN_PORT, s.env.BACKEND_PORT]) t.notOk(await bound(port ?? ''), `port ${port} is free`)
+  const { code } = await s.exited
+  t.equal(code, 0, 'npm start exits 0')
+  t.match(s.output(), /SIGTERM: stopping the gateway \(draining requests in flight\), then the backend/)
+  t.ok(s.output().indexOf('"msg":"stopped"') < s.output().indexOf('"msg":"backend stopping"'), 'the gateway stopped before the backend began to')
+})
+
+t.test('Ctrl-C (SIGINT to the process group) under load: the gateway drains first, 0 × 502', async (t) => {
+  // The gateway keeps answering for 600 ms after the signal: the backend must outlive that.
+  const s = await npmStart(t, { SHUTDOWN_DRAIN_DELAY_MS: '600' })
+  const statuses = new Map<number | string, number>()
+  let stopped = false
+  const deadline = Date.now() + 15_000
+  async function client (): Promise<void> {
+    while (!stopped && Date.now() < deadline) {
+      try {
+        const res = await fetch(`${s.base}/v1/pets?limit=5`, { headers: AUTH })
+        await res.arrayBuffer()
+        statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1)
+      } catch {
+        statuses.set('refused', (statuses.get('refused') ?? 0) + 1)
+        await new Promise((resolve) => setTimeout(resolve, 10))
+      }
+    }
+  }
+  const clients = Array.from({ length: 6 }, client)
+  await new Promise((resolve) => setTimeout(resolve, 500))
+  const before = statuses.get(200) ?? 0
+  process.kill(-(s.npm.pid ?? 0), 'SIGINT')
+  await s.exited
+  stopped = true
+  await Promise.all(clients)
+  const after = (statuses.get(200) ?? 0) - before
+  t.ok(before > 0, `${before} requests answered 200 before the signal`)
+  t.ok(after > 0, `${after} more answered 200 after it, while the gateway drained`)
+  t.equal(statuses.get(502) ?? 0, 0, `no 502 (${JSON.stringify([...statuses])})`)
+  t.notOk([s.launcher, s.gateway, s.backend].some(alive), 'every process is gone')
+  t.notMatch(s.output(), /second SIG(INT|TERM)/, 'the terminal\'s SIGINT and the one npm forwards count as one; no process was forced')
+  const out = s.output()
+  t.ok(out.includes('"msg":"stopped"') && out.indexOf('"msg":"stopped"') < out.indexOf('"msg":"backend stopping"'),
+    'the gateway finished its drain before the backend began to stop (the Ctrl-C reached neither child directly)')
+})
+
+t.test('a second signal forces: both children are killed at once', async (t) => {
+  const s = await npmStart(t, { SHUTDOWN_DRAIN_DELAY_MS: '5000' })
+  process.kill(s.launcher, 'SIGTERM')
+  await new Promise((resolve) => setTimeout(resolve, 800))
+  t.ok(alive(s.gateway) && alive(s.backend), 'still draining after the first signal')
+  const forcedAt = Date.now()
+  process.kill(s.launcher, 'SIGTERM')
+  await until('every process gone', () => [s.launcher, s.gateway, s.backend].some(alive) ? undefined : true, 3000)
+  t.ok(Date.now() - forcedAt < 3000, 'gone at once, not after the 5 s drain delay')
+  t.match(s.output(), 'second SIGTERM: killing the gateway and the backend')
+  t.equal((await s.exited).code, 1)
+})
+
+t.test('SIGHUP to the launcher reloads the gateway config', async (t) => {
+  // Not t.testdir(): npmStart takes that one for the database.
+  const dir = mkdtempSync(join(tmpdir(), 'start-config-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
+  const s = await npmStart(t, { CONFIG_DIR: dir })
+  writeFileSync(join(dir, 'keys.yaml'), `keys:\n  - { id: only-one, sha256: ${'d'.repeat(64)}, plan: pro }\n`)
+  process.kill(s.launcher, 'SIGHUP')
+  await until('the reload', () => /"trigger":"SIGHUP".*"msg":"config reloaded"/.test(s.output()) ? true : undefined, 5000)
+  t.equal((await fetch(`${s.base}/v1/pets`, { headers: AUTH })).status, 401, 'the demo key is gone after the reload')
+  t.ok(alive(s.launcher) && alive(s.backend), 'SIGHUP stops nothing')
+})
+
+t.test('the launcher stops the gateway when the backend dies, and exits 1', async (t) => {
+  const s = await npmStart(t)
+  process.kill(s.backend, 'SIGKILL')
+  await until('every process gone', () => [s.launcher, s.gateway].some(alive) ? undefined : true, 5000)
+  t.match(s.output(), 'backend exited (SIGKILL); stopping')
+  t.equal((await s.exited).code, 1)
+})
+
+t.test('children of a killed launcher stop by themselves', async (t) => {
+  const s = await npmStart(t)
+  process.kill(s.launcher, 'SIGKILL')
+  await until('both children gone', () => [s.gateway, s.backend].some(alive) ? undefined : true, 6000)
+  t.pass('gateway and backend stopped after the launcher vanished')
 })

@@ -1,4 +1,4 @@
-// Key safety (CONTRACT §2): a crafted token cannot get in or learn anything; the key (or its digest)
+// Key safety (docs/decisions.md §2): a crafted token cannot get in or learn anything; the key (or its digest)
 // never shows up in a response, a log line, /metrics or the admin API; identity headers from the
 // client never reach the backend as given; and with ADMIN_TOKEN set the admin port refuses requests
 // without it.

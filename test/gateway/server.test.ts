@@ -1,24 +1,19 @@
 import t from 'tap'
 import { cpSync, writeFileSync } from 'node:fs'
+import { createServer, type AddressInfo } from 'node:net'
 import { join } from 'node:path'
-import { DEMO_KEYS, REPO_CONFIG_DIR } from '../helpers/gateway.js'
+import { DEMO_KEYS, FIXTURE_CONFIG_DIR } from '../helpers/gateway.js'
 import { freePort, waitForHttp } from '../helpers/ports.js'
-import { runEntry } from '../helpers/processes.js'
+import { gatewayProcessEnv, runEntry } from '../helpers/processes.js'
 
+/** A gateway on free ports in front of a backend port nothing listens on. */
 async function gatewayEnv (configDir: string, extra: Record<string, string> = {}): Promise<Record<string, string>> {
-  return {
-    GATEWAY_HOST: '127.0.0.1',
-    GATEWAY_PORT: String(await freePort()),
-    ADMIN_PORT: String(await freePort()),
-    BACKEND_URL: `http://127.0.0.1:${await freePort()}`,
-    CONFIG_DIR: configDir,
-    ...extra
-  }
+  return gatewayProcessEnv({ port: await freePort(), adminPort: await freePort(), backendUrl: `http://127.0.0.1:${await freePort()}`, configDir }, extra)
 }
 
 t.test('a bad config file stops start-up with a message naming file, path and reason', async (t) => {
   const dir = t.testdir()
-  cpSync(REPO_CONFIG_DIR, dir, { recursive: true })
+  cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
   writeFileSync(join(dir, 'keys.yaml'), `keys:\n  - { id: a, sha256: ${'c'.repeat(64)}, plan: gold }\n`)
   const proc = runEntry(t, 'src/gateway/server.ts', await gatewayEnv(dir))
   const { code } = await proc.exited
@@ -27,23 +22,37 @@ t.test('a bad config file stops start-up with a message naming file, path and re
 })
 
 t.test('with NODE_ENV=production the gateway refuses the demo keys', async (t) => {
-  const proc = runEntry(t, 'src/gateway/server.ts', await gatewayEnv(REPO_CONFIG_DIR, { NODE_ENV: 'production' }))
+  const proc = runEntry(t, 'src/gateway/server.ts', await gatewayEnv(FIXTURE_CONFIG_DIR, { NODE_ENV: 'production' }))
   const { code } = await proc.exited
   t.equal(code, 1)
   t.match(proc.output(), 'demo keys are configured (demo-free, demo-pro, demo-business, demo-enterprise)')
 })
 
 t.test('an invalid environment value is refused with its name', async (t) => {
-  const proc = runEntry(t, 'src/gateway/server.ts', await gatewayEnv(REPO_CONFIG_DIR, { GATEWAY_PORT: 'eighty' }))
+  const proc = runEntry(t, 'src/gateway/server.ts', await gatewayEnv(FIXTURE_CONFIG_DIR, { GATEWAY_PORT: 'eighty' }))
   const { code } = await proc.exited
   t.equal(code, 1)
   t.match(proc.output(), 'GATEWAY_PORT: expected an integer from 0 to 65535, got "eighty"')
 })
 
+t.test('a port in use stops start-up with one line naming the port and its variable, exit 1', async (t) => {
+  const blocker = createServer()
+  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => blocker.close())
+  const taken = String((blocker.address() as AddressInfo).port)
+  for (const variable of ['GATEWAY_PORT', 'ADMIN_PORT']) {
+    const proc = runEntry(t, 'src/gateway/server.ts', await gatewayEnv(FIXTURE_CONFIG_DIR, { [variable]: taken }))
+    const { code } = await proc.exited
+    t.equal(code, 1, variable)
+    t.match(proc.output(), `"msg":"port ${taken} is in use (${variable})"`)
+    t.notMatch(proc.output(), /\n\s+at /, 'no stack trace')
+  }
+})
+
 t.test('the gateway process serves, reports health, and exits 0 on SIGTERM', async (t) => {
-  const env = await gatewayEnv(REPO_CONFIG_DIR)
+  const env = await gatewayEnv(FIXTURE_CONFIG_DIR)
   const proc = runEntry(t, 'src/gateway/server.ts', env)
-  await waitForHttp(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`)
+  await waitForHttp(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`, 30_000)
   const health = await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`)
   t.same(await health.json(), { status: 'ok' })
   const ready = await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/readyz`)
@@ -64,10 +73,10 @@ t.test('the gateway process serves, reports health, and exits 0 on SIGTERM', asy
 
 t.test('SIGHUP reloads the config of a running process (watching off)', async (t) => {
   const dir = t.testdir()
-  cpSync(REPO_CONFIG_DIR, dir, { recursive: true })
-  const env = await gatewayEnv(dir, { CONFIG_WATCH: 'false' })
+  cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
+  const env = await gatewayEnv(dir)
   const proc = runEntry(t, 'src/gateway/server.ts', env)
-  await waitForHttp(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`)
+  await waitForHttp(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`, 30_000)
   const before = await (await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/admin/config`)).json() as { version: string, keys: { total: number } }
   t.equal(before.keys.total, 4)
 

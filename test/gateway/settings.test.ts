@@ -1,7 +1,7 @@
 import t from 'tap'
 import { settingsFromEnv } from '../../src/gateway/settings.js'
 
-t.test('defaults follow CONTRACT §8', async (t) => {
+t.test('defaults follow docs/decisions.md §8', async (t) => {
   t.same(settingsFromEnv({}), {
     host: '0.0.0.0',
     port: 8080,
@@ -28,7 +28,9 @@ t.test('defaults follow CONTRACT §8', async (t) => {
     shutdownGraceMs: 10000,
     shutdownDrainDelayMs: 1000,
     workers: 1,
-    production: false
+    production: false,
+    publicBaseUrl: undefined,
+    stagingBaseUrl: undefined
   })
 })
 
@@ -43,6 +45,7 @@ t.test('values from the environment are parsed and checked', async (t) => {
   t.equal(s.backendUrl, 'http://backend:3001')
   t.equal(s.production, true)
   t.equal(s.adminToken, 'tok')
+  t.same([settingsFromEnv({ PUBLIC_BASE_URL: 'https://api.example', STAGING_BASE_URL: 'https://staging.example' })].map((x) => [x.publicBaseUrl, x.stagingBaseUrl]), [['https://api.example', 'https://staging.example']])
   t.equal(settingsFromEnv({ TRUST_PROXY: 'true' }).trustProxy, true)
   t.equal(settingsFromEnv({ TRUST_PROXY: '10.0.0.0/8,127.0.0.1' }).trustProxy, '10.0.0.0/8,127.0.0.1')
   t.throws(() => settingsFromEnv({ GATEWAY_PORT: '70000' }), { message: 'GATEWAY_PORT: expected an integer from 0 to 65535, got "70000"' })

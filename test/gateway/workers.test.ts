@@ -7,9 +7,9 @@ import { cpSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { startBackend } from '../helpers/backend.js'
-import { REPO_CONFIG_DIR } from '../helpers/gateway.js'
+import { FIXTURE_CONFIG_DIR } from '../helpers/gateway.js'
 import { freePort, waitForHttp } from '../helpers/ports.js'
-import { runEntry, type RunningProcess } from '../helpers/processes.js'
+import { gatewayProcessEnv, runEntry, type RunningProcess } from '../helpers/processes.js'
 import { startRedis } from '../helpers/redis.js'
 
 const TOKEN = 'psk_test_workers_0123456789abcdef'
@@ -31,7 +31,7 @@ async function freePortPair (): Promise<number> {
 
 function configDir (t: Test): string {
   const dir = t.testdir()
-  cpSync(REPO_CONFIG_DIR, dir, { recursive: true })
+  cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
   writeFileSync(join(dir, 'keys.yaml'), [
     'keys:',
     '  - id: twenty-a-minute',
@@ -74,16 +74,7 @@ t.test('two workers on one Redis admit exactly the limit of a key across both, a
   const backend = await startBackend(t)
   const port = await freePort()
   const adminPort = await freePortPair()
-  const proc = runEntry(t, 'src/gateway/server.ts', {
-    GATEWAY_HOST: '127.0.0.1',
-    GATEWAY_PORT: String(port),
-    ADMIN_PORT: String(adminPort),
-    BACKEND_URL: backend.url,
-    CONFIG_DIR: configDir(t),
-    CONFIG_WATCH: 'false',
-    REDIS_URL: redis.url,
-    GATEWAY_WORKERS: '2'
-  })
+  const proc = runEntry(t, 'src/gateway/server.ts', gatewayProcessEnv({ port, adminPort, backendUrl: backend.url, configDir: configDir(t), redisUrl: redis.url }, { GATEWAY_WORKERS: '2' }))
   await until('two workers listening', () => (proc.output().match(/"msg":"gateway listening"/g) ?? []).length === 2)
   await waitForHttp(`http://127.0.0.1:${adminPort}/healthz`)
   await waitForHttp(`http://127.0.0.1:${adminPort + 1}/healthz`)
@@ -113,16 +104,7 @@ t.test('a worker that dies is replaced', async (t) => {
   const redis = await startRedis(t)
   const backend = await startBackend(t)
   const port = await freePort()
-  const proc = runEntry(t, 'src/gateway/server.ts', {
-    GATEWAY_HOST: '127.0.0.1',
-    GATEWAY_PORT: String(port),
-    ADMIN_PORT: '0',
-    BACKEND_URL: backend.url,
-    CONFIG_DIR: configDir(t),
-    CONFIG_WATCH: 'false',
-    REDIS_URL: redis.url,
-    GATEWAY_WORKERS: '2'
-  })
+  const proc = runEntry(t, 'src/gateway/server.ts', gatewayProcessEnv({ port, adminPort: 0, backendUrl: backend.url, configDir: configDir(t), redisUrl: redis.url }, { GATEWAY_WORKERS: '2' }))
   await until('two workers listening', () => (proc.output().match(/"msg":"gateway listening"/g) ?? []).length === 2)
   const [victim] = workerPids(proc)
   if (victim === undefined) throw new Error('no worker pid')
@@ -139,15 +121,7 @@ t.test('a worker that dies is replaced', async (t) => {
 })
 
 t.test('more than one worker without Redis is refused: limits would be per worker', async (t) => {
-  const proc = runEntry(t, 'src/gateway/server.ts', {
-    GATEWAY_HOST: '127.0.0.1',
-    GATEWAY_PORT: String(await freePort()),
-    ADMIN_PORT: '0',
-    BACKEND_URL: 'http://127.0.0.1:9',
-    CONFIG_DIR: REPO_CONFIG_DIR,
-    REDIS_URL: '',
-    GATEWAY_WORKERS: '2'
-  })
+  const proc = runEntry(t, 'src/gateway/server.ts', gatewayProcessEnv({ port: await freePort(), adminPort: 0, backendUrl: 'http://127.0.0.1:9', configDir: FIXTURE_CONFIG_DIR }, { GATEWAY_WORKERS: '2' }))
   const { code } = await proc.exited
   t.equal(code, 1)
   t.match(proc.output(), 'GATEWAY_WORKERS > 1 needs Redis')

@@ -13,7 +13,7 @@ import type { ConfigSnapshot } from '../../src/gateway/config/types.js'
 import { LOG_REDACT_PATHS } from '../../src/gateway/request-log.js'
 import { startBackend, type StartedBackend } from './backend.js'
 
-/** Plaintext of the demo keys shipped in config/keys.yaml (also listed in the README). */
+/** Plaintext of the demo keys in test/fixtures/config/keys.yaml (the same as config/keys.yaml and the README's table). */
 export const DEMO_KEYS = {
   free: 'psk_demo_free_bdxDZXIFscNgMlSRUnWEc7yM',
   pro: 'psk_demo_pro_uenUZBiCRIjwMQludQiJmPup',
@@ -21,12 +21,20 @@ export const DEMO_KEYS = {
   enterprise: 'psk_demo_enterprise_vO514dNeE4scVvSxLPY5alCa'
 } as const
 
-export const REPO_CONFIG_DIR = join(import.meta.dirname, '..', '..', 'config')
+/**
+ * The config tests run against: a copy of the shipped config/ kept under test/fixtures/, so editing
+ * the shipped demo config cannot change what a test sees. Copy it to a temp dir to modify it.
+ */
+export const FIXTURE_CONFIG_DIR = join(import.meta.dirname, '..', 'fixtures', 'config')
+/** The fixture dir under its former name, for tests written before the fixture existed. */
+export const REPO_CONFIG_DIR = FIXTURE_CONFIG_DIR
+/** The config/ the repository ships (demo keys); only the test of the shipped files reads it. */
+export const SHIPPED_CONFIG_DIR = join(import.meta.dirname, '..', '..', 'config')
 
-/** The repository's config texts, with any file replaced. */
+/** The fixture config texts, with any file replaced. */
 export function configTexts (overrides: Partial<ConfigTexts> = {}): ConfigTexts {
   const texts = {} as ConfigTexts
-  for (const file of CONFIG_FILES) texts[file] = overrides[file] ?? readFileSync(join(REPO_CONFIG_DIR, file), 'utf8')
+  for (const file of CONFIG_FILES) texts[file] = overrides[file] ?? readFileSync(join(FIXTURE_CONFIG_DIR, file), 'utf8')
   return texts
 }
 

@@ -1,6 +1,7 @@
 // Runs the project's entry points as real child processes (as a deployment does), collecting their
 // output and stopping them in teardown.
 import { spawn, type ChildProcess } from 'node:child_process'
+import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Test } from 'tap'
 
@@ -38,4 +39,54 @@ export function runEntry (t: Test, entry: string, env: Record<string, string>): 
     }
   })
   return { child, output: () => out, exited }
+}
+
+/** Pids whose parent is `pid` (from /proc, so it sees processes this test did not spawn itself). */
+export function childPids (pid: number): number[] {
+  return readdirSync('/proc').filter((name) => /^\d+$/.test(name)).flatMap((name) => {
+    try {
+      // Field 4 of /proc/<pid>/stat is the parent pid; the command name before it may hold spaces.
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8')
+      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid ? [Number(name)] : []
+    } catch {
+      return []
+    }
+  })
+}
+
+/** The command line of a running process, or undefined when it is gone (or a zombie). */
+export function commandLine (pid: number): string | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/cmdline`, 'utf8')
+    return text === '' ? undefined : text.split('\0').join(' ').trim()
+  } catch {
+    return undefined
+  }
+}
+
+export interface GatewayProcessOptions {
+  port: number
+  adminPort: number
+  backendUrl: string
+  configDir: string
+  /** Unset: the in-process store (REDIS_URL is cleared, whatever the test's own environment holds). */
+  redisUrl?: string
+}
+
+/**
+ * The environment of a gateway entry point (src/gateway/server.ts) run by a test: loopback
+ * listeners, the given backend, config and Redis, config watching off (tests reload explicitly);
+ * `extra` adds or overrides variables.
+ */
+export function gatewayProcessEnv (opts: GatewayProcessOptions, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    GATEWAY_HOST: '127.0.0.1',
+    GATEWAY_PORT: String(opts.port),
+    ADMIN_PORT: String(opts.adminPort),
+    BACKEND_URL: opts.backendUrl,
+    CONFIG_DIR: opts.configDir,
+    CONFIG_WATCH: 'false',
+    REDIS_URL: opts.redisUrl ?? '',
+    ...extra
+  }
 }

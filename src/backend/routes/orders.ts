@@ -1,4 +1,6 @@
-// The store's orders, read-only over HTTP: a keyset-paged list, empty in a fresh store.
+// The store's orders, read-only over HTTP: a keyset-paged list. No endpoint creates orders (ordering is
+// not part of this API version), so over HTTP alone the list is always empty; the README and the OpenAPI
+// description say so.
 import type { FastifyPluginAsync } from 'fastify'
 import { registerMethodNotAllowed } from '../../shared/api-error.js'
 import { decodeCursor, toPage } from '../paging.js'

@@ -1,4 +1,4 @@
-// Endpoint lifecycle from routes.yaml (CONTRACT §4): deprecation and sunset headers, the 410 after
+// Endpoint lifecycle from routes.yaml (docs/decisions.md §4): deprecation and sunset headers, the 410 after
 // the sunset instant (answered here, so the backend is never called), and stability marks.
 // Registered after requireKey: 401 and 429 come first, and carry no lifecycle headers.
 import fp from 'fastify-plugin'

@@ -44,7 +44,8 @@ export const metricsPlugin = fp<MetricsPluginOptions>(async function metricsPlug
     if (request.lifecycle?.deprecated === true) metrics.deprecatedRequests.inc({ route, plan })
     const decision = request.rateLimit
     if (decision && decision.outcome !== 'ok') {
-      metrics.rateLimitRejections.inc({ plan: decision.policy, window: decision.rejectedBy ?? decision.window })
+      const window = decision.outcome === 'key_banned' ? 'ban' : decision.rejectedBy ?? decision.window
+      metrics.rateLimitRejections.inc({ plan: decision.policy, window })
       if (decision.banStarted) metrics.bans.inc({ plan: decision.policy })
     }
     done()

@@ -1,4 +1,4 @@
-// Every metric of CONTRACT §9 on a Registry of the gateway's own (never prom-client's global one, so
+// Every metric of docs/decisions.md §9 on a Registry of the gateway's own (never prom-client's global one, so
 // several gateways in one process — tests, the bench — neither share nor collide). Labels come only
 // from bounded sets (route patterns, methods, statuses, plans, windows, results), and labelled
 // counters start at 0 for their known sets so every name is there from the first scrape.
@@ -15,6 +15,8 @@ export { UNMATCHED_ROUTE }
 /** The `plan` value of requests without a valid key (the limiter's anonymous policy). */
 export const ANONYMOUS_PLAN = 'anonymous'
 export const WINDOWS = ['minute', 'day'] as const
+/** `window` of a 429: the window that refused, or `ban` for a key answered `key_banned`. */
+export const REJECTION_WINDOWS = [...WINDOWS, 'ban'] as const
 export const RELOAD_RESULTS = ['success', 'failure'] as const
 
 const LINT_FAILING_DEFAULTS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']
@@ -266,7 +268,7 @@ export function createGatewayMetrics (opts: MetricsOptions): GatewayMetrics {
   requestDuration.zero(UNMATCHED_ROUTE)
   for (const plan of plans) {
     bans.inc({ plan }, 0)
-    for (const window of WINDOWS) rateLimitRejections.inc({ plan, window }, 0)
+    for (const window of REJECTION_WINDOWS) rateLimitRejections.inc({ plan, window }, 0)
     for (const route of opts.deprecatedRoutes ?? []) deprecatedRequests.inc({ route, plan }, 0)
   }
   for (const result of RELOAD_RESULTS) configReloads.inc({ result }, 0)

@@ -22,6 +22,10 @@ export interface OpenApiDocumentOptions {
   version?: string
   /** `servers[].url`; default the relative `/v1`, so the document works behind any host. */
   serverUrl?: string
+  /** Production's public origin (PUBLIC_BASE_URL), listed as a second server when set. */
+  publicBaseUrl?: string
+  /** Staging's public origin (STAGING_BASE_URL), listed as a server when set. */
+  stagingBaseUrl?: string
 }
 
 const SCHEMA_REF = '#/components/schemas/'
@@ -35,7 +39,7 @@ interface OperationText {
   readonly pathParams?: object
   readonly body?: string
   readonly success: { readonly status: number, readonly schema: string, readonly description: string, readonly paged: boolean, readonly location?: boolean }
-  /** Error statuses of CONTRACT §6 that this operation can answer besides those every operation can. */
+  /** Error statuses of docs/decisions.md §6 that this operation can answer besides those every operation can. */
   readonly errors: readonly number[]
 }
 
@@ -66,7 +70,9 @@ const OPERATION_TEXT: Readonly<Record<string, OperationText>> = {
   },
   listOrders: {
     summary: 'List store orders',
-    description: 'Orders of the store ordered by id, paged like `GET /pets` (`limit`, `cursor`, `Link: rel="next"`).',
+    description: 'Orders of the store ordered by id, paged like `GET /pets` (`limit`, `cursor`, `Link: rel="next"`). ' +
+      'No operation of this API creates orders yet, so the list is empty unless the operators have loaded orders into the store; ' +
+      'the operation is experimental and may change when ordering arrives.',
     tag: 'store',
     query: orderListQuerySchema,
     success: { status: 200, schema: 'Orders', description: 'A page of orders', paged: true },
@@ -74,7 +80,7 @@ const OPERATION_TEXT: Readonly<Record<string, OperationText>> = {
   }
 }
 
-/** CONTRACT §6: status → the codes it carries and when. */
+/** docs/decisions.md §6: status → the codes it carries and when. */
 const ERRORS: Readonly<Record<number, { readonly codes: readonly string[], readonly description: string }>> = {
   400: { codes: ['invalid_body', 'invalid_parameter'], description: 'Bad JSON, missing or invalid fields, bad query or path parameter' },
   401: { codes: ['unauthorized', 'key_expired'], description: 'Missing, invalid or disabled API key (`unauthorized`), or a key past its expiry (`key_expired`, the message says when it expired)' },
@@ -300,6 +306,15 @@ function infoDescription (snapshot: ConfigSnapshot): string {
   ].join('\n\n')
 }
 
+/** This gateway (relative, so the document works behind any host), then each configured environment. */
+function serversOf (opts: OpenApiDocumentOptions): JsonObject[] {
+  const servers: JsonObject[] = [{ url: opts.serverUrl ?? API_PREFIX, description: 'This gateway' }]
+  const origin = (url: string): string => url.replace(/\/+$/, '') + API_PREFIX
+  if (opts.publicBaseUrl !== undefined) servers.push({ url: origin(opts.publicBaseUrl), description: 'Production' })
+  if (opts.stagingBaseUrl !== undefined) servers.push({ url: origin(opts.stagingBaseUrl), description: 'Staging' })
+  return servers
+}
+
 /** The OpenAPI 3.1 document for one config snapshot. Pure: same snapshot, same document. */
 export function buildOpenApiDocument (snapshot: ConfigSnapshot, opts: OpenApiDocumentOptions = {}): JsonObject {
   const paths: JsonObject = {}
@@ -319,7 +334,7 @@ export function buildOpenApiDocument (snapshot: ConfigSnapshot, opts: OpenApiDoc
       version: opts.version ?? DEFAULT_API_VERSION,
       description: infoDescription(snapshot)
     },
-    servers: [{ url: opts.serverUrl ?? API_PREFIX, description: 'This gateway' }],
+    servers: serversOf(opts),
     security: [{ [SECURITY_SCHEME]: [] }],
     tags: [
       { name: 'pets', description: 'The catalogue of animals' },

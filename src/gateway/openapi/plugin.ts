@@ -1,4 +1,4 @@
-// The two public documents of CONTRACT §1 on the public port, without a key (counted under the
+// The two public documents of docs/decisions.md §1 on the public port, without a key (counted under the
 // anonymous policy like any unauthenticated request): the OpenAPI description at /v1/openapi.json,
 // built once per config snapshot, and the docs page at /docs, Swagger UI served from the
 // swagger-ui-dist package (no CDN). A cold page load costs 4 requests of the anonymous budget
@@ -112,7 +112,7 @@ async function publicDocuments (scope: FastifyInstance, opts: OpenApiPluginOptio
   })
 
   const documents = new WeakMap<ConfigSnapshot, string>()
-  const documentOptions: OpenApiDocumentOptions = { version: opts.version, serverUrl: opts.serverUrl }
+  const documentOptions: OpenApiDocumentOptions = { version: opts.version, serverUrl: opts.serverUrl, publicBaseUrl: opts.publicBaseUrl, stagingBaseUrl: opts.stagingBaseUrl }
   scope.get(OPENAPI_PATH, async function openApiDocument (request, reply) {
     let text = documents.get(request.snapshot)
     if (text === undefined) {

@@ -1,4 +1,4 @@
-// CONTRACT §3: bans are cached in-process until they end, so a banned flood costs Redis nothing —
+// docs/decisions.md §3: bans are cached in-process until they end, so a banned flood costs Redis nothing —
 // also long after the old 5 s cache interval — and a lift made through one gateway reaches every
 // other gateway at once (Redis pub/sub), standalone and Cluster.
 import t, { type Test } from 'tap'

@@ -1,4 +1,4 @@
-// CONTRACT §7: the store timeout (50 ms) must never fire on a healthy Redis because the event loop
+// docs/decisions.md §7: the store timeout (50 ms) must never fire on a healthy Redis because the event loop
 // is busy. Guards the two sources of false timeouts that stores/resilient.ts defends against —
 // replies already read by the kernel but not yet by Node (a 100 ms busy loop while replies are in
 // flight), and a deep pipeline (2,000 concurrent requests) — by asserting exact admission across two

@@ -1,4 +1,4 @@
-// CONTRACT §7 against real processes: a redis-server killed under steady load and restarted on its
+// docs/decisions.md §7 against real processes: a redis-server killed under steady load and restarted on its
 // port, a redis-server frozen with SIGSTOP (connections open, no answers), the `closed` and `open`
 // policies, and a Cluster master lost. Under `local` no request fails for any reason but its limit,
 // requests stay fast during the outage, gateway_store_fallback_active goes 1 and back to 0, and

@@ -8,7 +8,7 @@ import { loadConfigDir } from '../../../src/gateway/config/loader.js'
 import { buildOpenApiDocument, openApiPath, type JsonObject } from '../../../src/gateway/openapi/document.js'
 import { OPERATIONS } from '../../../src/gateway/proxy/operations.js'
 import { errorBodySchema } from '../../../src/shared/api-error.js'
-import { REPO_CONFIG_DIR, testConfig } from '../../helpers/gateway.js'
+import { SHIPPED_CONFIG_DIR, testConfig } from '../../helpers/gateway.js'
 
 type Doc = Record<string, any> // eslint-disable-line @typescript-eslint/no-explicit-any -- walking a JSON document in assertions
 
@@ -76,7 +76,7 @@ t.test('parameters come from the backend query and path schemas; the body from N
   t.same(operation(doc, 'createPet').requestBody, { required: true, content: { 'application/json': { schema: { $ref: '#/components/schemas/NewPet' } } } })
 })
 
-t.test('every response of CONTRACT §6 that applies, each with the Error schema and its codes', async (t) => {
+t.test('every response of docs/decisions.md §6 that applies, each with the Error schema and its codes', async (t) => {
   const statuses = Object.fromEntries(operations(doc).map(([, , op]) => [op.operationId, Object.keys(op.responses)]))
   t.same(statuses, {
     listPets: ['200', '400', '401', '403', '429', '500', '502', '503', '504'],
@@ -157,8 +157,21 @@ t.test('another config snapshot gives another document: marks, sunset and limits
 })
 
 t.test('docs/openapi.json and src/client/openapi-types.ts are what `npm run openapi` writes now', async (t) => {
-  const current = buildOpenApiDocument(loadConfigDir(REPO_CONFIG_DIR)) as JsonObject
-  t.equal(DEFAULT_DOCUMENT_PATH, join(REPO_CONFIG_DIR, '..', 'docs', 'openapi.json'))
+  // `npm run openapi` documents the shipped config/, so this compares against that, not the fixture.
+  const current = buildOpenApiDocument(loadConfigDir(SHIPPED_CONFIG_DIR)) as JsonObject
+  t.equal(DEFAULT_DOCUMENT_PATH, join(SHIPPED_CONFIG_DIR, '..', 'docs', 'openapi.json'))
   t.equal(readFileSync(DEFAULT_DOCUMENT_PATH, 'utf8'), documentText(current), 'docs/openapi.json is stale: run npm run openapi')
   t.equal(readFileSync(DEFAULT_TYPES_PATH, 'utf8'), await clientTypesText(current), 'src/client/openapi-types.ts is stale: run npm run openapi')
+})
+
+t.test('servers: this gateway, then production and staging when PUBLIC_BASE_URL / STAGING_BASE_URL are set', async (t) => {
+  t.same(buildOpenApiDocument(testConfig()).servers, [{ url: '/v1', description: 'This gateway' }], 'neither set: the relative server only')
+  const both = buildOpenApiDocument(testConfig(), { publicBaseUrl: 'https://api.petstore.example/', stagingBaseUrl: 'https://api.staging.petstore.example' })
+  t.same(both.servers, [
+    { url: '/v1', description: 'This gateway' },
+    { url: 'https://api.petstore.example/v1', description: 'Production' },
+    { url: 'https://api.staging.petstore.example/v1', description: 'Staging' }
+  ])
+  t.same(buildOpenApiDocument(testConfig(), { stagingBaseUrl: 'https://staging.example' }).servers,
+    [{ url: '/v1', description: 'This gateway' }, { url: 'https://staging.example/v1', description: 'Staging' }])
 })
