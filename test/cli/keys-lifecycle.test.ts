@@ -8,7 +8,7 @@ import { parseGrace, rotateKeysText } from '../../src/cli/rotate.js'
 import { keyDigest } from '../../src/gateway/auth/bearer.js'
 import { loadConfigDir } from '../../src/gateway/config/loader.js'
 import { cli, cliInProcess } from '../helpers/cli.js'
-import { bearer, DEMO_KEYS, REPO_CONFIG_DIR, plansYaml, startGateway, testConfig } from '../helpers/gateway.js'
+import { bearer, DEMO_KEYS, FIXTURE_CONFIG_DIR, plansYaml, startGateway, testConfig } from '../helpers/gateway.js'
 
 const ISO_SECONDS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/
 
@@ -29,7 +29,7 @@ async function remaining (url: string, key: string): Promise<number> {
 
 t.test('keys rotate: new key for the same consumer, old one kept for the grace, picked up by a watching gateway, windows continue', async (t) => {
   const dir = t.testdir()
-  cpSync(REPO_CONFIG_DIR, dir, { recursive: true })
+  cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
   const original = readFileSync(join(dir, 'keys.yaml'), 'utf8')
   const clock = { now: Date.now() }
   const gw = await startGateway(t, { config: loadConfigDir(dir), reload: { dir }, now: () => clock.now })
@@ -54,7 +54,7 @@ t.test('keys rotate: new key for the same consumer, old one kept for the grace, 
   t.equal(text, original.replace('    plan: free\n',
     `    plan: free\n    expiresAt: ${expiresAt}\n  - id: ${newId}\n    sha256: ${keyDigest(key!)}\n    consumer: demo-free\n    plan: free\n`),
   'comments, order and every other entry unchanged; the new entry right after the old one')
-  t.same(readFileSync(join(dir, 'plans.yaml'), 'utf8'), readFileSync(join(REPO_CONFIG_DIR, 'plans.yaml'), 'utf8'))
+  t.same(readFileSync(join(dir, 'plans.yaml'), 'utf8'), readFileSync(join(FIXTURE_CONFIG_DIR, 'plans.yaml'), 'utf8'))
 
   await waitUntil('the gateway reloads the rotated file', () => gw.app.gatewayConfig.current.keysById.has(newId!))
   t.same([await remaining(gw.url, key!), await remaining(gw.url, DEMO_KEYS.free), await remaining(gw.url, key!)], [57, 56, 55],
@@ -82,7 +82,7 @@ t.test('keys rotate: new key for the same consumer, old one kept for the grace, 
 
 t.test('keys rotate keeps a flow-style entry one line, with its limits, scopes and comments', async (t) => {
   const dir = t.testdir()
-  cpSync(REPO_CONFIG_DIR, dir, { recursive: true })
+  cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
   const digest = 'a'.repeat(64)
   const original = [
     '# partner keys',
@@ -115,7 +115,7 @@ t.test('keys rotate keeps a flow-style entry one line, with its limits, scopes a
 
 t.test('keys rotate refuses bad input with exit 1 and leaves the file untouched', async (t) => {
   const dir = t.testdir()
-  cpSync(REPO_CONFIG_DIR, dir, { recursive: true })
+  cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
   const withDisabled = readFileSync(join(dir, 'keys.yaml'), 'utf8') + `  - id: old\n    sha256: ${'d'.repeat(64)}\n    plan: pro\n    disabled: true\n`
   writeFileSync(join(dir, 'keys.yaml'), withDisabled)
   for (const [args, message] of [
@@ -196,7 +196,7 @@ t.test('keys show and keys reset reach the running gateway\'s admin API', async 
 
 t.test('bans list and lift through the admin API, for the consumer of a credential', async (t) => {
   const plans = plansYaml({ free: { perMinute: 1, perDay: 100 }, ban: { threshold: 1 } })
-  const keys = readFileSync(join(REPO_CONFIG_DIR, 'keys.yaml'), 'utf8') + '  - { id: free-2, sha256: ' + keyDigest('psk_second_free_credential_0123456789') + ', consumer: demo-free, plan: free }\n'
+  const keys = readFileSync(join(FIXTURE_CONFIG_DIR, 'keys.yaml'), 'utf8') + '  - { id: free-2, sha256: ' + keyDigest('psk_second_free_credential_0123456789') + ', consumer: demo-free, plan: free }\n'
   const gw = await startGateway(t, { config: testConfig({ 'plans.yaml': plans, 'keys.yaml': keys }) })
   for (const key of [DEMO_KEYS.free, 'psk_second_free_credential_0123456789', DEMO_KEYS.free]) await (await fetch(`${gw.url}/v1/store/orders`, { headers: bearer(key) })).arrayBuffer()
   const env = { REDIS_URL: '' }

@@ -3,7 +3,7 @@ import { cpSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { keyDigest } from '../../src/gateway/auth/bearer.js'
 import { loadConfigDir } from '../../src/gateway/config/loader.js'
-import { bearer, DEMO_KEYS, REPO_CONFIG_DIR, plansYaml, startGateway, testConfig } from '../helpers/gateway.js'
+import { bearer, DEMO_KEYS, FIXTURE_CONFIG_DIR, plansYaml, startGateway, testConfig } from '../helpers/gateway.js'
 import { startRedis } from '../helpers/redis.js'
 import { cli } from '../helpers/cli.js'
 import { freePort } from '../helpers/ports.js'
@@ -17,7 +17,7 @@ t.test('keys create prints the key once and a keys.yaml entry that the gateway a
   t.equal(entry, `  - id: acme-prod\n    sha256: ${keyDigest(key!)}\n    plan: pro\n`)
 
   const dir = t.testdir()
-  cpSync(REPO_CONFIG_DIR, dir, { recursive: true })
+  cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
   writeFileSync(join(dir, 'keys.yaml'), `keys:\n${entry}`)
   const gw = await startGateway(t, { config: loadConfigDir(dir) })
   const res = await fetch(`${gw.url}/v1/pets`, { headers: bearer(key!) })
@@ -60,12 +60,12 @@ t.test('keys hash digests a key from the argument or stdin', async (t) => {
 })
 
 t.test('config check passes a good directory and fails a bad one with the loader messages', async (t) => {
-  const good = await cli(['config', 'check', REPO_CONFIG_DIR])
+  const good = await cli(['config', 'check', FIXTURE_CONFIG_DIR])
   t.equal(good.code, 0)
-  t.match(good.stdout, `${REPO_CONFIG_DIR}: ok (version ${loadConfigDir(REPO_CONFIG_DIR).version}, 4 plans, 4 keys, 2 routes)`)
+  t.match(good.stdout, `${FIXTURE_CONFIG_DIR}: ok (version ${loadConfigDir(FIXTURE_CONFIG_DIR).version}, 4 plans, 4 keys, 2 routes)`)
 
   const dir = t.testdir()
-  cpSync(REPO_CONFIG_DIR, dir, { recursive: true })
+  cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
   writeFileSync(join(dir, 'keys.yaml'), `keys:\n  - { id: a, sha256: ${'a'.repeat(64)}, plan: gold }\n  - { id: a, sha256: ${'b'.repeat(64)}, plan: pro }\n`)
   const bad = await cli(['config', 'check', dir])
   t.equal(bad.code, 1)

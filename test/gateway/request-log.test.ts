@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import t from 'tap'
 import { startEchoUpstream } from '../helpers/echo-upstream.js'
-import { bearer, DEMO_KEYS, REPO_CONFIG_DIR, startGateway } from '../helpers/gateway.js'
+import { bearer, DEMO_KEYS, FIXTURE_CONFIG_DIR, startGateway } from '../helpers/gateway.js'
 import { freePort, waitForHttp } from '../helpers/ports.js'
 import { runEntry } from '../helpers/processes.js'
 
@@ -68,7 +68,7 @@ t.test('the process logs start-up and config once, at the level LOG_LEVEL sets',
     GATEWAY_PORT: String(await freePort()),
     ADMIN_PORT: String(await freePort()),
     BACKEND_URL: `http://127.0.0.1:${await freePort()}`,
-    CONFIG_DIR: REPO_CONFIG_DIR
+    CONFIG_DIR: FIXTURE_CONFIG_DIR
   })
   const infoEnv = await base()
   const warnEnv = await base()

@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import type { Test } from 'tap'
 import { Pool } from 'undici'
 import { startBackend } from './backend.js'
-import { bearer, DEMO_KEYS, plansYaml, REPO_CONFIG_DIR } from './gateway.js'
+import { bearer, DEMO_KEYS, plansYaml, FIXTURE_CONFIG_DIR } from './gateway.js'
 import { freePort, waitForHttp } from './ports.js'
 import { runEntry } from './processes.js'
 
@@ -90,7 +90,7 @@ export async function gatewayWithKeyAt429 (t: Test, env: Record<string, string>)
   const dir = mkdtempSync(join(tmpdir(), 'edge-flood-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
   writeFileSync(join(dir, 'plans.yaml'), plansYaml({ free: { perMinute: 1000, perDay: FREE_PER_DAY } }))
-  for (const file of ['keys.yaml', 'routes.yaml']) writeFileSync(join(dir, file), readFileSync(join(REPO_CONFIG_DIR, file)))
+  for (const file of ['keys.yaml', 'routes.yaml']) writeFileSync(join(dir, file), readFileSync(join(FIXTURE_CONFIG_DIR, file)))
   const [port, adminPort] = [await freePort(), await freePort()]
   runEntry(t, 'src/gateway/server.ts', {
     GATEWAY_HOST: '127.0.0.1',

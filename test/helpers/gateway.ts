@@ -26,8 +26,6 @@ export const DEMO_KEYS = {
  * the shipped demo config cannot change what a test sees. Copy it to a temp dir to modify it.
  */
 export const FIXTURE_CONFIG_DIR = join(import.meta.dirname, '..', 'fixtures', 'config')
-/** The fixture dir under its former name, for tests written before the fixture existed. */
-export const REPO_CONFIG_DIR = FIXTURE_CONFIG_DIR
 /** The config/ the repository ships (demo keys); only the test of the shipped files reads it. */
 export const SHIPPED_CONFIG_DIR = join(import.meta.dirname, '..', '..', 'config')
 

@@ -2,7 +2,7 @@ import t from 'tap'
 import { cpSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { loadConfigDir } from '../../../src/gateway/config/loader.js'
-import { bearer, DEMO_KEYS, REPO_CONFIG_DIR, plansYaml, startGateway, testConfig } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS, FIXTURE_CONFIG_DIR, plansYaml, startGateway, testConfig } from '../../helpers/gateway.js'
 
 t.test('GET /admin/config says what is in force, never a digest', async (t) => {
   const gw = await startGateway(t)
@@ -25,7 +25,7 @@ t.test('GET /admin/config says what is in force, never a digest', async (t) => {
 
 t.test('POST /admin/reload applies a good config and refuses a bad one with its problems', async (t) => {
   const dir = t.testdir()
-  cpSync(REPO_CONFIG_DIR, dir, { recursive: true })
+  cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
   const gw = await startGateway(t, { config: loadConfigDir(dir), reload: { dir, watch: false } })
   const same = await fetch(`${gw.adminUrl}/admin/reload`, { method: 'POST' })
   t.equal(same.status, 200)

@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import t from 'tap'
 import { keyDigest } from '../../../src/gateway/auth/bearer.js'
 import { loadConfigDir } from '../../../src/gateway/config/loader.js'
-import { REPO_CONFIG_DIR, startGateway, testConfig } from '../../helpers/gateway.js'
+import { FIXTURE_CONFIG_DIR, startGateway, testConfig } from '../../helpers/gateway.js'
 import { sampleValue, scrape } from '../../helpers/scrape.js'
 
 const NOW = Date.parse('2030-03-01T00:00:00Z')
@@ -46,7 +46,7 @@ t.test('expiry gauges are computed at scrape time from the config in force and t
 
 t.test('start and reload log the keys expiring within 7 days, capped', async (t) => {
   const dir = t.testdir()
-  cpSync(REPO_CONFIG_DIR, dir, { recursive: true })
+  cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
   writeFileSync(join(dir, 'keys.yaml'), KEYS)
   const gw = await startGateway(t, { config: loadConfigDir(dir), reload: { dir, watch: false }, now: () => NOW })
   const atStart = gw.logs.filter((l) => l.msg === 'keys expiring within 7 days')
@@ -75,7 +75,7 @@ t.test('start and reload log the keys expiring within 7 days, capped', async (t)
 
 t.test('no line when nothing expires soon', async (t) => {
   const dir = t.testdir()
-  cpSync(REPO_CONFIG_DIR, dir, { recursive: true })
+  cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
   const gw = await startGateway(t, { config: loadConfigDir(dir), reload: { dir, watch: false } })
   t.equal(gw.logs.filter((l) => l.msg === 'keys expiring within 7 days').length, 0)
   t.same(await gauges(gw.adminUrl), [0, 0], 'the gauges exist at 0')

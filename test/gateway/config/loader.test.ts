@@ -3,7 +3,7 @@ import { cpSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { ConfigError, loadConfigDir, parseConfig } from '../../../src/gateway/config/loader.js'
 import { assertNoDemoKeys } from '../../../src/gateway/config/demo-keys.js'
-import { configTexts, REPO_CONFIG_DIR } from '../../helpers/gateway.js'
+import { configTexts, FIXTURE_CONFIG_DIR } from '../../helpers/gateway.js'
 
 const D1 = 'a'.repeat(64)
 
@@ -18,7 +18,7 @@ function problemsOf (overrides: Parameters<typeof configTexts>[0]): readonly str
 }
 
 t.test('the shipped config loads: four plans, anonymous policy, ban policy, routes', async (t) => {
-  const snapshot = loadConfigDir(REPO_CONFIG_DIR)
+  const snapshot = loadConfigDir(FIXTURE_CONFIG_DIR)
   t.same([...snapshot.plans.keys()], ['free', 'pro', 'business', 'enterprise'])
   t.same(snapshot.plans.get('free'), { perMinute: 60, perDay: 1000 })
   t.same(snapshot.plans.get('pro'), { perMinute: 300, perDay: 10000 })
@@ -31,7 +31,7 @@ t.test('the shipped config loads: four plans, anonymous policy, ban policy, rout
   t.equal(snapshot.routes[1]?.stability, 'experimental')
   t.ok(Object.isFrozen(snapshot))
   t.match(snapshot.version, /^[0-9a-f]{12}$/)
-  t.equal(loadConfigDir(REPO_CONFIG_DIR).version, snapshot.version, 'same files, same version')
+  t.equal(loadConfigDir(FIXTURE_CONFIG_DIR).version, snapshot.version, 'same files, same version')
 })
 
 t.test('other shape and cross-entry problems are named by file, path and reason', async (t) => {
@@ -76,7 +76,7 @@ t.test('a missing file is named', async (t) => {
 })
 
 t.test('demo keys are refused in production', async (t) => {
-  t.throws(() => assertNoDemoKeys(loadConfigDir(REPO_CONFIG_DIR)), {
+  t.throws(() => assertNoDemoKeys(loadConfigDir(FIXTURE_CONFIG_DIR)), {
     name: 'ConfigError',
     message: 'invalid config: keys.yaml: demo keys are configured (demo-free, demo-pro, demo-business, demo-enterprise); remove them before running with NODE_ENV=production'
   })
@@ -182,8 +182,8 @@ t.test('a report names the first 50 problems and counts the rest', async (t) => 
 
 t.test('a file over CONFIG_MAX_BYTES is refused by its size, naming the file and the limit', async (t) => {
   const dir = t.testdir()
-  cpSync(REPO_CONFIG_DIR, dir, { recursive: true })
-  writeFileSync(join(dir, 'plans.yaml'), `# ${'x'.repeat(2000)}\n` + readFileSync(join(REPO_CONFIG_DIR, 'plans.yaml'), 'utf8'))
+  cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
+  writeFileSync(join(dir, 'plans.yaml'), `# ${'x'.repeat(2000)}\n` + readFileSync(join(FIXTURE_CONFIG_DIR, 'plans.yaml'), 'utf8'))
   const size = statSync(join(dir, 'plans.yaml')).size
   t.throws(() => loadConfigDir(dir, { maxBytes: 1024 }), {
     name: 'ConfigError',

@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process'
 import { cpSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { loadConfigDir } from '../../../src/gateway/config/loader.js'
-import { bearer, DEMO_KEYS, REPO_CONFIG_DIR, startGateway, type StartedGateway } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS, FIXTURE_CONFIG_DIR, startGateway, type StartedGateway } from '../../helpers/gateway.js'
 
 const PING_EVERY_MS = 50
 const SLOWEST_ALLOWED_MS = 100
@@ -68,7 +68,7 @@ function writeGenerated (path: string, head: string, count: number, line: string
 
 function configDir (t: Test): string {
   const dir = t.testdir()
-  cpSync(REPO_CONFIG_DIR, dir, { recursive: true })
+  cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
   return dir
 }
 
@@ -138,7 +138,7 @@ t.test('a 3 MB block-style keys.yaml goes through the YAML parser in the worker:
 t.test('a parse that needs more than the worker heap, or more than the time allowed, fails the reload, not the process', async (t) => {
   const dir = configDir(t)
   writeGenerated(join(dir, 'keys.yaml'), 'keys:\n', 20_000, '`  - id: block-${i}\\n    sha256: c${i.toString(16).padStart(63, "0")}\\n    plan: pro`')
-  const small = await startGateway(t, { config: loadConfigDir(REPO_CONFIG_DIR), reload: { dir, watch: false, heapMb: 16 } })
+  const small = await startGateway(t, { config: loadConfigDir(FIXTURE_CONFIG_DIR), reload: { dir, watch: false, heapMb: 16 } })
   const before = small.app.gatewayConfig.current.version
   t.same(await small.app.configReloader.reload('test'), {
     ok: false, problems: ['config: parsing needed more than the worker\'s 16 MB heap; the files are too large or too deeply nested']
@@ -146,7 +146,7 @@ t.test('a parse that needs more than the worker heap, or more than the time allo
   t.equal(small.app.gatewayConfig.current.version, before)
   t.match(small.app.configReloader.lastFailure, { trigger: 'test', problems: [/16 MB heap/] })
 
-  const hasty = await startGateway(t, { config: loadConfigDir(REPO_CONFIG_DIR), reload: { dir, watch: false, timeoutMs: 50 } })
+  const hasty = await startGateway(t, { config: loadConfigDir(FIXTURE_CONFIG_DIR), reload: { dir, watch: false, timeoutMs: 50 } })
   t.same(await hasty.app.configReloader.reload('test'), { ok: false, problems: ['config: not parsed within 50 ms; the parse was stopped'] })
   const res = await fetch(`${hasty.url}/v1/store/orders`, { headers: bearer(DEMO_KEYS.pro) })
   t.equal(res.status, 200, 'still serving on the last good config')

@@ -3,10 +3,10 @@ import { cpSync, mkdirSync, readFileSync, renameSync, symlinkSync, writeFileSync
 import { join } from 'node:path'
 import { keyDigest } from '../../../src/gateway/auth/bearer.js'
 import { loadConfigDir } from '../../../src/gateway/config/loader.js'
-import { bearer, DEMO_KEYS, plansYaml, REPO_CONFIG_DIR, startGateway } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS, plansYaml, FIXTURE_CONFIG_DIR, startGateway } from '../../helpers/gateway.js'
 
 const NEW_KEY = 'psk_reload_test_key_0123456789abcdef'
-const DEFAULT_KEYS = readFileSync(join(REPO_CONFIG_DIR, 'keys.yaml'), 'utf8')
+const DEFAULT_KEYS = readFileSync(join(FIXTURE_CONFIG_DIR, 'keys.yaml'), 'utf8')
 
 /** Polls until `check` holds, failing after `ms` (the contract allows 2 s). */
 async function within (ms: number, check: () => Promise<boolean>): Promise<number> {
@@ -20,7 +20,7 @@ async function within (ms: number, check: () => Promise<boolean>): Promise<numbe
 
 function copyConfig (t: Parameters<typeof startGateway>[0]): string {
   const dir = t.testdir()
-  cpSync(REPO_CONFIG_DIR, dir, { recursive: true })
+  cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
   return dir
 }
 
@@ -74,7 +74,7 @@ t.test('the Kubernetes ConfigMap symlink swap (..data) is picked up', async (t) 
   const dir = t.testdir()
   const first = join(dir, '..2026_11_22_10_00_00.000000001')
   mkdirSync(first)
-  cpSync(REPO_CONFIG_DIR, first, { recursive: true })
+  cpSync(FIXTURE_CONFIG_DIR, first, { recursive: true })
   symlinkSync('..2026_11_22_10_00_00.000000001', join(dir, '..data'))
   for (const file of ['plans.yaml', 'keys.yaml', 'routes.yaml']) symlinkSync(join('..data', file), join(dir, file))
 
@@ -85,7 +85,7 @@ t.test('the Kubernetes ConfigMap symlink swap (..data) is picked up', async (t) 
   // What the kubelet does: write the new version beside the old, then atomically re-point ..data.
   const second = join(dir, '..2026_11_22_10_05_00.000000002')
   mkdirSync(second)
-  cpSync(REPO_CONFIG_DIR, second, { recursive: true })
+  cpSync(FIXTURE_CONFIG_DIR, second, { recursive: true })
   writeFileSync(join(second, 'keys.yaml'), `${DEFAULT_KEYS}  - { id: new-partner, sha256: ${keyDigest(NEW_KEY)}, plan: pro }\n`)
   symlinkSync('..2026_11_22_10_05_00.000000002', join(dir, '..data_tmp'))
   renameSync(join(dir, '..data_tmp'), join(dir, '..data'))

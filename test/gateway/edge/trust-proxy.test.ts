@@ -4,7 +4,7 @@
 import t from 'tap'
 import { settingsFromEnv } from '../../../src/gateway/settings.js'
 import { startBackend } from '../../helpers/backend.js'
-import { plansYaml, REPO_CONFIG_DIR, startGateway, testConfig } from '../../helpers/gateway.js'
+import { plansYaml, FIXTURE_CONFIG_DIR, startGateway, testConfig } from '../../helpers/gateway.js'
 import { freePort, waitForHttp } from '../../helpers/ports.js'
 import { runEntry } from '../../helpers/processes.js'
 
@@ -14,7 +14,7 @@ async function gatewayEnv (): Promise<Record<string, string>> {
     GATEWAY_PORT: String(await freePort()),
     ADMIN_PORT: String(await freePort()),
     BACKEND_URL: 'http://127.0.0.1:9',
-    CONFIG_DIR: REPO_CONFIG_DIR,
+    CONFIG_DIR: FIXTURE_CONFIG_DIR,
     CONFIG_WATCH: 'false',
     TRUST_PROXY: 'true'
   }
