@@ -36,9 +36,12 @@ t.test('TRUST_PROXY=true elsewhere: starts, with a warning in the log', async (t
   const env = await gatewayEnv()
   const gateway = runEntry(t, 'src/gateway/server.ts', env)
   await waitForHttp(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`, 20_000)
-  const warning = gateway.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { level: number, msg: string })
-    .find((l) => l.msg.startsWith('TRUST_PROXY=true'))
-  t.equal(warning?.level, 40, 'logged at warn level')
+  const findWarning = (): { level: number, msg: string } | undefined => gateway.output().split('\n').filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as { level: number, msg: string }).find((l) => l.msg.startsWith('TRUST_PROXY=true'))
+  // Log lines are batched (written at least every 200 ms): wait for the flush, not for a fixed time.
+  const deadline = Date.now() + 2_000
+  while (findWarning() === undefined && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
+  t.equal(findWarning()?.level, 40, 'logged at warn level')
   gateway.child.kill('SIGTERM')
   t.equal((await gateway.exited).code, 0)
 })
