@@ -13,7 +13,7 @@ import autocannon from 'autocannon'
 import { buildAdmin } from '../src/gateway/admin/app.js'
 import { buildGateway } from '../src/gateway/app.js'
 import { loadConfigDir } from '../src/gateway/config/loader.js'
-import { createGatewayMetrics } from '../src/gateway/metrics/registry.js'
+import { createGatewayMetrics } from '../src/gateway/observability/metrics/registry.js'
 import { firstLine, REPO_ROOT, startBackend, startNode, writeSingleKeyConfig } from './lib/processes.js'
 
 export const DEFAULT_ROUNDS = 3

@@ -1,7 +1,7 @@
 // Keyset paging shared by the list endpoints: the opaque cursor (base64url of "<list>:<last id>") and the
 // `Link: rel="next"` header that hands it to the client. Cursors are checked strictly; anything that is
 // not exactly what encodeCursor produces for this list is a 400.
-import { ApiError } from '../shared/api-error.js'
+import { ApiError } from '../interface/errors.js'
 import { MAX_ID } from './schemas.js'
 
 export type CursorKind = 'pets' | 'orders'

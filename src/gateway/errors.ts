@@ -1,6 +1,6 @@
 // The gateway's error catalogue: every error the gateway itself answers, defined once with its
 // status, code and message. Hooks throw these; the shared error handler renders the Error shape.
-import { ApiError } from '../shared/api-error.js'
+import { ApiError } from '../interface/errors.js'
 
 export { ApiError }
 

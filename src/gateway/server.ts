@@ -7,11 +7,11 @@ import { buildGateway } from './app.js'
 import { assertNoDemoKeys } from './config/demo-keys.js'
 import { ConfigError, loadConfigDir } from './config/loader.js'
 import { createConfigHolder } from './config/plugin.js'
-import { createGatewayLogger } from './logger.js'
-import { stopGateway } from './shutdown.js'
-import { settingsFromEnv } from './settings.js'
+import { createGatewayLogger } from './observability/logger.js'
+import { stopGateway } from './runtime/shutdown.js'
+import { settingsFromEnv } from './runtime/settings.js'
 import { portInUseMessage } from '../shared/port-in-use.js'
-import { nonStopSignals, superviseWorkers } from './workers.js'
+import { nonStopSignals, superviseWorkers } from './runtime/workers.js'
 
 /** Time allowed after the drain for closing Redis and the admin listener. */
 const CLOSE_MARGIN_MS = 5_000

@@ -29,7 +29,7 @@ import { validate as validateIngress } from 'kubernetes-models/_schemas/IoK8sApi
 import { buildAdmin } from '../../src/gateway/admin/app.js'
 import { assertNoDemoKeys } from '../../src/gateway/config/demo-keys.js'
 import { CONFIG_FILES, parseConfig, type ConfigTexts } from '../../src/gateway/config/loader.js'
-import { DEFAULT_ADMIN_PORT, DEFAULT_GATEWAY_PORT, DEFAULT_SHUTDOWN_GRACE_MS } from '../../src/gateway/settings.js'
+import { DEFAULT_ADMIN_PORT, DEFAULT_GATEWAY_PORT, DEFAULT_SHUTDOWN_GRACE_MS } from '../../src/gateway/runtime/settings.js'
 import { renderKustomization, strategicMerge } from '../helpers/kustomize.js'
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
@@ -46,7 +46,7 @@ type Json = Record<string, any> // eslint-disable-line @typescript-eslint/no-exp
 
 /** Environment names the gateway reads (settings.ts) and the backend reads (backend/server.ts). */
 const GATEWAY_ENV = new Set([
-  ...[...readFileSync(join(ROOT, 'src/gateway/settings.ts'), 'utf8').matchAll(/\(env, '([A-Z_]+)'/g)].map((m) => m[1] as string),
+  ...[...readFileSync(join(ROOT, 'src/gateway/runtime/settings.ts'), 'utf8').matchAll(/\(env, '([A-Z_]+)'/g)].map((m) => m[1] as string),
   'NODE_ENV'
 ])
 const BACKEND_ENV = new Set([

@@ -10,7 +10,7 @@ import { buildAdmin } from '../../src/gateway/admin/app.js'
 import { buildGateway, type GatewayOptions } from '../../src/gateway/app.js'
 import { CONFIG_FILES, parseConfig, type ConfigTexts } from '../../src/gateway/config/loader.js'
 import type { ConfigSnapshot } from '../../src/gateway/config/types.js'
-import { LOG_REDACT_PATHS } from '../../src/gateway/request-log.js'
+import { LOG_REDACT_PATHS } from '../../src/gateway/observability/request-log.js'
 import { startBackend, type StartedBackend } from './backend.js'
 
 /** Plaintext of the demo keys in test/fixtures/config/keys.yaml (the same as config/keys.yaml and the README's table). */

@@ -1,6 +1,6 @@
 // The pets resource: list (keyset-paged, optional status filter), create, and fetch one by id.
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
-import { ApiError, registerMethodNotAllowed } from '../../shared/api-error.js'
+import { ApiError, registerMethodNotAllowed } from '../../interface/errors.js'
 import { decodeCursor, toPage } from '../paging.js'
 import { newPetSchema } from '../schemas.js'
 import type { NewPet, PetStatus } from '../schemas.js'

@@ -4,7 +4,7 @@
 // name a consumer or one of its credentials; state-changing calls write an audit log line.
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import { ApiError } from '../../shared/api-error.js'
+import { ApiError } from '../../interface/errors.js'
 import type { ConsumeResult } from '../limiter/store.js'
 import { resolveConsumer, type Consumer } from './consumers.js'
 

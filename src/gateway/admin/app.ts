@@ -4,8 +4,8 @@
 // bearer token.
 import { timingSafeEqual, createHash } from 'node:crypto'
 import Fastify, { type FastifyInstance } from 'fastify'
-import { ApiError, installErrorHandling } from '../../shared/api-error.js'
-import { checkReadiness } from '../health.js'
+import { ApiError, installErrorHandling } from '../../interface/errors.js'
+import { checkReadiness } from '../runtime/readiness.js'
 import { adminApi } from './api.js'
 
 export interface AdminOptions {

@@ -11,7 +11,7 @@
 import type { IncomingMessage } from 'node:http'
 import fp from 'fastify-plugin'
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
-import { ApiError, sendApiError } from '../../shared/api-error.js'
+import { ApiError, sendApiError } from '../../interface/errors.js'
 
 /** Where a request with a URL the router rejected is routed again; no route has it, so it is `unmatched`. */
 export const MALFORMED_URL_PATH = '/.gateway/malformed-url'

@@ -3,7 +3,7 @@
 // Registered after requireKey: 401 and 429 come first, and carry no lifecycle headers.
 import fp from 'fastify-plugin'
 import { gatewayErrors } from '../errors.js'
-import { routeUrlOf, UNMATCHED_ROUTE } from '../route-url.js'
+import { routeUrlOf, UNMATCHED_ROUTE } from '../observability/route-url.js'
 import { findLifecycleEntry, lifecycleIndex, mergeLink, type LifecycleEntry } from './rules.js'
 
 declare module 'fastify' {

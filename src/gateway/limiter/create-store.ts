@@ -5,7 +5,7 @@
 // lease table (STORE_LEASES) and is wrapped in the resilient store (timeout, circuit breaker,
 // STORE_ON_ERROR); the in-process store needs neither.
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis'
-import { DEFAULT_REDIS_SENTINEL_NAME } from '../settings.js'
+import { DEFAULT_REDIS_SENTINEL_NAME } from '../runtime/settings.js'
 import type { LimiterStore, StoreDescription } from './store.js'
 import { createMemoryStore } from './stores/memory.js'
 import { createLeasedStore } from './stores/leases.js'

@@ -3,7 +3,7 @@
 // so there is no hand-kept copy to drift. Lifecycle marks (deprecation, sunset, stability) and the
 // plan limits come from a config snapshot: a reload that changes them changes the document.
 import { backendSchemas, petIdParamsSchema, orderListQuerySchema, petListQuerySchema } from '../../backend/schemas.js'
-import { errorBodySchema } from '../../shared/api-error.js'
+import { errorBodySchema } from '../../interface/errors.js'
 import type { ConfigSnapshot, RouteRule } from '../config/types.js'
 import { deprecationValue, successorLink, sunsetValue } from '../lifecycle/rules.js'
 import { OPERATIONS, type Operation } from '../proxy/operations.js'

@@ -4,11 +4,11 @@ import fp from 'fastify-plugin'
 import httpProxy from '@fastify/http-proxy'
 import type { FastifyRequest, HTTPMethods } from 'fastify'
 import { Pool } from 'undici'
-import { registerMethodNotAllowed } from '../../shared/api-error.js'
+import { registerMethodNotAllowed } from '../../interface/errors.js'
 import { methodsByPath, OPERATIONS, type Operation } from './operations.js'
 import { upstreamError } from './upstream-errors.js'
 import { probeBackend } from './backend-probe.js'
-import { startUpstreamTimer, stopUpstreamTimer } from '../metrics/upstream-timing.js'
+import { startUpstreamTimer, stopUpstreamTimer } from '../observability/metrics/upstream-timing.js'
 
 export const DEFAULT_UPSTREAM_CONNECTIONS = 64
 /** Requests in flight per upstream connection; 1 = no HTTP pipelining (see bench/results/latest.md). */

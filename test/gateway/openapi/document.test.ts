@@ -7,7 +7,7 @@ import { clientTypesText, DEFAULT_DOCUMENT_PATH, DEFAULT_TYPES_PATH, documentTex
 import { loadConfigDir } from '../../../src/gateway/config/loader.js'
 import { buildOpenApiDocument, openApiPath, type JsonObject } from '../../../src/gateway/openapi/document.js'
 import { OPERATIONS } from '../../../src/gateway/proxy/operations.js'
-import { errorBodySchema } from '../../../src/shared/api-error.js'
+import { errorBodySchema } from '../../../src/interface/errors.js'
 import { SHIPPED_CONFIG_DIR, testConfig } from '../../helpers/gateway.js'
 
 type Doc = Record<string, any> // eslint-disable-line @typescript-eslint/no-explicit-any -- walking a JSON document in assertions

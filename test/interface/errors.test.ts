@@ -1,5 +1,5 @@
 import t from 'tap'
-import { ApiError, toApiError } from '../../src/shared/api-error.js'
+import { ApiError, toApiError } from '../../src/interface/errors.js'
 
 t.test('ApiError keeps its status, code and message', async (t) => {
   const e = toApiError(new ApiError(404, 'not_found', 'Pet 3 not found'))

@@ -3,8 +3,8 @@
 // from bounded sets (route patterns, methods, statuses, plans, windows, results), and labelled
 // counters start at 0 for their known sets so every name is there from the first scrape.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
-import type { LimiterStatus } from '../limiter/decision.js'
-import { OPERATIONS, type Operation } from '../proxy/operations.js'
+import type { LimiterStatus } from '../../limiter/decision.js'
+import { OPERATIONS, type Operation } from '../../proxy/operations.js'
 import { registerKeyExpiryGauges, type KeyExpirySource } from './key-expiry-gauges.js'
 import { UNMATCHED_ROUTE } from '../route-url.js'
 

@@ -1,9 +1,9 @@
 import { Writable } from 'node:stream'
 import t from 'tap'
 import { pino, type Logger } from 'pino'
-import { LazyChildLogger, lazyChildLoggerFactory } from '../../src/gateway/request-log.js'
-import { ApiError } from '../../src/shared/api-error.js'
-import { gatewayErrors } from '../../src/gateway/errors.js'
+import { LazyChildLogger, lazyChildLoggerFactory } from '../../../src/gateway/observability/request-log.js'
+import { ApiError } from '../../../src/interface/errors.js'
+import { gatewayErrors } from '../../../src/gateway/errors.js'
 
 function capture (): { logger: Logger, lines: string[] } {
   const lines: string[] = []

@@ -3,8 +3,8 @@ import { execFile } from 'node:child_process'
 import { closeSync, openSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
-import { createGatewayLogger } from '../../src/gateway/logger.js'
-import { CHILD_ENV, REPO_ROOT } from '../helpers/processes.js'
+import { createGatewayLogger } from '../../../src/gateway/observability/logger.js'
+import { CHILD_ENV, REPO_ROOT } from '../../helpers/processes.js'
 
 const lines = (file: string): Array<Record<string, unknown>> =>
   readFileSync(file, 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Record<string, unknown>)
@@ -33,7 +33,7 @@ t.test('with no buffer every line is written at once', async (t) => {
 t.test('a process that exits right after logging loses nothing', async (t) => {
   const file = join(t.testdir(), 'log.ndjson')
   const script = `import { openSync } from 'node:fs'
-import { createGatewayLogger } from ${JSON.stringify(join(REPO_ROOT, 'src/gateway/logger.ts'))}
+import { createGatewayLogger } from ${JSON.stringify(join(REPO_ROOT, 'src/gateway/observability/logger.ts'))}
 const logger = createGatewayLogger({ level: 'info', fd: openSync(${JSON.stringify(file)}, 'w'), flushMs: 60000 })
 for (let i = 0; i < 3; i++) logger.info({ i }, 'last words')
 process.exit(0)`

@@ -2,8 +2,8 @@
 // takes effect at once, misses are never cached, and the cache is bounded.
 import t from 'tap'
 import { createHash } from 'node:crypto'
-import { createKeyLookup } from '../../src/gateway/auth/key-cache.js'
-import { DEMO_KEYS, testConfig } from '../helpers/gateway.js'
+import { createKeyLookup } from '../../../src/gateway/auth/key-cache.js'
+import { DEMO_KEYS, testConfig } from '../../helpers/gateway.js'
 
 const digest = (token: string): string => createHash('sha256').update(token).digest('hex')
 

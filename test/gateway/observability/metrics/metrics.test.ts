@@ -1,10 +1,10 @@
 import t from 'tap'
-import type { LimiterStatus } from '../../../src/gateway/limiter/decision.js'
-import { createGatewayMetrics } from '../../../src/gateway/metrics/registry.js'
-import { startEchoUpstream } from '../../helpers/echo-upstream.js'
-import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig } from '../../helpers/gateway.js'
-import { startRedis } from '../../helpers/redis.js'
-import { metricNames, parseScrape, sampleValue, scrape } from '../../helpers/scrape.js'
+import type { LimiterStatus } from '../../../../src/gateway/limiter/decision.js'
+import { createGatewayMetrics } from '../../../../src/gateway/observability/metrics/registry.js'
+import { startEchoUpstream } from '../../../helpers/echo-upstream.js'
+import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig } from '../../../helpers/gateway.js'
+import { startRedis } from '../../../helpers/redis.js'
+import { metricNames, parseScrape, sampleValue, scrape } from '../../../helpers/scrape.js'
 
 /** docs/decisions.md §9, verbatim. */
 const REQUIRED_METRICS = [

@@ -1,6 +1,6 @@
 import t from 'tap'
-import { createGatewayMetrics, DEFAULT_DURATION_BUCKETS } from '../../../src/gateway/metrics/registry.js'
-import { parseScrape, sampleValue } from '../../helpers/scrape.js'
+import { createGatewayMetrics, DEFAULT_DURATION_BUCKETS } from '../../../../src/gateway/observability/metrics/registry.js'
+import { parseScrape, sampleValue } from '../../../helpers/scrape.js'
 
 const ROUTE = '/v1/pets'
 

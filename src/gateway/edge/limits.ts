@@ -8,8 +8,8 @@ import { STATUS_CODES } from 'node:http'
 import type { Server } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
-import { ApiError, type ErrorBody } from '../shared/api-error.js'
-import { frameworkErrors } from './edge/request-screen.js'
+import { ApiError, type ErrorBody } from '../../interface/errors.js'
+import { frameworkErrors } from './request-screen.js'
 
 /** Node's own default, stated: a 20 KB bearer token or a flood of headers is refused 431 by the parser. */
 export const DEFAULT_MAX_HEADER_BYTES = 16 * 1024

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { settingsFromEnv } from '../../src/gateway/settings.js'
+import { settingsFromEnv } from '../../../src/gateway/runtime/settings.js'
 
 t.test('defaults follow docs/decisions.md §8', async (t) => {
   t.same(settingsFromEnv({}), {

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto'
 import t from 'tap'
-import { startEchoUpstream } from '../helpers/echo-upstream.js'
-import { bearer, DEMO_KEYS, FIXTURE_CONFIG_DIR, startGateway } from '../helpers/gateway.js'
-import { freePort, waitForHttp } from '../helpers/ports.js'
-import { runEntry } from '../helpers/processes.js'
+import { startEchoUpstream } from '../../helpers/echo-upstream.js'
+import { bearer, DEMO_KEYS, FIXTURE_CONFIG_DIR, startGateway } from '../../helpers/gateway.js'
+import { freePort, waitForHttp } from '../../helpers/ports.js'
+import { runEntry } from '../../helpers/processes.js'
 
 const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex')
 

@@ -1,8 +1,8 @@
 import t from 'tap'
 import { createHash } from 'node:crypto'
 import { connect } from 'node:net'
-import { bearer, DEMO_KEYS, startGateway, testConfig } from '../helpers/gateway.js'
-import { startEchoUpstream } from '../helpers/echo-upstream.js'
+import { bearer, DEMO_KEYS, startGateway, testConfig } from '../../helpers/gateway.js'
+import { startEchoUpstream } from '../../helpers/echo-upstream.js'
 
 const REALM = 'Bearer realm="petstore"'
 const INVALID = `${REALM}, error="invalid_token"`

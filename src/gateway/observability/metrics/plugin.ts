@@ -3,7 +3,7 @@
 // read `request.rateLimit` and `app.limiterStatus` when a limiter is registered, and stay at 0 when not.
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import type { LimiterStatus } from '../limiter/decision.js'
+import type { LimiterStatus } from '../../limiter/decision.js'
 import { routeUrlOf } from '../route-url.js'
 import { ANONYMOUS_PLAN, createGatewayMetrics, type GatewayMetrics } from './registry.js'
 

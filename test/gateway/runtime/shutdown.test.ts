@@ -10,11 +10,11 @@
 // 503 for the whole drain; Redis is closed; the process exits 0.
 import { Agent, request as httpRequest } from 'node:http'
 import t, { type Test } from 'tap'
-import { DEMO_KEYS, FIXTURE_CONFIG_DIR } from '../helpers/gateway.js'
-import { startEchoUpstream } from '../helpers/echo-upstream.js'
-import { freePort, waitForHttp } from '../helpers/ports.js'
-import { gatewayProcessEnv, runEntry } from '../helpers/processes.js'
-import { startRedis } from '../helpers/redis.js'
+import { DEMO_KEYS, FIXTURE_CONFIG_DIR } from '../../helpers/gateway.js'
+import { startEchoUpstream } from '../../helpers/echo-upstream.js'
+import { freePort, waitForHttp } from '../../helpers/ports.js'
+import { gatewayProcessEnv, runEntry } from '../../helpers/processes.js'
+import { startRedis } from '../../helpers/redis.js'
 
 const CLIENTS = 16
 const FAST_DELAY_MS = 20

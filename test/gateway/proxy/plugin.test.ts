@@ -1,7 +1,7 @@
 import t from 'tap'
-import { bearer, DEMO_KEYS, startGateway } from '../helpers/gateway.js'
-import { startEchoUpstream } from '../helpers/echo-upstream.js'
-import { freePort } from '../helpers/ports.js'
+import { bearer, DEMO_KEYS, startGateway } from '../../helpers/gateway.js'
+import { startEchoUpstream } from '../../helpers/echo-upstream.js'
+import { freePort } from '../../helpers/ports.js'
 
 const KEY = bearer(DEMO_KEYS.enterprise)
 const JSON_KEY = { ...KEY, 'content-type': 'application/json' }

@@ -5,7 +5,7 @@
 // `flushMs` and always on exit — a crash loses at most that buffer, never blocks on it.
 import { destination as pinoDestination, pino, type Logger } from 'pino'
 import { LOG_REDACT_PATHS } from './request-log.js'
-import { DEFAULT_LOG_BUFFER_BYTES } from './settings.js'
+import { DEFAULT_LOG_BUFFER_BYTES } from '../runtime/settings.js'
 
 export const DEFAULT_LOG_FLUSH_MS = 200
 
