@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto'
 import Fastify, { LogController } from 'fastify'
 import type { FastifyInstance, FastifyRequest, FastifySchemaValidationError, FastifyServerOptions } from 'fastify'
 import type { IncomingMessage } from 'node:http'
-import { ApiError, errorBodySchema, installErrorHandling } from '../interface/errors.js'
+import { backendErrors, errorBodySchema, installErrorHandling } from '../interface/errors.js'
 import { ordersRoutes } from './routes/orders.js'
 import { petsRoutes } from './routes/pets.js'
 import { backendSchemas, MAX_NAME_LENGTH } from './schemas.js'
@@ -43,7 +43,7 @@ async function rejectNonFiniteNumbers (request: FastifyRequest): Promise<void> {
     if (typeof values !== 'object' || values === null) continue
     for (const [name, value] of Object.entries(values)) {
       if (typeof value === 'number' && !Number.isFinite(value)) {
-        throw new ApiError(400, 'invalid_parameter', `${part}/${name} must be a finite integer`)
+        throw backendErrors.notFinite(part, name)
       }
     }
   }

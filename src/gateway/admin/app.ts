@@ -4,7 +4,7 @@
 // bearer token.
 import { timingSafeEqual, createHash } from 'node:crypto'
 import Fastify, { type FastifyInstance } from 'fastify'
-import { ApiError, installErrorHandling } from '../../interface/errors.js'
+import { adminErrors, installErrorHandling } from '../../interface/errors.js'
 import { checkReadiness } from '../runtime/readiness.js'
 import { adminApi } from './api.js'
 
@@ -30,7 +30,7 @@ export async function buildAdmin (options: AdminOptions): Promise<FastifyInstanc
       if (request.url === '/healthz' || request.url === '/readyz') { done(); return }
       const given = digest(request.headers.authorization ?? '')
       if (!timingSafeEqual(given, expected)) {
-        done(new ApiError(401, 'unauthorized', 'Admin token required', { 'www-authenticate': 'Bearer realm="petstore-admin"' }))
+        done(adminErrors.tokenRequired())
         return
       }
       done()

@@ -4,11 +4,10 @@
 // instead of Fastify's own body, without ever logging the raw packet (it may hold an Authorization
 // header).
 import { randomUUID } from 'node:crypto'
-import { STATUS_CODES } from 'node:http'
 import type { Server } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
-import { ApiError, type ErrorBody } from '../../interface/errors.js'
+import { gatewayErrors, rawErrorResponse, type ApiError } from '../../interface/errors.js'
 import { frameworkErrors } from './request-screen.js'
 
 /** Node's own default, stated: a 20 KB bearer token or a flood of headers is refused 431 by the parser. */
@@ -107,7 +106,7 @@ export function installJsonParser (app: FastifyInstance, maxDepth = DEFAULT_MAX_
   app.addContentTypeParser('application/json', { parseAs: 'string' }, function parseJson (request, body, done) {
     const text = typeof body === 'string' ? body : body.toString('utf8')
     if (jsonDepthOver(text, maxDepth)) {
-      done(new ApiError(400, 'invalid_body', `Request body is not valid JSON: nested deeper than ${maxDepth} levels`), undefined)
+      done(gatewayErrors.jsonTooDeep(maxDepth), undefined)
       return
     }
     parse(request, text, done)
@@ -117,25 +116,20 @@ export function installJsonParser (app: FastifyInstance, maxDepth = DEFAULT_MAX_
 /** Node destroys a CONNECT request's socket without a word when nobody listens for it: answer 405 instead. */
 export function refuseConnect (server: Server): void {
   server.on('connect', (_req, socket: Socket) => {
-    writeRaw(socket, { code: 'method_not_allowed', message: 'Method CONNECT is not allowed', status: 405 })
+    writeRaw(socket, gatewayErrors.connectNotAllowed())
   })
 }
 
-function writeRaw (socket: Socket, body: ErrorBody): void {
-  const json = JSON.stringify(body)
-  socket.end(`HTTP/1.1 ${body.status} ${STATUS_CODES[body.status] ?? 'Error'}\r\n` +
-    'content-type: application/json; charset=utf-8\r\n' +
-    `content-length: ${Buffer.byteLength(json)}\r\n` +
-    `x-request-id: ${randomUUID()}\r\n` +
-    'connection: close\r\n\r\n' + json, () => socket.destroy())
+function writeRaw (socket: Socket, error: ApiError): void {
+  socket.end(rawErrorResponse(error, randomUUID()), () => socket.destroy())
   // A peer that never reads must not keep the socket: the reply gets a second to flush.
   setTimeout(() => socket.destroy(), CLIENT_ERROR_FLUSH_MS).unref()
 }
 
-function parserError (code: string | undefined): ErrorBody {
-  if (code === 'HPE_HEADER_OVERFLOW') return { code: 'headers_too_large', message: 'Request headers are larger than the limit', status: 431 }
-  if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return { code: 'request_timeout', message: 'The request was not received in time', status: 408 }
-  return { code: 'invalid_request', message: 'The request is not valid HTTP', status: 400 }
+function parserError (code: string | undefined): ApiError {
+  if (code === 'HPE_HEADER_OVERFLOW') return gatewayErrors.headersTooLarge()
+  if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return gatewayErrors.requestTimeout()
+  return gatewayErrors.notHttp()
 }
 
 interface SocketWithMessage extends Socket {
@@ -149,8 +143,8 @@ interface SocketWithMessage extends Socket {
  */
 export function clientErrorHandler (this: FastifyInstance, err: Error & { code?: string }, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return
-  const body = parserError(err.code)
-  this.log.debug({ code: err.code, status: body.status }, 'client error')
+  const error = parserError(err.code)
+  this.log.debug({ code: err.code, status: error.status }, 'client error')
   const responding = (socket as SocketWithMessage)._httpMessage
   if (responding !== undefined && responding !== null && responding.writableFinished !== true) {
     // Garbage pipelined behind a request still being answered: let that answer finish, then close.
@@ -159,7 +153,7 @@ export function clientErrorHandler (this: FastifyInstance, err: Error & { code?:
     return
   }
   if (socket.writable) {
-    writeRaw(socket, body)
+    writeRaw(socket, error)
     return
   }
   socket.destroy()

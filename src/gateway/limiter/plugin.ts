@@ -6,7 +6,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyRequest } from 'fastify'
 import type { BanPolicy, Limits } from '../config/types.js'
-import { gatewayErrors } from '../errors.js'
+import { gatewayErrors } from '../../interface/errors.js'
 import { createBanCache } from './ban-cache.js'
 import { limiterId } from './consumer-id.js'
 import { createStore, type StoreSettings } from './create-store.js'

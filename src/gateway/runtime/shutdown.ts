@@ -6,7 +6,7 @@
 // listener closes is answered 503 `unavailable` in the Error shape (Fastify's own 503 is not).
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
-import { gatewayErrors } from '../errors.js'
+import { gatewayErrors } from '../../interface/errors.js'
 
 export interface DrainState {
   /** Requests received and not yet answered (or aborted). */

@@ -3,7 +3,7 @@ import t from 'tap'
 import { pino, type Logger } from 'pino'
 import { LazyChildLogger, lazyChildLoggerFactory } from '../../../src/gateway/observability/request-log.js'
 import { ApiError } from '../../../src/interface/errors.js'
-import { gatewayErrors } from '../../../src/gateway/errors.js'
+import { gatewayErrors } from '../../../src/interface/errors.js'
 
 function capture (): { logger: Logger, lines: string[] } {
   const lines: string[] = []
