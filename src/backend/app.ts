@@ -4,10 +4,10 @@ import { randomUUID } from 'node:crypto'
 import Fastify, { LogController } from 'fastify'
 import type { FastifyInstance, FastifyRequest, FastifySchemaValidationError, FastifyServerOptions } from 'fastify'
 import type { IncomingMessage } from 'node:http'
-import { backendErrors, errorBodySchema, installErrorHandling } from '../interface/errors.js'
+import { backendErrors, installErrorHandling } from '../interface/errors.js'
 import { ordersRoutes } from './routes/orders.js'
 import { petsRoutes } from './routes/pets.js'
-import { backendSchemas, MAX_NAME_LENGTH } from './schemas.js'
+import { errorBodySchema, interfaceSchemas, MAX_NAME_LENGTH } from '../interface/schemas.js'
 import { openStore } from './store.js'
 
 export const DEFAULT_BODY_LIMIT = 16 * 1024
@@ -84,7 +84,7 @@ export function buildBackend (options: BackendOptions): FastifyInstance {
 
   installErrorHandling(app)
   app.addSchema(errorBodySchema)
-  for (const schema of backendSchemas) app.addSchema(schema)
+  for (const schema of interfaceSchemas) app.addSchema(schema)
 
   app.register(petsRoutes, { store })
   app.register(ordersRoutes, { store })

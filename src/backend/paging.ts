@@ -2,7 +2,7 @@
 // `Link: rel="next"` header that hands it to the client. Cursors are checked strictly; anything that is
 // not exactly what encodeCursor produces for this list is a 400.
 import { backendErrors } from '../interface/errors.js'
-import { MAX_ID } from './schemas.js'
+import { MAX_ID } from '../interface/schemas.js'
 
 export type CursorKind = 'pets' | 'orders'
 

@@ -5,24 +5,7 @@
 // `installErrorHandling`; hooks and routes throw entries of the catalogue.
 import { STATUS_CODES } from 'node:http'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify'
-
-export interface ErrorBody {
-  code: string
-  message: string
-  status: number
-}
-
-export const errorBodySchema = {
-  $id: 'Error',
-  type: 'object',
-  required: ['code', 'message', 'status'],
-  additionalProperties: false,
-  properties: {
-    code: { type: 'string', description: 'Machine-readable error code' },
-    message: { type: 'string', description: 'Human-readable description' },
-    status: { type: 'integer', description: 'The HTTP status code' }
-  }
-} as const
+import type { ErrorBody } from './schemas.js'
 
 /**
  * An error answered to the client. It carries no stack trace: none is ever sent or logged (the error

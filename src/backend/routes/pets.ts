@@ -2,8 +2,8 @@
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
 import { backendErrors, registerMethodNotAllowed } from '../../interface/errors.js'
 import { decodeCursor, toPage } from '../paging.js'
-import { newPetSchema } from '../schemas.js'
-import type { NewPet, PetStatus } from '../schemas.js'
+import { newPetSchema } from '../../interface/schemas.js'
+import type { NewPet, PetStatus } from '../../interface/schemas.js'
 import type { PetStore } from '../store.js'
 
 export interface PetsRoutesOptions {

@@ -1,5 +1,6 @@
-// JSON Schemas of the backend's resources and parameters. They are the single source of truth: Fastify
-// validates and serialises with them, and the OpenAPI document is generated from them.
+// JSON Schemas of the interface: the resources, parameters and the Error shape the Pet Store API
+// answers. They belong to neither process and are the single source of truth: the backend validates
+// and serialises with them, and the gateway generates its OpenAPI document from them.
 
 /** Largest id accepted or issued: 2^53 − 1, the largest integer JSON clients read exactly. */
 export const MAX_ID = Number.MAX_SAFE_INTEGER
@@ -147,8 +148,26 @@ export const petIdParamsSchema = {
   }
 } as const
 
-/** Every schema above, in an order where each one's references come before it. */
-export const backendSchemas = [
+export interface ErrorBody {
+  code: string
+  message: string
+  status: number
+}
+
+export const errorBodySchema = {
+  $id: 'Error',
+  type: 'object',
+  required: ['code', 'message', 'status'],
+  additionalProperties: false,
+  properties: {
+    code: { type: 'string', description: 'Machine-readable error code' },
+    message: { type: 'string', description: 'Human-readable description' },
+    status: { type: 'integer', description: 'The HTTP status code' }
+  }
+} as const
+
+/** Every resource and parameter schema above, in an order where each one's references come before it. */
+export const interfaceSchemas = [
   petStatusSchema,
   newPetSchema,
   petSchema,
