@@ -11,6 +11,7 @@ import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
 import { buildAdmin } from '../src/gateway/admin/app.js'
+import { ReadinessRegistry } from '../src/gateway/runtime/readiness.js'
 import { buildGateway } from '../src/gateway/app.js'
 import { loadConfigDir } from '../src/gateway/config/loader.js'
 import { createGatewayMetrics } from '../src/gateway/observability/metrics/registry.js'
@@ -34,8 +35,9 @@ function intFromEnv (name: string, fallback: number): number {
 
 /** Child mode: one gateway (and its admin app) on free loopback ports; prints them as one JSON line. */
 async function serve (metrics: boolean, backendUrl: string, configDir: string): Promise<void> {
-  const app = await buildGateway({ config: loadConfigDir(configDir), backendUrl, metrics, logger: false })
-  const admin = await buildAdmin({ gateway: app })
+  const readiness = new ReadinessRegistry()
+  const app = await buildGateway({ config: loadConfigDir(configDir), backendUrl, metrics, logger: false, readiness })
+  const admin = await buildAdmin({ gateway: app, readiness })
   await app.listen({ host: '127.0.0.1', port: 0 })
   await admin.listen({ host: '127.0.0.1', port: 0 })
   const served: Served = {

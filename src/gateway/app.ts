@@ -14,7 +14,7 @@ import { reloadPlugin, type ReloadOptions } from './config/reload.js'
 import type { ConfigSnapshot } from './config/types.js'
 import { fastifyLimitOptions, installJsonParser, refuseConnect, serverLimits, type ServerLimits } from './edge/limits.js'
 import { rejectScreened, screenRequest } from './edge/request-screen.js'
-import { healthPlugin } from './runtime/readiness.js'
+import { ReadinessRegistry } from './runtime/readiness.js'
 import { lifecyclePlugin } from './lifecycle/plugin.js'
 import { limiterPlugin, type LimiterOptions } from './limiter/plugin.js'
 import { metricsPlugin } from './observability/metrics/plugin.js'
@@ -48,6 +48,8 @@ export interface GatewayOptions {
   serverLimits?: Partial<ServerLimits>
   /** The OpenAPI document's servers (public production / staging origins) and docs page. */
   openApi?: OpenApiPluginOptions
+  /** The readiness registry the plugins register their checks in; give one to hand it to buildAdmin too. */
+  readiness?: ReadinessRegistry
 }
 
 function isHolder (config: ConfigSnapshot | ConfigHolder): config is ConfigHolder {
@@ -98,13 +100,13 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
   })
 
   const holder = isHolder(options.config) ? options.config : createConfigHolder(options.config)
-  await app.register(healthPlugin)
-  await app.register(shutdownPlugin)
+  const readiness = options.readiness ?? new ReadinessRegistry()
+  await app.register(shutdownPlugin, { readiness })
   await app.register(clockPlugin, { now: options.now })
   await app.register(configPlugin, { holder })
   await app.register(screenRequest)
   await app.register(authenticate)
-  await app.register(limiterPlugin, options.limiter ?? {})
+  await app.register(limiterPlugin, { ...options.limiter, readiness })
   await app.register(rejectScreened)
   await app.register(requireKey)
   await app.register(lifecyclePlugin)
@@ -115,7 +117,8 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
   await app.register(openApiPlugin, options.openApi ?? {})
   await app.register(proxyPlugin, {
     backendUrl: options.backendUrl,
-    upstreamTimeoutMs: options.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS
+    upstreamTimeoutMs: options.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS,
+    readiness
   })
   return app
 }

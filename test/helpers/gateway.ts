@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify'
 import { pino } from 'pino'
 import type { Test } from 'tap'
 import { buildAdmin } from '../../src/gateway/admin/app.js'
+import { ReadinessRegistry } from '../../src/gateway/runtime/readiness.js'
 import { buildGateway, type GatewayOptions } from '../../src/gateway/app.js'
 import { CONFIG_FILES, parseConfig, type ConfigTexts } from '../../src/gateway/config/loader.js'
 import type { ConfigSnapshot } from '../../src/gateway/config/types.js'
@@ -45,6 +46,8 @@ export interface StartedGateway {
   adminUrl: string
   app: FastifyInstance
   admin: FastifyInstance
+  /** The readiness registry shared by the gateway and its admin app. */
+  readiness: ReadinessRegistry
   backend: StartedBackend | undefined
   /** Every log line the gateway wrote, parsed. */
   logs: Array<Record<string, unknown>>
@@ -72,13 +75,15 @@ export async function startGateway (t: Test, opts: StartGatewayOptions = {}): Pr
   })
   const logger = pino({ level: opts.logLevel ?? 'info', redact: LOG_REDACT_PATHS }, stream)
   const { adminToken, logLevel: _logLevel, ...gatewayOptions } = opts
+  const readiness = opts.readiness ?? new ReadinessRegistry()
   const app = await buildGateway({
     config: testConfig(),
     ...gatewayOptions,
+    readiness,
     backendUrl: opts.backendUrl ?? backend?.url ?? '',
     logger
   })
-  const admin = await buildAdmin({ gateway: app, token: adminToken })
+  const admin = await buildAdmin({ gateway: app, readiness, token: adminToken })
   let closing: Promise<void> | undefined
   const close = async (): Promise<void> => {
     closing ??= (async () => { await app.close(); await admin.close() })()
@@ -94,6 +99,7 @@ export async function startGateway (t: Test, opts: StartGatewayOptions = {}): Pr
     adminUrl: `http://127.0.0.1:${adminPort}`,
     app,
     admin,
+    readiness,
     backend,
     logs,
     rawLogs: () => chunks.join(''),

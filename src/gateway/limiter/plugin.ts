@@ -6,6 +6,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyRequest } from 'fastify'
 import type { BanPolicy, Limits } from '../config/types.js'
+import type { ReadinessRegistry } from '../runtime/readiness.js'
 import { gatewayErrors } from '../../interface/errors.js'
 import { createBanCache } from './ban-cache.js'
 import { limiterId } from './consumer-id.js'
@@ -26,6 +27,11 @@ export interface LimiterOptions {
   now?: () => number
 }
 
+export interface LimiterPluginOptions extends LimiterOptions {
+  /** Where the store's readiness check is registered. */
+  readiness: ReadinessRegistry
+}
+
 export interface Limiter {
   readonly store: LimiterStore
   /** Bans in force in the shared store. */
@@ -42,7 +48,7 @@ declare module 'fastify' {
   }
 }
 
-export const limiterPlugin = fp<LimiterOptions>(async function limiterPlugin (app, opts) {
+export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlugin (app, opts) {
   const now = opts.now ?? Date.now
   const store = opts.store ?? (opts.settings === undefined
     ? createMemoryStore({ now })
@@ -76,7 +82,7 @@ export const limiterPlugin = fp<LimiterOptions>(async function limiterPlugin (ap
     bannedKeys: async () => (await store.listBans()).length
   })
   app.decorateRequest('rateLimit', null)
-  app.health.checks.set('store', async () => ({ ...await storeReport(store, warning) }))
+  opts.readiness.register('store', async () => ({ ...await storeReport(store, warning) }))
   app.addHook('onClose', async () => { await store.close() })
 
   app.addHook('onRequest', async function limitRequest (request: FastifyRequest) {
@@ -122,4 +128,4 @@ export const limiterPlugin = fp<LimiterOptions>(async function limiterPlugin (ap
     if (request.rateLimit !== null) setRateLimitHeaders(reply, request.rateLimit)
     done(null, payload)
   })
-}, { name: 'gateway-limiter', dependencies: ['gateway-authenticate', 'gateway-config', 'gateway-health'] })
+}, { name: 'gateway-limiter', dependencies: ['gateway-authenticate', 'gateway-config'] })

@@ -7,6 +7,7 @@
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { gatewayErrors } from '../../interface/errors.js'
+import type { ReadinessRegistry } from './readiness.js'
 
 export interface DrainState {
   /** Requests received and not yet answered (or aborted). */
@@ -21,7 +22,11 @@ declare module 'fastify' {
   }
 }
 
-export const shutdownPlugin = fp(async function shutdownPlugin (app) {
+export interface ShutdownPluginOptions {
+  readiness: ReadinessRegistry
+}
+
+export const shutdownPlugin = fp<ShutdownPluginOptions>(async function shutdownPlugin (app, { readiness }) {
   const state = { inFlight: 0, closing: false }
   app.decorate('drain', {
     get inFlight () { return state.inFlight },
@@ -43,12 +48,14 @@ export const shutdownPlugin = fp(async function shutdownPlugin (app) {
   })
   app.addHook('onSend', function closeWhileDraining (_request, reply, payload, done) {
     // Clients leave this instance's kept-alive connections before it stops accepting.
-    if (state.closing || app.health.draining) reply.header('connection', 'close')
+    if (state.closing || readiness.draining) reply.header('connection', 'close')
     done(null, payload)
   })
-}, { name: 'gateway-shutdown', dependencies: ['gateway-health'] })
+}, { name: 'gateway-shutdown' })
 
 export interface StopOptions {
+  /** The registry the admin app's /readyz reads: it fails first. */
+  readiness: ReadinessRegistry
   drainDelayMs: number
   /** Bound on in-flight requests after the listener stops accepting. */
   graceMs: number
@@ -60,7 +67,7 @@ const sleep = async (ms: number): Promise<void> => { await new Promise((resolve)
 /** Runs the whole stop sequence of the public app (not the admin app: it keeps answering /readyz 503 meanwhile). */
 export async function stopGateway (gateway: FastifyInstance, opts: StopOptions): Promise<void> {
   const started = Date.now()
-  gateway.health.draining = true
+  opts.readiness.drain()
   if (opts.drainDelayMs > 0) {
     opts.log.info({ drainDelayMs: opts.drainDelayMs }, 'readiness failing; serving until the drain delay ends')
     await sleep(opts.drainDelayMs)
