@@ -15,6 +15,7 @@ import { ReadinessRegistry } from '../src/gateway/runtime/readiness.js'
 import { buildGateway } from '../src/gateway/app.js'
 import { loadConfigDir } from '../src/gateway/config/loader.js'
 import { createGatewayMetrics } from '../src/gateway/observability/metrics/registry.js'
+import { ANONYMOUS_PLAN, UNMATCHED_ROUTE } from '../src/shared/labels.js'
 import { firstLine, REPO_ROOT, startBackend, startNode, writeSingleKeyConfig } from './lib/processes.js'
 
 export const DEFAULT_ROUNDS = 3
@@ -80,12 +81,12 @@ const median = (xs: number[]): number => {
  */
 function hotPathNanoseconds (iterations: number): number {
   const metrics = createGatewayMetrics({ plans: ['free', 'pro', 'business', 'enterprise'], defaultMetrics: false })
-  const routes = ['/v1/pets', '/v1/pets/:petId', '/v1/store/orders', 'unmatched']
-  const plans = ['free', 'pro', 'business', 'enterprise', 'anonymous']
+  const routes = ['/v1/pets', '/v1/pets/:petId', '/v1/store/orders', UNMATCHED_ROUTE]
+  const plans = ['free', 'pro', 'business', 'enterprise', ANONYMOUS_PLAN]
   const statuses = [200, 200, 200, 404, 429, 201]
   const record = (i: number): void => {
-    const route = routes[i % routes.length] ?? 'unmatched'
-    metrics.requests.count(route, 'GET', plans[i % plans.length] ?? 'anonymous', statuses[i % statuses.length] ?? 200)
+    const route = routes[i % routes.length] ?? UNMATCHED_ROUTE
+    metrics.requests.count(route, 'GET', plans[i % plans.length] ?? ANONYMOUS_PLAN, statuses[i % statuses.length] ?? 200)
     metrics.requestDuration.observe(route, 0.0012)
     metrics.upstreamDuration.observe(route, 0.0008)
   }

@@ -8,6 +8,7 @@ import { backendErrors, installErrorHandling } from '../interface/errors.js'
 import { ordersRoutes } from './routes/orders.js'
 import { petsRoutes } from './routes/pets.js'
 import { errorBodySchema, interfaceSchemas, MAX_NAME_LENGTH } from '../interface/schemas.js'
+import { UNMATCHED_ROUTE } from '../shared/labels.js'
 import { openStore } from './store.js'
 
 export const DEFAULT_BODY_LIMIT = 16 * 1024
@@ -73,7 +74,7 @@ export function buildBackend (options: BackendOptions): FastifyInstance {
   app.addHook('onResponse', async function logRequest (request, reply) {
     request.log.info({
       method: request.method,
-      route: request.routeOptions.url ?? 'unmatched',
+      route: request.routeOptions.url ?? UNMATCHED_ROUTE,
       status: reply.statusCode,
       durationMs: Math.round(reply.elapsedTime * 100) / 100
     }, 'request')

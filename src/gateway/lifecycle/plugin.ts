@@ -3,7 +3,8 @@
 // Registered after requireKey: 401 and 429 come first, and carry no lifecycle headers.
 import fp from 'fastify-plugin'
 import { gatewayErrors } from '../../interface/errors.js'
-import { routeUrlOf, UNMATCHED_ROUTE } from '../observability/route-url.js'
+import { UNMATCHED_ROUTE } from '../../shared/labels.js'
+import { routeUrlOf } from '../observability/route-url.js'
 import { findLifecycleEntry, lifecycleIndex, mergeLink, type LifecycleEntry } from './rules.js'
 
 declare module 'fastify' {

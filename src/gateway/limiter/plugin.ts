@@ -11,13 +11,12 @@ import { gatewayErrors } from '../../interface/errors.js'
 import { createBanCache } from './ban-cache.js'
 import { limiterId } from './consumer-id.js'
 import { createStore, type StoreSettings } from './create-store.js'
-import { ANONYMOUS_POLICY, bannedDecision, decide, unavailableHeaders } from './decide.js'
+import { ANONYMOUS_PLAN } from '../../shared/labels.js'
+import { bannedDecision, decide, unavailableHeaders } from './decide.js'
 import { setRateLimitHeaders } from './headers.js'
 import type { BanEntry, ConsumeResult, LimiterStore } from './store.js'
 import { evictionWarning, storeReport } from './store-health.js'
 import { createMemoryStore } from './stores/memory.js'
-
-export { ANONYMOUS_POLICY }
 
 export interface LimiterOptions {
   /** A ready store (the gateway closes it), or settings to create one; neither: in-process store. */
@@ -94,7 +93,7 @@ export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlug
     if (consumer === null) {
       limits = request.snapshot.anonymous
       ban = null
-      policy = ANONYMOUS_POLICY
+      policy = ANONYMOUS_PLAN
     } else {
       limits = consumer.limits
       ban = request.snapshot.ban

@@ -5,6 +5,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
 import type { Bindings, ChildLoggerOptions, LogFn } from 'pino'
+import { ANONYMOUS_PLAN } from '../../shared/labels.js'
 import { routeUrlOf } from './route-url.js'
 
 function roundMs (ms: number): number {
@@ -76,7 +77,7 @@ export const requestLogPlugin = fp(async function requestLogPlugin (app) {
       ...lazy?.bindings,
       consumerId: request.consumer?.consumerId ?? null,
       keyId: request.consumer?.id ?? null,
-      plan: request.consumer?.plan ?? 'anonymous',
+      plan: request.consumer?.plan ?? ANONYMOUS_PLAN,
       method: request.method,
       route: routeUrlOf(request),
       status: reply.statusCode,

@@ -2,9 +2,7 @@
 // that builds a 13-field object on every read; lifecycle, metrics and the request log each need the
 // pattern, so the first of them reads it and the others find it on the request.
 import type { FastifyRequest } from 'fastify'
-
-/** The `route` value shared by every request that matched no route (metrics label, log field). */
-export const UNMATCHED_ROUTE = 'unmatched'
+import { UNMATCHED_ROUTE } from '../../shared/labels.js'
 
 declare module 'fastify' {
   interface FastifyRequest {

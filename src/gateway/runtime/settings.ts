@@ -22,13 +22,15 @@ export const DEFAULT_SHUTDOWN_DRAIN_DELAY_MS = 1_000
 export const DEFAULT_REDIS_SENTINEL_NAME = 'mymaster'
 /** Budget of one limiter call to Redis, and what answers while Redis fails (see limiter/stores/resilient.ts). */
 export const DEFAULT_STORE_TIMEOUT_MS = 50
-export const DEFAULT_STORE_ON_ERROR = 'local'
+/** STORE_ON_ERROR's policies: `local` (in-process windows, per process), `open` (admit) or `closed` (503). */
+export const STORE_ON_ERROR_POLICIES = ['local', 'open', 'closed'] as const
+export type StoreOnError = (typeof STORE_ON_ERROR_POLICIES)[number]
+export const DEFAULT_STORE_ON_ERROR: StoreOnError = 'local'
 /** Gateway processes (Node cluster workers) sharing the public port; >1 needs Redis (see workers.ts). */
 export const DEFAULT_GATEWAY_WORKERS = 1
 export const MAX_GATEWAY_WORKERS = 64
 /** Anonymous clients whose windows the in-process store keeps (its own table: never evicts a key's state). */
 export const DEFAULT_ANONYMOUS_STATE_MAX = 100_000
-const STORE_ON_ERROR = ['local', 'open', 'closed'] as const
 
 export interface GatewaySettings {
   readonly host: string
@@ -50,7 +52,7 @@ export interface GatewaySettings {
   /** STORE_TIMEOUT_MS: a Redis call without progress for this long fails over to STORE_ON_ERROR. */
   readonly storeTimeoutMs: number
   /** STORE_ON_ERROR: `local` (in-process windows, per process), `open` (admit) or `closed` (503). */
-  readonly storeOnError: 'local' | 'open' | 'closed'
+  readonly storeOnError: StoreOnError
   /** STORE_LEASES: hot consumers admitted from local leases on a Redis store (default true; false for tests and benches). */
   readonly storeLeases: boolean
   readonly logLevel: string
@@ -142,7 +144,7 @@ export function settingsFromEnv (env: Env = process.env): GatewaySettings {
     redisSentinels: optional(env, 'REDIS_SENTINELS')?.split(',').map((s) => s.trim()).filter((s) => s !== ''),
     redisSentinelName: str(env, 'REDIS_SENTINEL_NAME', DEFAULT_REDIS_SENTINEL_NAME),
     storeTimeoutMs: int(env, 'STORE_TIMEOUT_MS', DEFAULT_STORE_TIMEOUT_MS, 1, 60_000),
-    storeOnError: oneOf(env, 'STORE_ON_ERROR', DEFAULT_STORE_ON_ERROR, STORE_ON_ERROR),
+    storeOnError: oneOf(env, 'STORE_ON_ERROR', DEFAULT_STORE_ON_ERROR, STORE_ON_ERROR_POLICIES),
     storeLeases: env.STORE_LEASES !== 'false',
     logLevel: str(env, 'LOG_LEVEL', DEFAULT_LOG_LEVEL),
     logBufferBytes: int(env, 'LOG_BUFFER_BYTES', DEFAULT_LOG_BUFFER_BYTES, 0, 1_000_000),

@@ -5,7 +5,8 @@ import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import type { LimiterStatus } from '../../limiter/decision.js'
 import { routeUrlOf } from '../route-url.js'
-import { ANONYMOUS_PLAN, createGatewayMetrics, type GatewayMetrics } from './registry.js'
+import { ANONYMOUS_PLAN } from '../../../shared/labels.js'
+import { createGatewayMetrics, type GatewayMetrics } from './registry.js'
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -6,14 +6,10 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { LimiterStatus } from '../../limiter/decision.js'
 import { OPERATIONS, type Operation } from '../../proxy/operations.js'
 import { registerKeyExpiryGauges, type KeyExpirySource } from './key-expiry-gauges.js'
-import { UNMATCHED_ROUTE } from '../route-url.js'
+import { ANONYMOUS_PLAN, UNMATCHED_ROUTE } from '../../../shared/labels.js'
 
 /** Seconds, from a cache-hot sub-millisecond answer to the 10 s upstream timeout. */
 export const DEFAULT_DURATION_BUCKETS: readonly number[] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
-/** The one `route` value shared by every request that matched no route. */
-export { UNMATCHED_ROUTE }
-/** The `plan` value of requests without a valid key (the limiter's anonymous policy). */
-export const ANONYMOUS_PLAN = 'anonymous'
 export const WINDOWS = ['minute', 'day'] as const
 /** `window` of a 429: the window that refused, or `ban` for a key answered `key_banned`. */
 export const REJECTION_WINDOWS = [...WINDOWS, 'ban'] as const
