@@ -111,6 +111,15 @@ export function bearer (key: string): Record<string, string> {
   return { authorization: `Bearer ${key}` }
 }
 
+/** `n` concurrent `GET /v1/pets?limit=1` with `key`, spread round-robin over `gateways`; their statuses in order. */
+export async function burst (gateways: StartedGateway[], key: string, n: number): Promise<number[]> {
+  return await Promise.all(Array.from({ length: n }, async (_, i) => {
+    const res = await fetch(`${gateways[i % gateways.length]!.url}/v1/pets?limit=1`, { headers: bearer(key) })
+    await res.arrayBuffer()
+    return res.status
+  }))
+}
+
 type LimitsOverride = { perMinute: number, perDay: number }
 export interface PlansOverrides {
   free?: LimitsOverride

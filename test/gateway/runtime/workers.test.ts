@@ -4,28 +4,25 @@
 import t, { type Test } from 'tap'
 import { createHash } from 'node:crypto'
 import { cpSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { startBackend } from '../../helpers/backend.js'
 import { FIXTURE_CONFIG_DIR } from '../../helpers/gateway.js'
-import { freePort, waitForHttp } from '../../helpers/ports.js'
+import { until } from '../../helpers/poll.js'
+import { freePort, isFree, waitForHttp } from '../../helpers/ports.js'
 import { gatewayProcessEnv, runEntry, type RunningProcess } from '../../helpers/processes.js'
 import { startRedis } from '../../helpers/redis.js'
 
 const TOKEN = 'psk_test_workers_0123456789abcdef'
 const LIMIT = 20
+/** Cluster workers start (and a dead one is replaced) within this, even on a busy machine. */
+const WORKERS_START_MS = 15_000
 
 /** A free port whose successor is free too (worker 1's admin listener takes ADMIN_PORT + 1). */
 async function freePortPair (): Promise<number> {
   for (;;) {
     const port = await freePort()
     if (port >= 65535) continue
-    const next = await new Promise<boolean>((resolve) => {
-      const s = createServer()
-      s.once('error', () => resolve(false))
-      s.listen(port + 1, '127.0.0.1', () => s.close(() => resolve(true)))
-    })
-    if (next) return port
+    if (await isFree(port + 1)) return port
   }
 }
 
@@ -56,14 +53,6 @@ function alive (pid: number): boolean {
   }
 }
 
-async function until (what: string, check: () => boolean, timeoutMs = 15_000): Promise<void> {
-  const started = Date.now()
-  while (!check()) {
-    if (Date.now() - started > timeoutMs) throw new Error(`${what} within ${timeoutMs} ms`)
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
-}
-
 async function requestsCounted (adminPort: number): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text()
   return [...text.matchAll(/^gateway_requests_total\{[^}]*\} (\d+)$/gm)].reduce((sum, m) => sum + Number(m[1]), 0)
@@ -75,7 +64,7 @@ t.test('two workers on one Redis admit exactly the limit of a key across both, a
   const port = await freePort()
   const adminPort = await freePortPair()
   const proc = runEntry(t, 'src/gateway/server.ts', gatewayProcessEnv({ port, adminPort, backendUrl: backend.url, configDir: configDir(t), redisUrl: redis.url }, { GATEWAY_WORKERS: '2' }))
-  await until('two workers listening', () => (proc.output().match(/"msg":"gateway listening"/g) ?? []).length === 2)
+  await until('two workers listening', () => (proc.output().match(/"msg":"gateway listening"/g) ?? []).length === 2, WORKERS_START_MS)
   await waitForHttp(`http://127.0.0.1:${adminPort}/healthz`)
   await waitForHttp(`http://127.0.0.1:${adminPort + 1}/healthz`)
   const pids = workerPids(proc)
@@ -105,11 +94,11 @@ t.test('a worker that dies is replaced', async (t) => {
   const backend = await startBackend(t)
   const port = await freePort()
   const proc = runEntry(t, 'src/gateway/server.ts', gatewayProcessEnv({ port, adminPort: 0, backendUrl: backend.url, configDir: configDir(t), redisUrl: redis.url }, { GATEWAY_WORKERS: '2' }))
-  await until('two workers listening', () => (proc.output().match(/"msg":"gateway listening"/g) ?? []).length === 2)
+  await until('two workers listening', () => (proc.output().match(/"msg":"gateway listening"/g) ?? []).length === 2, WORKERS_START_MS)
   const [victim] = workerPids(proc)
   if (victim === undefined) throw new Error('no worker pid')
   process.kill(victim, 'SIGKILL')
-  await until('a replacement worker', () => (proc.output().match(/"msg":"gateway listening"/g) ?? []).length === 3)
+  await until('a replacement worker', () => (proc.output().match(/"msg":"gateway listening"/g) ?? []).length === 3, WORKERS_START_MS)
   t.match(proc.output(), '"msg":"gateway worker exited unexpectedly: starting a new one"')
   const res = await fetch(`http://127.0.0.1:${port}/v1/pets`, { headers: { authorization: `Bearer ${TOKEN}` } })
   await res.arrayBuffer()
