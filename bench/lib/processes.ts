@@ -2,18 +2,18 @@
 // (never in the process that drives the load, so they do not share an event loop), on loopback and
 // free ports, and stopped by PID when the bench ends — whatever happened. Shared by bench/run.ts and
 // bench/metrics-overhead.ts.
-import { spawn, execFile, type ChildProcess } from 'node:child_process'
+import { spawn, type ChildProcess } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
 import { copyFileSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
-import { promisify } from 'node:util'
 import { until } from '../../test/helpers/poll.js'
 import { freePort, waitForHttp as waitForAnswer } from '../../test/helpers/ports.js'
+import { redisCli } from '../../test/helpers/redis.js'
 import { taskset } from './proc-cpu.js'
 
-export { freePort }
+export { freePort, redisCli }
 
 export const REPO_ROOT = join(import.meta.dirname, '..', '..')
 export const DEFAULT_READY_TIMEOUT_MS = 20_000
@@ -22,7 +22,6 @@ const READY_POLL_MS = 100
 /** Limits no bench run reaches: the bench measures the proxy path, not 429s. */
 export const UNBOUNDED_LIMITS = { perMinute: 1_000_000_000, perDay: 1_000_000_000_000 } as const
 
-const run = promisify(execFile)
 
 export interface ChildOptions {
   env?: Record<string, string>
@@ -107,10 +106,6 @@ export async function waitForHttp (url: string, timeoutMs = DEFAULT_READY_TIMEOU
 
 export interface RedisServer { port: number, url: string, child: ChildProcess, cli: (...args: string[]) => Promise<string> }
 
-export async function redisCli (port: number, ...args: string[]): Promise<string> {
-  const { stdout } = await run('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args])
-  return stdout.trim()
-}
 
 export async function startRedis (dir: string): Promise<RedisServer> {
   const port = await freePort()

@@ -2,6 +2,11 @@
 // benches (bench/lib imports it). A probe that throws counts as "not yet" (a server still starting);
 // its last error is named if time runs out.
 
+/** A real wait, where the test is about time passing. */
+export async function sleep (ms: number): Promise<void> {
+  await new Promise((resolve) => setTimeout(resolve, ms))
+}
+
 /** What a probe gives while the awaited thing has not happened yet. */
 type NotYet = undefined | false
 
@@ -20,7 +25,7 @@ export async function poll<T> (probe: () => T | NotYet | Promise<T | NotYet>, ti
       if (last) throw err
     }
     if (last) return undefined
-    await new Promise((resolve) => setTimeout(resolve, Math.min(intervalMs, Math.max(0, deadline - Date.now()))))
+    await sleep(Math.min(intervalMs, Math.max(0, deadline - Date.now())))
   }
 }
 

@@ -7,7 +7,7 @@ import t from 'tap'
 import { createHash } from 'node:crypto'
 import { startBackend } from '../../helpers/backend.js'
 import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
-import { poll } from '../../helpers/poll.js'
+import { poll, sleep } from '../../helpers/poll.js'
 import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 import { parseScrape, sampleValue } from '../../helpers/scrape.js'
 
@@ -42,10 +42,6 @@ function load (url: string, keys: readonly string[]): { samples: Sample[], stop:
 function p90 (values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b)
   return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.9))] ?? 0
-}
-
-async function sleep (ms: number): Promise<void> {
-  await new Promise((resolve) => setTimeout(resolve, ms))
 }
 
 async function fallbackGauge (gw: StartedGateway): Promise<number | undefined> {
