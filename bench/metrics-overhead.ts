@@ -11,9 +11,11 @@ import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
 import { buildAdmin } from '../src/gateway/admin/app.js'
+import { ReadinessRegistry } from '../src/gateway/runtime/readiness.js'
 import { buildGateway } from '../src/gateway/app.js'
 import { loadConfigDir } from '../src/gateway/config/loader.js'
-import { createGatewayMetrics } from '../src/gateway/metrics/registry.js'
+import { createGatewayMetrics } from '../src/gateway/observability/metrics/registry.js'
+import { ANONYMOUS_PLAN, UNMATCHED_ROUTE } from '../src/shared/labels.js'
 import { firstLine, REPO_ROOT, startBackend, startNode, writeSingleKeyConfig } from './lib/processes.js'
 
 export const DEFAULT_ROUNDS = 3
@@ -34,8 +36,9 @@ function intFromEnv (name: string, fallback: number): number {
 
 /** Child mode: one gateway (and its admin app) on free loopback ports; prints them as one JSON line. */
 async function serve (metrics: boolean, backendUrl: string, configDir: string): Promise<void> {
-  const app = await buildGateway({ config: loadConfigDir(configDir), backendUrl, metrics, logger: false })
-  const admin = await buildAdmin({ gateway: app })
+  const readiness = new ReadinessRegistry()
+  const app = await buildGateway({ config: loadConfigDir(configDir), backendUrl, metrics, logger: false, readiness })
+  const admin = await buildAdmin({ gateway: app, readiness })
   await app.listen({ host: '127.0.0.1', port: 0 })
   await admin.listen({ host: '127.0.0.1', port: 0 })
   const served: Served = {
@@ -78,12 +81,12 @@ const median = (xs: number[]): number => {
  */
 function hotPathNanoseconds (iterations: number): number {
   const metrics = createGatewayMetrics({ plans: ['free', 'pro', 'business', 'enterprise'], defaultMetrics: false })
-  const routes = ['/v1/pets', '/v1/pets/:petId', '/v1/store/orders', 'unmatched']
-  const plans = ['free', 'pro', 'business', 'enterprise', 'anonymous']
+  const routes = ['/v1/pets', '/v1/pets/:petId', '/v1/store/orders', UNMATCHED_ROUTE]
+  const plans = ['free', 'pro', 'business', 'enterprise', ANONYMOUS_PLAN]
   const statuses = [200, 200, 200, 404, 429, 201]
   const record = (i: number): void => {
-    const route = routes[i % routes.length] ?? 'unmatched'
-    metrics.requests.count(route, 'GET', plans[i % plans.length] ?? 'anonymous', statuses[i % statuses.length] ?? 200)
+    const route = routes[i % routes.length] ?? UNMATCHED_ROUTE
+    metrics.requests.count(route, 'GET', plans[i % plans.length] ?? ANONYMOUS_PLAN, statuses[i % statuses.length] ?? 200)
     metrics.requestDuration.observe(route, 0.0012)
     metrics.upstreamDuration.observe(route, 0.0008)
   }

@@ -15,7 +15,7 @@ import Fastify, { type FastifyInstance } from 'fastify'
 import httpProxy from '@fastify/http-proxy'
 import type * as AppModule from '../src/gateway/app.js'
 import type * as LoaderModule from '../src/gateway/config/loader.js'
-import type * as LoggerModule from '../src/gateway/logger.js'
+import type * as LoggerModule from '../src/gateway/observability/logger.js'
 import { writeConfigWithKeys } from './config-load.js'
 import { median } from './lib/load.js'
 import { pinProcess, taskset } from './lib/proc-cpu.js'
@@ -45,7 +45,7 @@ async function bare (backendUrl: string): Promise<FastifyInstance> {
 async function gateway (root: string, backendUrl: string, configDir: string, logFd: number): Promise<FastifyInstance> {
   const { buildGateway } = await import(join(root, 'src', 'gateway', 'app.ts')) as typeof AppModule
   const { loadConfigDir } = await import(join(root, 'src', 'gateway', 'config', 'loader.ts')) as typeof LoaderModule
-  const { createGatewayLogger } = await import(join(root, 'src', 'gateway', 'logger.ts')) as typeof LoggerModule
+  const { createGatewayLogger } = await import(join(root, 'src', 'gateway', 'observability', 'logger.ts')) as typeof LoggerModule
   const app = await buildGateway({ config: loadConfigDir(configDir), backendUrl, logger: createGatewayLogger({ level: 'info', fd: logFd }) })
   await app.ready()
   return app

@@ -2,23 +2,26 @@
 // (never in the process that drives the load, so they do not share an event loop), on loopback and
 // free ports, and stopped by PID when the bench ends — whatever happened. Shared by bench/run.ts and
 // bench/metrics-overhead.ts.
-import { spawn, execFile, type ChildProcess } from 'node:child_process'
+import { spawn, type ChildProcess } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
 import { copyFileSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
-import { promisify } from 'node:util'
+import { until } from '../../test/helpers/poll.js'
+import { freePort, waitForHttp as waitForAnswer } from '../../test/helpers/ports.js'
+import { redisCli } from '../../test/helpers/redis.js'
 import { taskset } from './proc-cpu.js'
+
+export { freePort, redisCli }
 
 export const REPO_ROOT = join(import.meta.dirname, '..', '..')
 export const DEFAULT_READY_TIMEOUT_MS = 20_000
 export const DEFAULT_STOP_TIMEOUT_MS = 15_000
+const READY_POLL_MS = 100
 /** Limits no bench run reaches: the bench measures the proxy path, not 429s. */
 export const UNBOUNDED_LIMITS = { perMinute: 1_000_000_000, perDay: 1_000_000_000_000 } as const
 
-const run = promisify(execFile)
 
 export interface ChildOptions {
   env?: Record<string, string>
@@ -82,28 +85,6 @@ export async function stopAll (): Promise<void> {
   await Promise.all([...started].map(async (child) => { await stop(child) }))
 }
 
-export async function freePort (): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number }
-      server.close(() => resolve(port))
-    })
-  })
-}
-
-export async function waitFor (what: string, check: () => Promise<boolean>, timeoutMs = DEFAULT_READY_TIMEOUT_MS): Promise<void> {
-  const begun = Date.now()
-  for (;;) {
-    try {
-      if (await check()) return
-    } catch { /* not up yet */ }
-    if (Date.now() - begun > timeoutMs) throw new Error(`${what} not ready within ${timeoutMs} ms`)
-    await new Promise((resolve) => setTimeout(resolve, 100))
-  }
-}
-
 /** The real backend entry point on a free loopback port, its SQLite file in `dir`; resolves to its URL once it answers. */
 export async function startBackend (dir: string): Promise<{ url: string, child: ChildProcess }> {
   const port = await freePort()
@@ -115,12 +96,9 @@ export async function startBackend (dir: string): Promise<{ url: string, child: 
   return { url, child }
 }
 
+/** Waits until `url` answers below 500 (a 404 is an answer: the server is up). */
 export async function waitForHttp (url: string, timeoutMs = DEFAULT_READY_TIMEOUT_MS): Promise<void> {
-  await waitFor(url, async () => {
-    const res = await fetch(url)
-    await res.arrayBuffer()
-    return res.status < 500
-  }, timeoutMs)
+  await waitForAnswer(url, timeoutMs, (status) => status < 500, READY_POLL_MS)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -128,15 +106,11 @@ export async function waitForHttp (url: string, timeoutMs = DEFAULT_READY_TIMEOU
 
 export interface RedisServer { port: number, url: string, child: ChildProcess, cli: (...args: string[]) => Promise<string> }
 
-export async function redisCli (port: number, ...args: string[]): Promise<string> {
-  const { stdout } = await run('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args])
-  return stdout.trim()
-}
 
 export async function startRedis (dir: string): Promise<RedisServer> {
   const port = await freePort()
   const child = startProcess('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no'], dir)
-  await waitFor(`redis-server :${port}`, async () => (await redisCli(port, 'PING')) === 'PONG')
+  await until(`redis-server :${port}`, async () => (await redisCli(port, 'PING')) === 'PONG', DEFAULT_READY_TIMEOUT_MS, READY_POLL_MS)
   return { port, url: `redis://127.0.0.1:${port}`, child, cli: (...args) => redisCli(port, ...args) }
 }
 

@@ -4,10 +4,11 @@ import { randomUUID } from 'node:crypto'
 import Fastify, { LogController } from 'fastify'
 import type { FastifyInstance, FastifyRequest, FastifySchemaValidationError, FastifyServerOptions } from 'fastify'
 import type { IncomingMessage } from 'node:http'
-import { ApiError, errorBodySchema, installErrorHandling } from '../shared/api-error.js'
+import { backendErrors, installErrorHandling } from '../interface/errors.js'
 import { ordersRoutes } from './routes/orders.js'
 import { petsRoutes } from './routes/pets.js'
-import { backendSchemas, MAX_NAME_LENGTH } from './schemas.js'
+import { errorBodySchema, interfaceSchemas, MAX_NAME_LENGTH } from '../interface/schemas.js'
+import { UNMATCHED_ROUTE } from '../shared/labels.js'
 import { openStore } from './store.js'
 
 export const DEFAULT_BODY_LIMIT = 16 * 1024
@@ -43,7 +44,7 @@ async function rejectNonFiniteNumbers (request: FastifyRequest): Promise<void> {
     if (typeof values !== 'object' || values === null) continue
     for (const [name, value] of Object.entries(values)) {
       if (typeof value === 'number' && !Number.isFinite(value)) {
-        throw new ApiError(400, 'invalid_parameter', `${part}/${name} must be a finite integer`)
+        throw backendErrors.notFinite(part, name)
       }
     }
   }
@@ -73,7 +74,7 @@ export function buildBackend (options: BackendOptions): FastifyInstance {
   app.addHook('onResponse', async function logRequest (request, reply) {
     request.log.info({
       method: request.method,
-      route: request.routeOptions.url ?? 'unmatched',
+      route: request.routeOptions.url ?? UNMATCHED_ROUTE,
       status: reply.statusCode,
       durationMs: Math.round(reply.elapsedTime * 100) / 100
     }, 'request')
@@ -84,7 +85,7 @@ export function buildBackend (options: BackendOptions): FastifyInstance {
 
   installErrorHandling(app)
   app.addSchema(errorBodySchema)
-  for (const schema of backendSchemas) app.addSchema(schema)
+  for (const schema of interfaceSchemas) app.addSchema(schema)
 
   app.register(petsRoutes, { store })
   app.register(ordersRoutes, { store })

@@ -1,8 +1,8 @@
 // Keyset paging shared by the list endpoints: the opaque cursor (base64url of "<list>:<last id>") and the
 // `Link: rel="next"` header that hands it to the client. Cursors are checked strictly; anything that is
 // not exactly what encodeCursor produces for this list is a 400.
-import { ApiError } from '../shared/api-error.js'
-import { MAX_ID } from './schemas.js'
+import { backendErrors } from '../interface/errors.js'
+import { MAX_ID } from '../interface/schemas.js'
 
 export type CursorKind = 'pets' | 'orders'
 
@@ -16,7 +16,7 @@ export function encodeCursor (kind: CursorKind, lastId: number): string {
 /** The id after which the page starts: 0 without a cursor. */
 export function decodeCursor (kind: CursorKind, cursor: string | undefined): number {
   if (cursor === undefined) return 0
-  const invalid = new ApiError(400, 'invalid_parameter', 'querystring/cursor is not a valid cursor')
+  const invalid = backendErrors.invalidCursor()
   if (!CURSOR_ALPHABET.test(cursor)) throw invalid
   const bytes = Buffer.from(cursor, 'base64url')
   if (bytes.toString('base64url') !== cursor) throw invalid

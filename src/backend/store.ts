@@ -3,7 +3,7 @@
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
 import Database from 'better-sqlite3'
-import type { NewPet, Order, OrderStatus, Pet, PetStatus } from './schemas.js'
+import type { NewPet, Order, OrderStatus, Pet, PetStatus } from '../interface/schemas.js'
 
 const DEFAULT_BUSY_TIMEOUT_MS = 5000
 

@@ -12,7 +12,7 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { dirname, join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
-import { DEFAULT_SHUTDOWN_GRACE_MS } from '../gateway/settings.js'
+import { DEFAULT_SHUTDOWN_GRACE_MS } from '../gateway/runtime/settings.js'
 
 /** After the gateway's own bound (drain delay + grace), how long it may take to close before it is killed. */
 const CLOSE_MARGIN_MS = 7_000

@@ -6,26 +6,26 @@
 import { randomUUID } from 'node:crypto'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import type { LoggerOptions } from 'pino'
-import { installErrorHandling } from '../shared/api-error.js'
+import { installErrorHandling } from '../interface/errors.js'
 import { authenticate, requireKey } from './auth/plugin.js'
-import { clockPlugin, type Clock } from './clock.js'
+import { clockPlugin, type Clock } from './runtime/clock.js'
 import { configPlugin, createConfigHolder, type ConfigHolder } from './config/plugin.js'
 import { reloadPlugin, type ReloadOptions } from './config/reload.js'
 import type { ConfigSnapshot } from './config/types.js'
-import { fastifyLimitOptions, installJsonParser, refuseConnect, serverLimits, type ServerLimits } from './edge-limits.js'
+import { fastifyLimitOptions, installJsonParser, refuseConnect, serverLimits, type ServerLimits } from './edge/limits.js'
 import { rejectScreened, screenRequest } from './edge/request-screen.js'
-import { healthPlugin } from './health.js'
+import { ReadinessRegistry } from './runtime/readiness.js'
 import { lifecyclePlugin } from './lifecycle/plugin.js'
 import { limiterPlugin, type LimiterOptions } from './limiter/plugin.js'
-import { metricsPlugin } from './metrics/plugin.js'
-import { upstreamTimingPlugin } from './metrics/upstream-timing.js'
+import { metricsPlugin } from './observability/metrics/plugin.js'
+import { upstreamTimingPlugin } from './observability/metrics/upstream-timing.js'
 import { openApiPlugin, type OpenApiPluginOptions } from './openapi/plugin.js'
 import { proxyPlugin } from './proxy/plugin.js'
-import { lazyChildLoggerFactory, LOG_REDACT_PATHS, requestLogPlugin } from './request-log.js'
-import { shutdownPlugin } from './shutdown.js'
-import { DEFAULT_BODY_LIMIT_BYTES, DEFAULT_UPSTREAM_TIMEOUT_MS, TRUST_PROXY_TRUE_PROBLEM } from './settings.js'
+import { lazyChildLoggerFactory, LOG_REDACT_PATHS, requestLogPlugin } from './observability/request-log.js'
+import { shutdownPlugin } from './runtime/shutdown.js'
+import { DEFAULT_BODY_LIMIT_BYTES, DEFAULT_UPSTREAM_TIMEOUT_MS, TRUST_PROXY_TRUE_PROBLEM } from './runtime/settings.js'
 
-export { DEFAULT_KEEP_ALIVE_TIMEOUT_MS, DEFAULT_MAX_PARAM_LENGTH, DEFAULT_REQUEST_TIMEOUT_MS } from './edge-limits.js'
+export { DEFAULT_KEEP_ALIVE_TIMEOUT_MS, DEFAULT_MAX_PARAM_LENGTH, DEFAULT_REQUEST_TIMEOUT_MS } from './edge/limits.js'
 
 export interface GatewayOptions {
   /** A snapshot (fixed config) or a holder whose snapshot a reloader swaps. */
@@ -44,10 +44,12 @@ export interface GatewayOptions {
   metrics?: boolean
   /** The limiter's store (or Redis settings to create one) and clock. Default: in-process store. */
   limiter?: LimiterOptions
-  /** Header/body/time/connection limits of the public listener (edge-limits.ts); tests shorten the timeouts. */
+  /** Header/body/time/connection limits of the public listener (edge/limits.ts); tests shorten the timeouts. */
   serverLimits?: Partial<ServerLimits>
   /** The OpenAPI document's servers (public production / staging origins) and docs page. */
   openApi?: OpenApiPluginOptions
+  /** The readiness registry the plugins register their checks in; give one to hand it to buildAdmin too. */
+  readiness?: ReadinessRegistry
 }
 
 function isHolder (config: ConfigSnapshot | ConfigHolder): config is ConfigHolder {
@@ -98,13 +100,13 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
   })
 
   const holder = isHolder(options.config) ? options.config : createConfigHolder(options.config)
-  await app.register(healthPlugin)
-  await app.register(shutdownPlugin)
+  const readiness = options.readiness ?? new ReadinessRegistry()
+  await app.register(shutdownPlugin, { readiness })
   await app.register(clockPlugin, { now: options.now })
   await app.register(configPlugin, { holder })
   await app.register(screenRequest)
   await app.register(authenticate)
-  await app.register(limiterPlugin, options.limiter ?? {})
+  await app.register(limiterPlugin, { ...options.limiter, readiness })
   await app.register(rejectScreened)
   await app.register(requireKey)
   await app.register(lifecyclePlugin)
@@ -115,7 +117,8 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
   await app.register(openApiPlugin, options.openApi ?? {})
   await app.register(proxyPlugin, {
     backendUrl: options.backendUrl,
-    upstreamTimeoutMs: options.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS
+    upstreamTimeoutMs: options.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS,
+    readiness
   })
   return app
 }

@@ -7,11 +7,12 @@ import { buildGateway } from './app.js'
 import { assertNoDemoKeys } from './config/demo-keys.js'
 import { ConfigError, loadConfigDir } from './config/loader.js'
 import { createConfigHolder } from './config/plugin.js'
-import { createGatewayLogger } from './logger.js'
-import { stopGateway } from './shutdown.js'
-import { settingsFromEnv } from './settings.js'
+import { createGatewayLogger } from './observability/logger.js'
+import { ReadinessRegistry } from './runtime/readiness.js'
+import { stopGateway } from './runtime/shutdown.js'
+import { settingsFromEnv } from './runtime/settings.js'
 import { portInUseMessage } from '../shared/port-in-use.js'
-import { nonStopSignals, superviseWorkers } from './workers.js'
+import { nonStopSignals, superviseWorkers } from './runtime/workers.js'
 
 /** Time allowed after the drain for closing Redis and the admin listener. */
 const CLOSE_MARGIN_MS = 5_000
@@ -38,6 +39,7 @@ async function main (): Promise<void> {
   // GATEWAY_WORKERS > 1: this process only supervises the workers (after the config proved valid).
   if (superviseWorkers(settings, logger)) return
 
+  const readiness = new ReadinessRegistry()
   const gateway = await buildGateway({
     config: holder,
     backendUrl: settings.backendUrl,
@@ -47,9 +49,10 @@ async function main (): Promise<void> {
     logger,
     reload: { dir: settings.configDir, watch: settings.configWatch, production: settings.production, maxBytes: settings.configMaxBytes },
     limiter: { settings },
-    openApi: { publicBaseUrl: settings.publicBaseUrl, stagingBaseUrl: settings.stagingBaseUrl }
+    openApi: { publicBaseUrl: settings.publicBaseUrl, stagingBaseUrl: settings.stagingBaseUrl },
+    readiness
   })
-  const admin = await buildAdmin({ gateway, token: settings.adminToken })
+  const admin = await buildAdmin({ gateway, readiness, token: settings.adminToken })
   const store = gateway.limiter.store.describe()
   if (settings.workers > 1 && store.kind === 'memory') logger.warn({ store, workers: settings.workers }, 'limiter store: in-process with GATEWAY_WORKERS > 1 counts per worker')
   else logger.info({ store, leases: store.kind !== 'memory' && settings.storeLeases }, 'limiter store')
@@ -64,7 +67,7 @@ async function main (): Promise<void> {
   closeWithGrace({ delay: closeBound, logger, skip: nonStopSignals() }, async ({ signal, err }) => {
     if (err !== undefined) logger.error({ err }, 'stopping after an unexpected error')
     logger.info({ signal }, 'shutting down: readiness failing, draining in-flight requests')
-    await stopGateway(gateway, { drainDelayMs: settings.shutdownDrainDelayMs, graceMs: settings.shutdownGraceMs, log: logger })
+    await stopGateway(gateway, { readiness, drainDelayMs: settings.shutdownDrainDelayMs, graceMs: settings.shutdownGraceMs, log: logger })
     await admin.close()
     logger.info('stopped')
   })

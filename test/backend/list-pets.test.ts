@@ -1,5 +1,5 @@
 import t from 'tap'
-import { assertError, postJson, request, startBackend } from '../helpers/backend.js'
+import { assertEmptyList, assertError, postJson, request, startBackend } from '../helpers/backend.js'
 import type { Test } from 'tap'
 import type { StartedBackend } from '../helpers/backend.js'
 
@@ -49,11 +49,7 @@ async function walk (t: Test, backend: StartedBackend, first: string, limit: num
 
 t.test('GET /v1/pets on an empty store is an empty array without Link', async (t) => {
   const backend = await startBackend(t)
-  const res = await request(`${backend.url}/v1/pets`)
-  t.equal(res.status, 200)
-  t.equal(res.headers.get('content-type'), 'application/json; charset=utf-8')
-  t.equal(res.headers.get('link'), null)
-  t.strictSame(res.body, [])
+  await assertEmptyList(t, `${backend.url}/v1/pets`)
 })
 
 t.test('default limit is 20, ordered by id, with a Link to the rest', async (t) => {

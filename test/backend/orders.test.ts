@@ -1,6 +1,6 @@
 import t from 'tap'
 import { openStore } from '../../src/backend/store.js'
-import { assertError, postJson, request, startBackend } from '../helpers/backend.js'
+import { assertEmptyList, assertError, postJson, request, startBackend } from '../helpers/backend.js'
 
 interface Order { id: number, petId: number, quantity: number, status: string }
 
@@ -8,11 +8,7 @@ const ORDER_STATUSES = ['placed', 'approved', 'delivered'] as const
 
 t.test('GET /v1/store/orders is an empty array in a fresh store', async (t) => {
   const backend = await startBackend(t)
-  const res = await request(`${backend.url}/v1/store/orders`)
-  t.equal(res.status, 200)
-  t.equal(res.headers.get('content-type'), 'application/json; charset=utf-8')
-  t.equal(res.headers.get('link'), null)
-  t.strictSame(res.body, [])
+  await assertEmptyList(t, `${backend.url}/v1/store/orders`)
 })
 
 t.test('orders are listed by id and paged through Link', async (t) => {

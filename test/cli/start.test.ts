@@ -10,6 +10,7 @@ import { connect } from 'node:net'
 import { dirname, join } from 'node:path'
 import t, { type Test } from 'tap'
 import { DEMO_KEYS, FIXTURE_CONFIG_DIR } from '../helpers/gateway.js'
+import { until } from '../helpers/poll.js'
 import { freePort, waitForHttp } from '../helpers/ports.js'
 import { childPids, CHILD_ENV, commandLine, REPO_ROOT } from '../helpers/processes.js'
 
@@ -26,16 +27,6 @@ interface Started {
   launcher: number
   gateway: number
   backend: number
-}
-
-async function until<T> (what: string, probe: () => T | undefined, timeoutMs = 10_000): Promise<T> {
-  const started = Date.now()
-  for (;;) {
-    const value = probe()
-    if (value !== undefined) return value
-    if (Date.now() - started > timeoutMs) throw new Error(`${what} within ${timeoutMs} ms`)
-    await new Promise((resolve) => setTimeout(resolve, 25))
-  }
 }
 
 /** Runs `npm start` in its own process group (as a terminal runs a foreground job). */

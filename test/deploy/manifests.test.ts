@@ -27,9 +27,10 @@ import { validate as validatePdb } from 'kubernetes-models/_schemas/IoK8sApiPoli
 import { validate as validateNetworkPolicy } from 'kubernetes-models/_schemas/IoK8sApiNetworkingV1NetworkPolicy'
 import { validate as validateIngress } from 'kubernetes-models/_schemas/IoK8sApiNetworkingV1Ingress'
 import { buildAdmin } from '../../src/gateway/admin/app.js'
+import { ReadinessRegistry } from '../../src/gateway/runtime/readiness.js'
 import { assertNoDemoKeys } from '../../src/gateway/config/demo-keys.js'
 import { CONFIG_FILES, parseConfig, type ConfigTexts } from '../../src/gateway/config/loader.js'
-import { DEFAULT_ADMIN_PORT, DEFAULT_GATEWAY_PORT, DEFAULT_SHUTDOWN_GRACE_MS } from '../../src/gateway/settings.js'
+import { DEFAULT_ADMIN_PORT, DEFAULT_GATEWAY_PORT, DEFAULT_SHUTDOWN_GRACE_MS } from '../../src/gateway/runtime/settings.js'
 import { renderKustomization, strategicMerge } from '../helpers/kustomize.js'
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
@@ -46,7 +47,7 @@ type Json = Record<string, any> // eslint-disable-line @typescript-eslint/no-exp
 
 /** Environment names the gateway reads (settings.ts) and the backend reads (backend/server.ts). */
 const GATEWAY_ENV = new Set([
-  ...[...readFileSync(join(ROOT, 'src/gateway/settings.ts'), 'utf8').matchAll(/\(env, '([A-Z_]+)'/g)].map((m) => m[1] as string),
+  ...[...readFileSync(join(ROOT, 'src/gateway/runtime/settings.ts'), 'utf8').matchAll(/\(env, '([A-Z_]+)'/g)].map((m) => m[1] as string),
   'NODE_ENV'
 ])
 const BACKEND_ENV = new Set([
@@ -739,8 +740,7 @@ for (const which of RENDERINGS) checkRendering(which)
 t.test('the admin app answers the Kubernetes probe paths without ADMIN_TOKEN', async (t) => {
   const find = (kind: string, name: string): Json | undefined => rendered('base').find((d) => d.doc.kind === kind && d.doc.metadata?.name === name)?.doc
   const gateway = Fastify()
-  gateway.decorate('health', { checks: new Map(), draining: false })
-  const admin = await buildAdmin({ gateway, token: 'probe-test-token' })
+  const admin = await buildAdmin({ gateway, readiness: new ReadinessRegistry(), token: 'probe-test-token' })
   t.teardown(async () => { await admin.close(); await gateway.close() })
   const deployment = find('Deployment', 'petstore-gateway') as Json
   const c = containerOf(deployment)

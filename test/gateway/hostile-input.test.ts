@@ -5,7 +5,7 @@
 // wrong content types, chunked bodies over the limit — half with a valid key, half anonymous. Then
 // slow senders. The gateway runs in process with a healthy backend, so the assertions are strict:
 // every request gets an HTTP response; no 5xx at all; every error is exactly {code, message, status}
-// with status = the HTTP status (including what Node's parser rejects: edge-limits.ts); every
+// with status = the HTTP status (including what Node's parser rejects: edge/limits.ts); every
 // response has an x-request-id; no key or digest appears in any response or log line; and the heap
 // returns to its baseline after the run (measured after a forced GC).
 import { createHash } from 'node:crypto'
@@ -17,7 +17,7 @@ import fc from 'fast-check'
 import { pino } from 'pino'
 import t from 'tap'
 import { buildGateway } from '../../src/gateway/app.js'
-import { LOG_REDACT_PATHS } from '../../src/gateway/request-log.js'
+import { LOG_REDACT_PATHS } from '../../src/gateway/observability/request-log.js'
 import { startBackend } from '../helpers/backend.js'
 import { DEMO_KEYS, plansYaml, startGateway, testConfig } from '../helpers/gateway.js'
 

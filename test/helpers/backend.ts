@@ -63,6 +63,15 @@ export function postJson (body: unknown, contentType = 'application/json'): Requ
 }
 
 /** Asserts an Error-shaped response: status, JSON content type and the exact body. */
+/** `url` answers 200 with an empty JSON array and no Link header. */
+export async function assertEmptyList (t: Test, url: string): Promise<void> {
+  const res = await request(url)
+  t.equal(res.status, 200)
+  t.equal(res.headers.get('content-type'), 'application/json; charset=utf-8')
+  t.equal(res.headers.get('link'), null)
+  t.strictSame(res.body, [])
+}
+
 export function assertError (t: Test, res: JsonResponse, status: number, code: string, message: string): void {
   t.equal(res.status, status, `status ${status}`)
   t.equal(res.headers.get('content-type'), 'application/json; charset=utf-8')

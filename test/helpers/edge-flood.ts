@@ -2,7 +2,7 @@
 // the gateway with a key held at 429, and two ways to be many clients — X-Forwarded-For addresses
 // through a trusted proxy on keep-alive connections, and one TCP connection per loopback source address.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { connect } from 'node:net'
+import { connect, isIPv6 } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Test } from 'tap'
@@ -52,10 +52,10 @@ export async function floodFromSockets (port: number, count: number): Promise<Ma
   return statuses
 }
 
-/** The status of one anonymous request over its own connection from `localAddress`, and its X-RateLimit-Remaining. */
-export async function requestFromAddress (port: number, localAddress: string): Promise<{ status: number, remaining: string | undefined }> {
+/** The status of one anonymous request to `host` over its own connection from `localAddress`, and its X-RateLimit-Remaining. */
+export async function requestFromAddress (port: number, localAddress: string, host = '127.0.0.1'): Promise<{ status: number, remaining: string | undefined }> {
   return await new Promise((resolve, reject) => {
-    const socket = connect({ host: '127.0.0.1', port, localAddress })
+    const socket = connect({ host, port, localAddress, ...(isIPv6(host) ? { family: 6 } : {}) })
     let text = ''
     socket.setEncoding('latin1')
     socket.on('data', (chunk: string) => { text += chunk })

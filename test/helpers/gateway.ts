@@ -7,10 +7,11 @@ import type { FastifyInstance } from 'fastify'
 import { pino } from 'pino'
 import type { Test } from 'tap'
 import { buildAdmin } from '../../src/gateway/admin/app.js'
+import { ReadinessRegistry } from '../../src/gateway/runtime/readiness.js'
 import { buildGateway, type GatewayOptions } from '../../src/gateway/app.js'
 import { CONFIG_FILES, parseConfig, type ConfigTexts } from '../../src/gateway/config/loader.js'
 import type { ConfigSnapshot } from '../../src/gateway/config/types.js'
-import { LOG_REDACT_PATHS } from '../../src/gateway/request-log.js'
+import { LOG_REDACT_PATHS } from '../../src/gateway/observability/request-log.js'
 import { startBackend, type StartedBackend } from './backend.js'
 
 /** Plaintext of the demo keys in test/fixtures/config/keys.yaml (the same as config/keys.yaml and the README's table). */
@@ -45,6 +46,8 @@ export interface StartedGateway {
   adminUrl: string
   app: FastifyInstance
   admin: FastifyInstance
+  /** The readiness registry shared by the gateway and its admin app. */
+  readiness: ReadinessRegistry
   backend: StartedBackend | undefined
   /** Every log line the gateway wrote, parsed. */
   logs: Array<Record<string, unknown>>
@@ -72,13 +75,15 @@ export async function startGateway (t: Test, opts: StartGatewayOptions = {}): Pr
   })
   const logger = pino({ level: opts.logLevel ?? 'info', redact: LOG_REDACT_PATHS }, stream)
   const { adminToken, logLevel: _logLevel, ...gatewayOptions } = opts
+  const readiness = opts.readiness ?? new ReadinessRegistry()
   const app = await buildGateway({
     config: testConfig(),
     ...gatewayOptions,
+    readiness,
     backendUrl: opts.backendUrl ?? backend?.url ?? '',
     logger
   })
-  const admin = await buildAdmin({ gateway: app, token: adminToken })
+  const admin = await buildAdmin({ gateway: app, readiness, token: adminToken })
   let closing: Promise<void> | undefined
   const close = async (): Promise<void> => {
     closing ??= (async () => { await app.close(); await admin.close() })()
@@ -94,6 +99,7 @@ export async function startGateway (t: Test, opts: StartGatewayOptions = {}): Pr
     adminUrl: `http://127.0.0.1:${adminPort}`,
     app,
     admin,
+    readiness,
     backend,
     logs,
     rawLogs: () => chunks.join(''),
@@ -103,6 +109,15 @@ export async function startGateway (t: Test, opts: StartGatewayOptions = {}): Pr
 
 export function bearer (key: string): Record<string, string> {
   return { authorization: `Bearer ${key}` }
+}
+
+/** `n` concurrent `GET /v1/pets?limit=1` with `key`, spread round-robin over `gateways`; their statuses in order. */
+export async function burst (gateways: StartedGateway[], key: string, n: number): Promise<number[]> {
+  return await Promise.all(Array.from({ length: n }, async (_, i) => {
+    const res = await fetch(`${gateways[i % gateways.length]!.url}/v1/pets?limit=1`, { headers: bearer(key) })
+    await res.arrayBuffer()
+    return res.status
+  }))
 }
 
 type LimitsOverride = { perMinute: number, perDay: number }

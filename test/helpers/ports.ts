@@ -1,5 +1,7 @@
-// Free loopback TCP ports for processes that tests start as subprocesses.
+// Free loopback TCP ports for processes that tests and benches start as subprocesses, and the wait
+// until such a process answers HTTP (bench/lib imports both).
 import { createServer } from 'node:net'
+import { until } from './poll.js'
 
 export async function freePort (): Promise<number> {
   return await new Promise((resolve, reject) => {
@@ -12,17 +14,25 @@ export async function freePort (): Promise<number> {
   })
 }
 
-/** Polls `url` until it answers (any status) or `timeoutMs` passes. */
-export async function waitForHttp (url: string, timeoutMs = 10_000): Promise<number> {
+/** Whether `port` can be listened on at 127.0.0.1 right now. */
+export async function isFree (port: number): Promise<boolean> {
+  return await new Promise((resolve) => {
+    const server = createServer()
+    server.once('error', () => resolve(false))
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)))
+  })
+}
+
+/**
+ * Polls `url` until it answers with a status `accepted` takes (any, by default) or `timeoutMs` passes;
+ * resolves to the time it took.
+ */
+export async function waitForHttp (url: string, timeoutMs = 10_000, accepted: (status: number) => boolean = () => true, intervalMs = 50): Promise<number> {
   const started = Date.now()
-  for (;;) {
-    try {
-      const res = await fetch(url)
-      await res.arrayBuffer()
-      return Date.now() - started
-    } catch (err) {
-      if (Date.now() - started > timeoutMs) throw new Error(`${url} did not answer within ${timeoutMs} ms: ${String(err)}`)
-      await new Promise((resolve) => setTimeout(resolve, 50))
-    }
-  }
+  await until(url, async () => {
+    const res = await fetch(url)
+    await res.arrayBuffer()
+    return accepted(res.status)
+  }, timeoutMs, intervalMs)
+  return Date.now() - started
 }

@@ -3,22 +3,15 @@
 // teardown. No persistence: every test starts from an empty Redis.
 import { spawn, execFile, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import type { Test } from 'tap'
+import { until } from './poll.js'
+import { isFree } from './ports.js'
 
 const run = promisify(execFile)
 const CLUSTER_BUS_OFFSET = 10_000
-
-async function isFree (port: number): Promise<boolean> {
-  return await new Promise((resolve) => {
-    const server = createServer()
-    server.once('error', () => resolve(false))
-    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)))
-  })
-}
 
 /** A free port below 55536 whose cluster bus port (+10000) is free too. */
 async function freeRedisPort (): Promise<number> {
@@ -31,17 +24,6 @@ async function freeRedisPort (): Promise<number> {
 export async function redisCli (port: number, ...args: string[]): Promise<string> {
   const { stdout } = await run('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args])
   return stdout.trim()
-}
-
-async function waitFor (what: string, check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const started = Date.now()
-  for (;;) {
-    try {
-      if (await check()) return
-    } catch { /* not up yet */ }
-    if (Date.now() - started > timeoutMs) throw new Error(`${what} not ready within ${timeoutMs} ms`)
-    await new Promise((resolve) => setTimeout(resolve, 25))
-  }
 }
 
 export interface RedisProcess {
@@ -62,7 +44,7 @@ function serverArgs (port: number, extra: string[]): string[] {
 
 async function startServer (port: number, extra: string[], cwd: string): Promise<ChildProcess> {
   const child = spawn('redis-server', serverArgs(port, extra), { cwd, stdio: 'ignore' })
-  await waitFor(`redis-server :${port}`, async () => (await redisCli(port, 'PING')) === 'PONG')
+  await until(`redis-server :${port}`, async () => (await redisCli(port, 'PING')) === 'PONG')
   return child
 }
 
@@ -118,7 +100,7 @@ export async function startRedisCluster (t: Test, size = 3, extra: string[] = []
   }
   const nodes = ports.map((p) => `127.0.0.1:${p}`)
   await run('redis-cli', ['--cluster', 'create', ...nodes, '--cluster-replicas', '0', '--cluster-yes'])
-  await waitFor('redis cluster', async () => {
+  await until('redis cluster', async () => {
     const infos = await Promise.all(ports.map((p) => redisCli(p, 'CLUSTER', 'INFO')))
     return infos.every((info) => info.includes('cluster_state:ok'))
   }, 20_000)
@@ -145,7 +127,7 @@ export async function startRedisSentinel (t: Test, master: RedisProcess, masterN
     await stopServer(child)
     rmSync(dir, { recursive: true, force: true })
   })
-  await waitFor(`redis-sentinel :${port}`, async () =>
+  await until(`redis-sentinel :${port}`, async () =>
     (await redisCli(port, 'SENTINEL', 'get-master-addr-by-name', masterName)).split('\n')[1] === String(master.port))
   return { port, masterName }
 }

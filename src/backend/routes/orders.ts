@@ -2,7 +2,7 @@
 // not part of this API version), so over HTTP alone the list is always empty; the README and the OpenAPI
 // description say so.
 import type { FastifyPluginAsync } from 'fastify'
-import { registerMethodNotAllowed } from '../../shared/api-error.js'
+import { registerMethodNotAllowed } from '../../interface/errors.js'
 import { decodeCursor, toPage } from '../paging.js'
 import type { PetStore } from '../store.js'
 

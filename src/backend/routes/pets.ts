@@ -1,9 +1,9 @@
 // The pets resource: list (keyset-paged, optional status filter), create, and fetch one by id.
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify'
-import { ApiError, registerMethodNotAllowed } from '../../shared/api-error.js'
+import { backendErrors, registerMethodNotAllowed } from '../../interface/errors.js'
 import { decodeCursor, toPage } from '../paging.js'
-import { newPetSchema } from '../schemas.js'
-import type { NewPet, PetStatus } from '../schemas.js'
+import { newPetSchema } from '../../interface/schemas.js'
+import type { NewPet, PetStatus } from '../../interface/schemas.js'
 import type { PetStore } from '../store.js'
 
 export interface PetsRoutesOptions {
@@ -31,7 +31,7 @@ async function rejectMistypedFields (request: FastifyRequest): Promise<void> {
     const expected = JSON_TYPE_OF_SCHEMA_TYPE[fieldSchema.type]
     const value: unknown = (body as Record<string, unknown>)[field]
     if (typeof value !== expected || value === null) {
-      throw new ApiError(400, 'invalid_body', `body/${field} must be ${fieldSchema.type}`)
+      throw backendErrors.mistypedField(field, fieldSchema.type)
     }
   }
 }
@@ -71,7 +71,7 @@ export const petsRoutes: FastifyPluginAsync<PetsRoutesOptions> = async function 
   }, async function getPet (request) {
     const { petId } = request.params
     const pet = store.getPet(petId)
-    if (pet === undefined) throw new ApiError(404, 'not_found', `Pet ${petId} not found`)
+    if (pet === undefined) throw backendErrors.petNotFound(petId)
     return pet
   })
 

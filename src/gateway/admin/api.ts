@@ -4,7 +4,7 @@
 // name a consumer or one of its credentials; state-changing calls write an audit log line.
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import { ApiError } from '../../shared/api-error.js'
+import { adminErrors } from '../../interface/errors.js'
 import type { ConsumeResult } from '../limiter/store.js'
 import { resolveConsumer, type Consumer } from './consumers.js'
 
@@ -50,7 +50,7 @@ function banView (usage: ConsumeResult, escalationLevel: number): Record<string,
 export const adminApi = fp<AdminApiOptions>(async function adminApi (app, { gateway, identity = 'loopback' }) {
   function consumerOf (id: string): Consumer {
     const consumer = resolveConsumer(gateway.gatewayConfig.current, id)
-    if (consumer === undefined) throw new ApiError(404, 'not_found', `No consumer or key with id ${id}`)
+    if (consumer === undefined) throw adminErrors.consumerNotFound(id)
     return consumer
   }
 
@@ -65,7 +65,7 @@ export const adminApi = fp<AdminApiOptions>(async function adminApi (app, { gate
       return await call()
     } catch (err) {
       gateway.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'admin: limiter store call failed')
-      throw new ApiError(503, 'unavailable', 'The limiter store did not answer; try again')
+      throw adminErrors.storeNoAnswer()
     }
   }
 
@@ -95,7 +95,7 @@ export const adminApi = fp<AdminApiOptions>(async function adminApi (app, { gate
 
   app.post('/admin/reload', async (_request, reply) => {
     if (!gateway.hasDecorator('configReloader')) {
-      throw new ApiError(409, 'reload_unavailable', 'This gateway runs on a fixed config, not a config directory')
+      throw adminErrors.reloadUnavailable()
     }
     const result = await gateway.configReloader.reload('admin')
     if (!result.ok) {
@@ -118,14 +118,14 @@ export const adminApi = fp<AdminApiOptions>(async function adminApi (app, { gate
   app.delete<{ Params: { keyId: string } }>('/admin/bans/:keyId', { schema: { params: keyIdParams } }, async (request) => {
     const consumerId = limiterIdOf(request.params.keyId)
     const lifted = await gateway.limiter.liftBan(consumerId)
-    if (!lifted) throw new ApiError(404, 'not_found', `Key ${request.params.keyId} is not banned`)
+    if (!lifted) throw adminErrors.keyNotBanned(request.params.keyId)
     audit(request, 'ban lifted', { consumerId })
     return { keyId: request.params.keyId, consumerId, lifted: true }
   })
 
   app.get<{ Params: { keyId: string } }>('/admin/keys/:keyId/usage', { schema: { params: keyIdParams } }, async (request) => {
     const key = gateway.gatewayConfig.current.keysById.get(request.params.keyId)
-    if (key === undefined) throw new ApiError(404, 'not_found', `No key with id ${request.params.keyId}`)
+    if (key === undefined) throw adminErrors.keyNotFound(request.params.keyId)
     const usage = await gateway.limiter.store.peek(key.consumerId, key.limits)
     return {
       keyId: key.id,

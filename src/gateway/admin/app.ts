@@ -4,12 +4,14 @@
 // bearer token.
 import { timingSafeEqual, createHash } from 'node:crypto'
 import Fastify, { type FastifyInstance } from 'fastify'
-import { ApiError, installErrorHandling } from '../../shared/api-error.js'
-import { checkReadiness } from '../health.js'
+import { adminErrors, installErrorHandling } from '../../interface/errors.js'
+import type { ReadinessRegistry } from '../runtime/readiness.js'
 import { adminApi } from './api.js'
 
 export interface AdminOptions {
   gateway: FastifyInstance
+  /** The gateway's readiness registry, which /readyz reports. */
+  readiness: ReadinessRegistry
   /** When set, every admin request but /healthz and /readyz must carry `Authorization: Bearer <token>`. */
   token?: string | undefined
 }
@@ -30,7 +32,7 @@ export async function buildAdmin (options: AdminOptions): Promise<FastifyInstanc
       if (request.url === '/healthz' || request.url === '/readyz') { done(); return }
       const given = digest(request.headers.authorization ?? '')
       if (!timingSafeEqual(given, expected)) {
-        done(new ApiError(401, 'unauthorized', 'Admin token required', { 'www-authenticate': 'Bearer realm="petstore-admin"' }))
+        done(adminErrors.tokenRequired())
         return
       }
       done()
@@ -39,7 +41,7 @@ export async function buildAdmin (options: AdminOptions): Promise<FastifyInstanc
 
   app.get('/healthz', async () => ({ status: 'ok' }))
   app.get('/readyz', async (_request, reply) => {
-    const report = await checkReadiness(gateway.health)
+    const report = await options.readiness.report()
     return reply.code(report.ready ? 200 : 503).send({ status: report.ready ? 'ready' : 'not_ready', checks: report.checks })
   })
   await app.register(adminApi, { gateway, identity: options.token === undefined ? 'loopback' : 'admin-token' })

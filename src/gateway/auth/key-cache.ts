@@ -10,11 +10,11 @@ import type { ConfigSnapshot, KeyRecord } from '../config/types.js'
 import { keyDigest } from './bearer.js'
 
 /** Distinct keys remembered per snapshot; more active keys than this digest on a miss, as without a cache. */
-export const DEFAULT_KEY_CACHE_SIZE = 10_000
+export const DEFAULT_KEY_LOOKUP_CACHE_SIZE = 10_000
 
 export type KeyLookup = (snapshot: ConfigSnapshot, token: string) => KeyRecord | undefined
 
-export function createKeyLookup (max = DEFAULT_KEY_CACHE_SIZE): KeyLookup {
+export function createKeyLookup (max = DEFAULT_KEY_LOOKUP_CACHE_SIZE): KeyLookup {
   const caches = new WeakMap<ConfigSnapshot, LRUCache<string, KeyRecord>>()
   let lastSnapshot: ConfigSnapshot | undefined
   let lastCache: LRUCache<string, KeyRecord> | undefined

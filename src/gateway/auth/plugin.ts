@@ -4,7 +4,7 @@
 // (after the limiter, so such a request counts against the consumer like any authenticated one).
 // Routes marked `config.public` skip both.
 import fp from 'fastify-plugin'
-import { gatewayErrors, type ApiError } from '../errors.js'
+import { gatewayErrors, type ApiError } from '../../interface/errors.js'
 import type { KeyRecord, Scope } from '../config/types.js'
 import { parseBearer } from './bearer.js'
 import { createKeyLookup } from './key-cache.js'

@@ -6,7 +6,7 @@
 // kept for the next; after a load of big files, or any failure, it is replaced (started again lazily),
 // so the memory and the priority a big parse took go with it.
 import { Worker } from 'node:worker_threads'
-import { DEFAULT_CONFIG_MAX_BYTES } from '../settings.js'
+import { DEFAULT_CONFIG_MAX_BYTES } from '../runtime/settings.js'
 import { buildSnapshot, ConfigError, DEFAULT_MAX_REPORTED_PROBLEMS, freezeKey } from './loader.js'
 import type { ConfigSnapshot, KeyRecord } from './types.js'
 import { BIG_CONFIG_BYTES, type FromWorker, type ToWorker } from './worker-protocol.js'

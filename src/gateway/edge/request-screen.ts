@@ -11,7 +11,7 @@
 import type { IncomingMessage } from 'node:http'
 import fp from 'fastify-plugin'
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
-import { ApiError, sendApiError } from '../../shared/api-error.js'
+import { gatewayErrors, sendApiError, type ApiError } from '../../interface/errors.js'
 
 /** Where a request with a URL the router rejected is routed again; no route has it, so it is `unmatched`. */
 export const MALFORMED_URL_PATH = '/.gateway/malformed-url'
@@ -19,9 +19,9 @@ export const MALFORMED_URL_PATH = '/.gateway/malformed-url'
 export type Rejection = 'bad_url' | 'param_too_long' | 'duplicate_authorization'
 
 const REJECTIONS: Record<Rejection, () => ApiError> = {
-  bad_url: () => new ApiError(400, 'invalid_parameter', 'The URL is not valid'),
-  param_too_long: () => new ApiError(400, 'invalid_parameter', 'A path parameter is longer than the limit'),
-  duplicate_authorization: () => new ApiError(400, 'invalid_request', 'Send exactly one Authorization header')
+  bad_url: gatewayErrors.badUrl,
+  param_too_long: gatewayErrors.paramTooLong,
+  duplicate_authorization: gatewayErrors.duplicateAuthorization
 }
 
 const kRejection = Symbol('gateway.edgeRejection')

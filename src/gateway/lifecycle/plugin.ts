@@ -2,8 +2,9 @@
 // the sunset instant (answered here, so the backend is never called), and stability marks.
 // Registered after requireKey: 401 and 429 come first, and carry no lifecycle headers.
 import fp from 'fastify-plugin'
-import { gatewayErrors } from '../errors.js'
-import { routeUrlOf, UNMATCHED_ROUTE } from '../route-url.js'
+import { gatewayErrors } from '../../interface/errors.js'
+import { UNMATCHED_ROUTE } from '../../shared/labels.js'
+import { routeUrlOf } from '../observability/route-url.js'
 import { findLifecycleEntry, lifecycleIndex, mergeLink, type LifecycleEntry } from './rules.js'
 
 declare module 'fastify' {

@@ -5,12 +5,12 @@
 // lease table (STORE_LEASES) and is wrapped in the resilient store (timeout, circuit breaker,
 // STORE_ON_ERROR); the in-process store needs neither.
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis'
-import { DEFAULT_REDIS_SENTINEL_NAME } from '../settings.js'
+import { DEFAULT_REDIS_SENTINEL_NAME, type StoreOnError } from '../runtime/settings.js'
 import type { LimiterStore, StoreDescription } from './store.js'
 import { createMemoryStore } from './stores/memory.js'
 import { createLeasedStore } from './stores/leases.js'
 import { createRedisStore } from './stores/redis.js'
-import { createResilientStore, type StoreOnError } from './stores/resilient.js'
+import { createResilientStore } from './stores/resilient.js'
 
 export const DEFAULT_CONNECT_TIMEOUT_MS = 2_000
 export const DEFAULT_READY_WAIT_MS = 3_000

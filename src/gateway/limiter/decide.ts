@@ -6,7 +6,6 @@ import type { RateLimitDecision, WindowName } from './decision.js'
 import { policyField } from './headers.js'
 import type { ConsumeResult } from './store.js'
 
-export const ANONYMOUS_POLICY = 'anonymous'
 /** STORE_ON_ERROR=closed: the 503's Retry-After and reset, in seconds. */
 export const DEFAULT_UNAVAILABLE_RETRY_SECONDS = 1
 

@@ -6,17 +6,17 @@
 import fp from 'fastify-plugin'
 import type { FastifyRequest } from 'fastify'
 import type { BanPolicy, Limits } from '../config/types.js'
-import { gatewayErrors } from '../errors.js'
+import type { ReadinessRegistry } from '../runtime/readiness.js'
+import { gatewayErrors } from '../../interface/errors.js'
 import { createBanCache } from './ban-cache.js'
 import { limiterId } from './consumer-id.js'
 import { createStore, type StoreSettings } from './create-store.js'
-import { ANONYMOUS_POLICY, bannedDecision, decide, unavailableHeaders } from './decide.js'
+import { ANONYMOUS_PLAN } from '../../shared/labels.js'
+import { bannedDecision, decide, unavailableHeaders } from './decide.js'
 import { setRateLimitHeaders } from './headers.js'
 import type { BanEntry, ConsumeResult, LimiterStore } from './store.js'
 import { evictionWarning, storeReport } from './store-health.js'
 import { createMemoryStore } from './stores/memory.js'
-
-export { ANONYMOUS_POLICY }
 
 export interface LimiterOptions {
   /** A ready store (the gateway closes it), or settings to create one; neither: in-process store. */
@@ -24,6 +24,11 @@ export interface LimiterOptions {
   settings?: StoreSettings
   /** Clock of the ban cache (and of the default in-process store). */
   now?: () => number
+}
+
+export interface LimiterPluginOptions extends LimiterOptions {
+  /** Where the store's readiness check is registered. */
+  readiness: ReadinessRegistry
 }
 
 export interface Limiter {
@@ -42,7 +47,7 @@ declare module 'fastify' {
   }
 }
 
-export const limiterPlugin = fp<LimiterOptions>(async function limiterPlugin (app, opts) {
+export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlugin (app, opts) {
   const now = opts.now ?? Date.now
   const store = opts.store ?? (opts.settings === undefined
     ? createMemoryStore({ now })
@@ -76,7 +81,7 @@ export const limiterPlugin = fp<LimiterOptions>(async function limiterPlugin (ap
     bannedKeys: async () => (await store.listBans()).length
   })
   app.decorateRequest('rateLimit', null)
-  app.health.checks.set('store', async () => ({ ...await storeReport(store, warning) }))
+  opts.readiness.register('store', async () => ({ ...await storeReport(store, warning) }))
   app.addHook('onClose', async () => { await store.close() })
 
   app.addHook('onRequest', async function limitRequest (request: FastifyRequest) {
@@ -88,7 +93,7 @@ export const limiterPlugin = fp<LimiterOptions>(async function limiterPlugin (ap
     if (consumer === null) {
       limits = request.snapshot.anonymous
       ban = null
-      policy = ANONYMOUS_POLICY
+      policy = ANONYMOUS_PLAN
     } else {
       limits = consumer.limits
       ban = request.snapshot.ban
@@ -122,4 +127,4 @@ export const limiterPlugin = fp<LimiterOptions>(async function limiterPlugin (ap
     if (request.rateLimit !== null) setRateLimitHeaders(reply, request.rateLimit)
     done(null, payload)
   })
-}, { name: 'gateway-limiter', dependencies: ['gateway-authenticate', 'gateway-config', 'gateway-health'] })
+}, { name: 'gateway-limiter', dependencies: ['gateway-authenticate', 'gateway-config'] })

@@ -2,8 +2,7 @@
 // validates with (src/backend/schemas.ts), the shared Error schema and the gateway's operation table,
 // so there is no hand-kept copy to drift. Lifecycle marks (deprecation, sunset, stability) and the
 // plan limits come from a config snapshot: a reload that changes them changes the document.
-import { backendSchemas, petIdParamsSchema, orderListQuerySchema, petListQuerySchema } from '../../backend/schemas.js'
-import { errorBodySchema } from '../../shared/api-error.js'
+import { errorBodySchema, interfaceSchemas, petIdParamsSchema, orderListQuerySchema, petListQuerySchema } from '../../interface/schemas.js'
 import type { ConfigSnapshot, RouteRule } from '../config/types.js'
 import { deprecationValue, successorLink, sunsetValue } from '../lifecycle/rules.js'
 import { OPERATIONS, type Operation } from '../proxy/operations.js'
@@ -128,7 +127,7 @@ const RESOURCE_SCHEMAS = new Set(['PetStatus', 'NewPet', 'Pet', 'Pets', 'Order',
 
 function componentSchemas (): JsonObject {
   const schemas: JsonObject = {}
-  for (const schema of backendSchemas) {
+  for (const schema of interfaceSchemas) {
     if (RESOURCE_SCHEMAS.has(schema.$id)) schemas[schema.$id] = toComponentSchema(clone(schema))
   }
   schemas.Error = toComponentSchema(clone(errorBodySchema))

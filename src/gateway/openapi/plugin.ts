@@ -10,7 +10,7 @@ import { dirname, join } from 'node:path'
 import { gzipSync } from 'node:zlib'
 import fp from 'fastify-plugin'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { registerMethodNotAllowed } from '../../shared/api-error.js'
+import { registerMethodNotAllowed } from '../../interface/errors.js'
 import type { ConfigSnapshot } from '../config/types.js'
 import { buildOpenApiDocument, type OpenApiDocumentOptions } from './document.js'
 

@@ -4,11 +4,12 @@ import fp from 'fastify-plugin'
 import httpProxy from '@fastify/http-proxy'
 import type { FastifyRequest, HTTPMethods } from 'fastify'
 import { Pool } from 'undici'
-import { registerMethodNotAllowed } from '../../shared/api-error.js'
+import { registerMethodNotAllowed } from '../../interface/errors.js'
 import { methodsByPath, OPERATIONS, type Operation } from './operations.js'
 import { upstreamError } from './upstream-errors.js'
 import { probeBackend } from './backend-probe.js'
-import { startUpstreamTimer, stopUpstreamTimer } from '../metrics/upstream-timing.js'
+import type { ReadinessRegistry } from '../runtime/readiness.js'
+import { startUpstreamTimer, stopUpstreamTimer } from '../observability/metrics/upstream-timing.js'
 
 export const DEFAULT_UPSTREAM_CONNECTIONS = 64
 /** Requests in flight per upstream connection; 1 = no HTTP pipelining (see bench/results/latest.md). */
@@ -22,6 +23,8 @@ export interface ProxyOptions {
   upstreamTimeoutMs: number
   connections?: number
   operations?: readonly Operation[]
+  /** Where the backend's readiness check is registered. */
+  readiness: ReadinessRegistry
 }
 
 /** Headers that only the gateway may set, and that never leave for the backend as the client sent them. */
@@ -68,7 +71,7 @@ export const proxyPlugin = fp<ProxyOptions>(async function proxyPlugin (app, opt
   // onClose runs after the listener closed its last connection: no client waits on what is still
   // running upstream (a request cut at the drain deadline), so destroy rather than wait for it.
   app.addHook('onClose', async () => { await pool.destroy() })
-  app.health.checks.set('backend', () => probeBackend(opts.backendUrl))
+  opts.readiness.register('backend', () => probeBackend(opts.backendUrl))
 
   const pathsByMethod = new Map<HTTPMethods, string[]>()
   for (const op of operations) {
@@ -111,4 +114,4 @@ export const proxyPlugin = fp<ProxyOptions>(async function proxyPlugin (app, opt
   for (const [path, methods] of methodsByPath(operations)) {
     registerMethodNotAllowed(app, path, methods)
   }
-}, { name: 'gateway-proxy', dependencies: ['gateway-authenticate', 'gateway-health'] })
+}, { name: 'gateway-proxy', dependencies: ['gateway-authenticate'] })

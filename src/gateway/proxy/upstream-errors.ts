@@ -1,6 +1,6 @@
 // Maps what undici / @fastify/reply-from report about the backend to the gateway's 502 and 504,
 // so a backend fault is always a clean Error body and never a 500 with upstream internals.
-import { gatewayErrors, type ApiError } from '../errors.js'
+import { gatewayErrors, type ApiError } from '../../interface/errors.js'
 
 const TIMEOUT_CODES = new Set([
   'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT',

@@ -15,7 +15,7 @@ t.test('/healthz is alive; /readyz reports each check and flips when draining', 
   t.same(body.checks.draining, { ok: true })
   t.same(body.checks.backend, { ok: true })
 
-  gw.app.health.draining = true
+  gw.readiness.drain()
   const draining = await fetch(`${gw.adminUrl}/readyz`)
   t.equal(draining.status, 503)
   t.match(await draining.json(), { status: 'not_ready', checks: { draining: { ok: false, error: 'shutting down' } } })
@@ -23,7 +23,7 @@ t.test('/healthz is alive; /readyz reports each check and flips when draining', 
 
 t.test('a check that never answers fails readiness instead of hanging it', async (t) => {
   const gw = await startGateway(t)
-  gw.app.health.checks.set('stuck', () => new Promise(() => {}))
+  gw.readiness.register('stuck', () => new Promise(() => {}))
   const res = await fetch(`${gw.adminUrl}/readyz`)
   t.equal(res.status, 503)
   t.match(await res.json(), { checks: { stuck: { ok: false, error: 'no answer within 1000 ms' } } })

@@ -5,12 +5,12 @@
 // same assertions run through app.inject({ remoteAddress }) instead, and the test says so.
 import { execFile } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
-import { connect } from 'node:net'
 import { promisify } from 'node:util'
 import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { buildGateway } from '../../../src/gateway/app.js'
 import { startBackend } from '../../helpers/backend.js'
+import { requestFromAddress } from '../../helpers/edge-flood.js'
 import { plansYaml, startGateway, testConfig } from '../../helpers/gateway.js'
 
 const PER_MINUTE = 3
@@ -38,15 +38,7 @@ type Ask = (address: string) => Promise<{ status: number, remaining: string | un
 
 /** Anonymous GET /v1/pets from `address`, over a real connection bound to it. */
 function overSockets (port: number): Ask {
-  return async (address) => await new Promise((resolve, reject) => {
-    const socket = connect({ host: LISTEN, port, localAddress: address, family: 6 })
-    let text = ''
-    socket.setEncoding('latin1')
-    socket.on('data', (chunk: string) => { text += chunk })
-    socket.on('error', reject)
-    socket.on('close', () => resolve({ status: Number(text.slice(9, 12)), remaining: /x-ratelimit-remaining: (\d+)/i.exec(text)?.[1] }))
-    socket.write('GET /v1/pets HTTP/1.1\r\nhost: gateway\r\nconnection: close\r\n\r\n')
-  })
+  return async (address) => await requestFromAddress(port, address, LISTEN)
 }
 
 /** The fallback: the same request injected with `remoteAddress`. */

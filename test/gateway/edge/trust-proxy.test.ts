@@ -2,7 +2,7 @@
 // leftmost entry) and with it its anonymous rate-limit window. Refused at start in production,
 // warned about elsewhere; a hop count or the proxies' addresses trust only what they should.
 import t from 'tap'
-import { settingsFromEnv } from '../../../src/gateway/settings.js'
+import { settingsFromEnv } from '../../../src/gateway/runtime/settings.js'
 import { startBackend } from '../../helpers/backend.js'
 import { plansYaml, FIXTURE_CONFIG_DIR, startGateway, testConfig } from '../../helpers/gateway.js'
 import { freePort, waitForHttp } from '../../helpers/ports.js'

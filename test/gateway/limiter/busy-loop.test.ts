@@ -8,7 +8,7 @@ import t from 'tap'
 import { createStore } from '../../../src/gateway/limiter/create-store.js'
 import type { LimiterStore } from '../../../src/gateway/limiter/store.js'
 import { startBackend } from '../../helpers/backend.js'
-import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
+import { burst, DEMO_KEYS, plansYaml, startGateway, testConfig } from '../../helpers/gateway.js'
 import { startRedis } from '../../helpers/redis.js'
 
 const LIMITS = { perMinute: 300, perDay: 10_000 }
@@ -19,14 +19,6 @@ const NO_BANS = plansYaml({ ban: { threshold: 1000000 } })
 function busyWait (ms: number): void {
   const until = performance.now() + ms
   while (performance.now() < until) { /* the event loop is blocked: replies pile up in the socket */ }
-}
-
-async function burst (gateways: StartedGateway[], key: string, n: number): Promise<number[]> {
-  return await Promise.all(Array.from({ length: n }, async (_, i) => {
-    const res = await fetch(`${gateways[i % gateways.length]!.url}/v1/pets?limit=1`, { headers: bearer(key) })
-    await res.arrayBuffer()
-    return res.status
-  }))
 }
 
 t.test('a 100 ms busy loop while 300 replies are in flight: no timeout, no fallback', async (t) => {

@@ -7,6 +7,7 @@ import t from 'tap'
 import { createHash } from 'node:crypto'
 import { startBackend } from '../../helpers/backend.js'
 import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
+import { poll, sleep } from '../../helpers/poll.js'
 import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 import { parseScrape, sampleValue } from '../../helpers/scrape.js'
 
@@ -43,19 +44,6 @@ function p90 (values: number[]): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.9))] ?? 0
 }
 
-async function sleep (ms: number): Promise<void> {
-  await new Promise((resolve) => setTimeout(resolve, ms))
-}
-
-async function until (check: () => boolean | Promise<boolean>, ms: number): Promise<boolean> {
-  const deadline = Date.now() + ms
-  while (Date.now() < deadline) {
-    if (await check()) return true
-    await sleep(25)
-  }
-  return await check()
-}
-
 async function fallbackGauge (gw: StartedGateway): Promise<number | undefined> {
   const res = await fetch(`${gw.adminUrl}/metrics`)
   return sampleValue(parseScrape(await res.text()), 'gateway_store_fallback_active')
@@ -82,12 +70,12 @@ t.test('local: redis-server killed under load, restarted on its port', async (t)
   const killedAt = performance.now()
   redis.signal('SIGKILL')
   await redis.stop()
-  t.ok(await until(() => gw.app.limiterStatus.fallbackActive(), 1_000), 'the breaker opens')
+  t.ok(await poll(() => gw.app.limiterStatus.fallbackActive(), 1_000), 'the breaker opens')
   t.equal(await fallbackGauge(gw), 1, 'gateway_store_fallback_active 1 during the outage')
   await sleep(800)
   const restartedAt = performance.now()
   await redis.start()
-  t.ok(await until(() => !gw.app.limiterStatus.fallbackActive(), 6_000), 'the breaker closes by itself')
+  t.ok(await poll(() => !gw.app.limiterStatus.fallbackActive(), 6_000), 'the breaker closes by itself')
   t.equal(await fallbackGauge(gw), 0, 'and the gauge returns to 0')
   const recoveredAt = performance.now()
   const before = await evalshaCalls(redis.cli)
@@ -115,13 +103,13 @@ t.test('local: redis-server frozen (SIGSTOP) answers nothing; requests stay with
   const stoppedAt = performance.now()
   redis.signal('SIGSTOP')
   try {
-    t.ok(await until(() => gw.app.limiterStatus.fallbackActive(), 1_000), 'the breaker opens on timeouts')
+    t.ok(await poll(() => gw.app.limiterStatus.fallbackActive(), 1_000), 'the breaker opens on timeouts')
     await sleep(800)
   } finally {
     redis.signal('SIGCONT')
   }
   const resumedAt = performance.now()
-  t.ok(await until(() => !gw.app.limiterStatus.fallbackActive(), 4_000), 'after SIGCONT the breaker closes by itself')
+  t.ok(await poll(() => !gw.app.limiterStatus.fallbackActive(), 4_000), 'after SIGCONT the breaker closes by itself')
   const before = await evalshaCalls(redis.cli)
   await sleep(300)
   const samples = await traffic.stop()
@@ -203,7 +191,7 @@ t.test('Cluster: one master lost; surviving slots keep counting in Redis, lost s
 
   const traffic = load(gw.url, CLUSTER_KEYS.map((k) => k.key))
   // Every key counted a few times in Redis first, so its Remaining has come down before the loss.
-  await until(() => CLUSTER_KEYS.every(({ key }) => traffic.samples.filter((s) => s.key === key && s.status === 200).length >= 3), 10_000)
+  await poll(() => CLUSTER_KEYS.every(({ key }) => traffic.samples.filter((s) => s.key === key && s.status === 200).length >= 3), 10_000)
   cluster.signal(victim, 'SIGKILL')
   const killedAt = performance.now()
   await sleep(1_500)

@@ -9,10 +9,7 @@ import type { ConsumeResult, LimiterStore } from '../../../src/gateway/limiter/s
 import { createLeasedStore, type LeasedStore } from '../../../src/gateway/limiter/stores/leases.js'
 import { createRedisStore, redisKeys } from '../../../src/gateway/limiter/stores/redis.js'
 import { startRedis } from '../../helpers/redis.js'
-
-async function sleep (ms: number): Promise<void> {
-  await new Promise((resolve) => setTimeout(resolve, ms))
-}
+import { sleep } from '../../helpers/poll.js'
 
 function leased (url: string, holder: string): LeasedStore {
   return createLeasedStore(createRedisStore(new Redis(url)), { holder })

@@ -7,7 +7,7 @@ import t, { type Test } from 'tap'
 import { SLIDING_WINDOW_LUA } from '../../../src/gateway/limiter/stores/redis.js'
 import type { StoreSettings } from '../../../src/gateway/limiter/create-store.js'
 import { startBackend } from '../../helpers/backend.js'
-import { bearer, DEMO_KEYS, startGateway, type StartedGateway } from '../../helpers/gateway.js'
+import { bearer, burst, DEMO_KEYS, startGateway, type StartedGateway } from '../../helpers/gateway.js'
 import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 
 /** Changing the script changes this: review the new script, then update the pin. */
@@ -29,14 +29,6 @@ async function commandStats (cli: (...args: string[]) => Promise<string>): Promi
     if (match !== null) stats[match[1]!] = Number(match[2])
   }
   return stats
-}
-
-async function burst (gateways: StartedGateway[], key: string, n: number): Promise<number[]> {
-  return await Promise.all(Array.from({ length: n }, async (_, i) => {
-    const res = await fetch(`${gateways[i % gateways.length]!.url}/v1/pets?limit=1`, { headers: bearer(key) })
-    await res.arrayBuffer()
-    return res.status
-  }))
 }
 
 async function twoGateways (t: Test, settings: StoreSettings): Promise<StartedGateway[]> {

@@ -12,6 +12,7 @@ import { createLeasedStore } from '../../../src/gateway/limiter/stores/leases.js
 import { createMemoryStore } from '../../../src/gateway/limiter/stores/memory.js'
 import { createRedisStore, redisKeys } from '../../../src/gateway/limiter/stores/redis.js'
 import { startRedis, startRedisCluster } from '../../helpers/redis.js'
+import { sleep } from '../../helpers/poll.js'
 
 const T0 = Date.UTC(2030, 0, 1) // a day-bucket boundary
 const BAN: BanPolicy = { threshold: 3, windowSeconds: 60, durationSeconds: 1, maxDurationSeconds: 3 }
@@ -23,10 +24,6 @@ interface Harness {
   now: () => Promise<number>
   /** Lets the store's clock run `ms` on (a real wait for Redis). */
   pass: (ms: number) => Promise<void>
-}
-
-async function sleep (ms: number): Promise<void> {
-  await new Promise((resolve) => setTimeout(resolve, ms))
 }
 
 function redisHarness (store: LimiterStore, client: Redis | Cluster): Harness {

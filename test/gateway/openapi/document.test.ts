@@ -2,12 +2,11 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Validator } from '@seriousme/openapi-schema-validator'
 import t from 'tap'
-import { backendSchemas, NAME_PATTERN } from '../../../src/backend/schemas.js'
+import { errorBodySchema, interfaceSchemas, NAME_PATTERN } from '../../../src/interface/schemas.js'
 import { clientTypesText, DEFAULT_DOCUMENT_PATH, DEFAULT_TYPES_PATH, documentText } from '../../../src/cli/openapi.js'
 import { loadConfigDir } from '../../../src/gateway/config/loader.js'
 import { buildOpenApiDocument, openApiPath, type JsonObject } from '../../../src/gateway/openapi/document.js'
 import { OPERATIONS } from '../../../src/gateway/proxy/operations.js'
-import { errorBodySchema } from '../../../src/shared/api-error.js'
 import { SHIPPED_CONFIG_DIR, testConfig } from '../../helpers/gateway.js'
 
 type Doc = Record<string, any> // eslint-disable-line @typescript-eslint/no-explicit-any -- walking a JSON document in assertions
@@ -53,7 +52,7 @@ t.test('components.schemas are the backend schemas and the Error schema, with $i
   const expected: Doc = {}
   const rewrite = (value: unknown): unknown => JSON.parse(JSON.stringify(value, (key, v: unknown) => key === '$id' ? undefined : v)
     .replace(/"\$ref":"([A-Za-z]+)#"/g, '"$ref":"#/components/schemas/$1"'))
-  for (const schema of backendSchemas) {
+  for (const schema of interfaceSchemas) {
     if (['PetListQuery', 'OrderListQuery', 'PetIdParams'].includes(schema.$id)) continue
     expected[schema.$id] = rewrite(schema)
   }

@@ -21,7 +21,8 @@ import type { BanEntry, ConsumeOutcome, ConsumeResult, LimiterStore, StoreDescri
 
 export const KEY_PREFIX = 'rl:'
 export const BAN_LIFT_CHANNEL = 'petstore:ban-lifted'
-export const DEFAULT_KEY_CACHE_SIZE = 10_000
+/** Limiter ids whose Redis key names (minute, day, ban) are kept built rather than concatenated per call. */
+export const DEFAULT_REDIS_KEY_NAMES_CACHE_SIZE = 10_000
 const SCAN_COUNT = 1000
 /** How long past a ban's end the script remembers its level for escalation (its ESCALATION_MS). */
 const ESCALATION_MEMORY_MS = 86_400_000
@@ -119,7 +120,7 @@ export function createRedisStore (client: Redis | Cluster, opts: RedisStoreOptio
   const isCluster = client instanceof Cluster
   const kind = opts.kind ?? (isCluster ? 'cluster' : 'redis')
   const nodes = opts.nodes ?? (isCluster ? [] : [`${(client as Redis).options.host ?? '127.0.0.1'}:${(client as Redis).options.port ?? 6379}`])
-  const keyCache = new LRUCache<string, ReturnType<typeof redisKeys>>({ max: DEFAULT_KEY_CACHE_SIZE })
+  const keyCache = new LRUCache<string, ReturnType<typeof redisKeys>>({ max: DEFAULT_REDIS_KEY_NAMES_CACHE_SIZE })
   let subscriber: Redis | Cluster | undefined
 
   function keysOf (id: string): ReturnType<typeof redisKeys> {

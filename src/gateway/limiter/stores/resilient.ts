@@ -29,13 +29,10 @@
 // postponed until the store has been silent for `timeoutMs`, capped at `maxWaitMs` from the call.
 // A dead or frozen Redis answers nothing, so its calls still fail after `timeoutMs`.
 import type { BanPolicy, Limits } from '../../config/types.js'
-import { DEFAULT_STORE_ON_ERROR, DEFAULT_STORE_TIMEOUT_MS } from '../../settings.js'
+import { DEFAULT_STORE_ON_ERROR, DEFAULT_STORE_TIMEOUT_MS, type StoreOnError } from '../../runtime/settings.js'
 import { DAY_WINDOW, MINUTE_WINDOW } from '../arithmetic.js'
 import type { BanEntry, ConsumeResult, LimiterStore, StoreState } from '../store.js'
 import { createMemoryStore } from './memory.js'
-
-export type StoreOnError = 'local' | 'open' | 'closed'
-export const STORE_ON_ERROR_POLICIES: readonly StoreOnError[] = ['local', 'open', 'closed']
 
 export { DEFAULT_STORE_ON_ERROR, DEFAULT_STORE_TIMEOUT_MS }
 /** Hard cap on a call that keeps being postponed because Redis answers others (a deep pipeline). */

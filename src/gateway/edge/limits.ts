@@ -1,0 +1,160 @@
+// The public listener's limits, chosen deliberately rather than inherited from Node or Fastify
+// defaults, and the handler that answers what Node's HTTP parser rejects before Fastify sees a
+// request (bad bytes, oversized headers, a request not received in time) with the Error shape
+// instead of Fastify's own body, without ever logging the raw packet (it may hold an Authorization
+// header).
+import { randomUUID } from 'node:crypto'
+import type { Server } from 'node:http'
+import type { Socket } from 'node:net'
+import type { FastifyInstance } from 'fastify'
+import { gatewayErrors, rawErrorResponse, type ApiError } from '../../interface/errors.js'
+import { frameworkErrors } from './request-screen.js'
+
+/** Node's own default, stated: a 20 KB bearer token or a flood of headers is refused 431 by the parser. */
+export const DEFAULT_MAX_HEADER_BYTES = 16 * 1024
+/** Headers must arrive within this (slowloris); Node checks every `connectionsCheckingInterval`. */
+export const DEFAULT_HEADERS_TIMEOUT_MS = 10_000
+/** The whole request (headers and body) must arrive within this, else 408. */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000
+/** How often Node looks for connections over the two timeouts above. */
+export const DEFAULT_CONNECTIONS_CHECKING_INTERVAL_MS = 1_000
+/** Idle keep-alive sockets are kept longer than common load-balancer idle timeouts (60 s), so the LB closes first. */
+export const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 72_000
+/** Backstop on a silent socket during a request; longer than the request and upstream timeouts, so it never cuts a live one. */
+export const DEFAULT_CONNECTION_TIMEOUT_MS = 60_000
+/**
+ * No cap on requests per keep-alive connection (0, Node's default): with a cap, Node answers a bare
+ * 503 — not the Error shape, no rate-limit headers — to a request that races the `Connection: close`
+ * of the last allowed one. Rebalancing connections is the load balancer's job.
+ */
+export const DEFAULT_MAX_REQUESTS_PER_SOCKET = 0
+/** Connections above this are closed on accept: bounded memory and file descriptors; the LB retries elsewhere. */
+export const DEFAULT_MAX_CONNECTIONS = 10_000
+/** Path parameters (pet id) longer than this are 400, counted like any request (edge/request-screen.ts). */
+export const DEFAULT_MAX_PARAM_LENGTH = 100
+/** JSON bodies nested deeper than this are 400: the Pet body is flat, and deep nesting overflows the parser's stack (500). */
+export const DEFAULT_MAX_JSON_DEPTH = 32
+const CLIENT_ERROR_FLUSH_MS = 1_000
+const IN_FLIGHT_FLUSH_MS = 15_000
+
+export interface ServerLimits {
+  maxHeaderBytes: number
+  headersTimeoutMs: number
+  requestTimeoutMs: number
+  connectionsCheckingIntervalMs: number
+  keepAliveTimeoutMs: number
+  connectionTimeoutMs: number
+  maxRequestsPerSocket: number
+  maxConnections: number
+  maxParamLength: number
+}
+
+export const DEFAULT_SERVER_LIMITS: Readonly<ServerLimits> = Object.freeze({
+  maxHeaderBytes: DEFAULT_MAX_HEADER_BYTES,
+  headersTimeoutMs: DEFAULT_HEADERS_TIMEOUT_MS,
+  requestTimeoutMs: DEFAULT_REQUEST_TIMEOUT_MS,
+  connectionsCheckingIntervalMs: DEFAULT_CONNECTIONS_CHECKING_INTERVAL_MS,
+  keepAliveTimeoutMs: DEFAULT_KEEP_ALIVE_TIMEOUT_MS,
+  connectionTimeoutMs: DEFAULT_CONNECTION_TIMEOUT_MS,
+  maxRequestsPerSocket: DEFAULT_MAX_REQUESTS_PER_SOCKET,
+  maxConnections: DEFAULT_MAX_CONNECTIONS,
+  maxParamLength: DEFAULT_MAX_PARAM_LENGTH
+})
+
+export function serverLimits (overrides: Partial<ServerLimits> = {}): ServerLimits {
+  return { ...DEFAULT_SERVER_LIMITS, ...overrides }
+}
+
+/** The Fastify server options that carry the limits (server.maxConnections is set after creation). */
+export function fastifyLimitOptions (limits: ServerLimits) {
+  return {
+    http: {
+      maxHeaderSize: limits.maxHeaderBytes,
+      // Node requires headersTimeout ≤ requestTimeout.
+      headersTimeout: Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs),
+      connectionsCheckingInterval: limits.connectionsCheckingIntervalMs
+    },
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    connectionTimeout: limits.connectionTimeoutMs,
+    maxRequestsPerSocket: limits.maxRequestsPerSocket,
+    clientErrorHandler,
+    // Router rejections (bad percent-encoding, over-long parameters) go through the hooks as well.
+    frameworkErrors
+  }
+}
+
+/** Deepest bracket nesting outside strings, stopping early past `limit`: linear, no recursion. */
+export function jsonDepthOver (text: string, limit: number): boolean {
+  let depth = 0
+  let inString = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (inString) {
+      if (c === 0x5c) i++
+      else if (c === 0x22) inString = false
+    } else if (c === 0x22) inString = true
+    else if (c === 0x7b || c === 0x5b) { if (++depth > limit) return true } else if (c === 0x7d || c === 0x5d) depth--
+  }
+  return false
+}
+
+/** Fastify's JSON parser (prototype-poisoning checks included) behind a nesting-depth check. */
+export function installJsonParser (app: FastifyInstance, maxDepth = DEFAULT_MAX_JSON_DEPTH): void {
+  const parse = app.getDefaultJsonParser('error', 'error')
+  app.removeContentTypeParser('application/json')
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, function parseJson (request, body, done) {
+    const text = typeof body === 'string' ? body : body.toString('utf8')
+    if (jsonDepthOver(text, maxDepth)) {
+      done(gatewayErrors.jsonTooDeep(maxDepth), undefined)
+      return
+    }
+    parse(request, text, done)
+  })
+}
+
+/** Node destroys a CONNECT request's socket without a word when nobody listens for it: answer 405 instead. */
+export function refuseConnect (server: Server): void {
+  server.on('connect', (_req, socket: Socket) => {
+    writeRaw(socket, gatewayErrors.connectNotAllowed())
+  })
+}
+
+function writeRaw (socket: Socket, error: ApiError): void {
+  socket.end(rawErrorResponse(error, randomUUID()), () => socket.destroy())
+  // A peer that never reads must not keep the socket: the reply gets a second to flush.
+  setTimeout(() => socket.destroy(), CLIENT_ERROR_FLUSH_MS).unref()
+}
+
+function parserError (code: string | undefined): ApiError {
+  if (code === 'HPE_HEADER_OVERFLOW') return gatewayErrors.headersTooLarge()
+  if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return gatewayErrors.requestTimeout()
+  return gatewayErrors.notHttp()
+}
+
+interface SocketWithMessage extends Socket {
+  _httpMessage?: (NodeJS.EventEmitter & { headersSent?: boolean, writableFinished?: boolean }) | null
+}
+
+/**
+ * Fastify's `clientErrorHandler`: answers a request Node's parser refused with the Error shape and an
+ * `x-request-id`, then closes the connection. The error's `rawPacket` (request bytes, possibly a key)
+ * is never logged: only its code.
+ */
+export function clientErrorHandler (this: FastifyInstance, err: Error & { code?: string }, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return
+  const error = parserError(err.code)
+  this.log.debug({ code: err.code, status: error.status }, 'client error')
+  const responding = (socket as SocketWithMessage)._httpMessage
+  if (responding !== undefined && responding !== null && responding.writableFinished !== true) {
+    // Garbage pipelined behind a request still being answered: let that answer finish, then close.
+    responding.once('close', () => socket.destroy())
+    setTimeout(() => socket.destroy(), IN_FLIGHT_FLUSH_MS).unref()
+    return
+  }
+  if (socket.writable) {
+    writeRaw(socket, error)
+    return
+  }
+  socket.destroy()
+}

@@ -1,0 +1,54 @@
+// Feeds the gateway's metrics from one onResponse hook per request, and hands the registry to the
+// admin app (GET /metrics is served there only, never on the public port). The limiter's metrics
+// read `request.rateLimit` and `app.limiterStatus` when a limiter is registered, and stay at 0 when not.
+import fp from 'fastify-plugin'
+import type { FastifyInstance } from 'fastify'
+import type { LimiterStatus } from '../../limiter/decision.js'
+import { routeUrlOf } from '../route-url.js'
+import { ANONYMOUS_PLAN } from '../../../shared/labels.js'
+import { createGatewayMetrics, type GatewayMetrics } from './registry.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    metrics: GatewayMetrics
+  }
+}
+
+export interface MetricsPluginOptions {
+  /** false: no per-request recording and no process metrics (the bench's baseline); the registry still exists. */
+  enabled?: boolean | undefined
+}
+
+function limiterStatusOf (app: FastifyInstance): () => LimiterStatus | undefined {
+  return () => app.hasDecorator('limiterStatus') ? app.limiterStatus : undefined
+}
+
+export const metricsPlugin = fp<MetricsPluginOptions>(async function metricsPlugin (app, opts) {
+  const enabled = opts.enabled !== false
+  const snapshot = app.gatewayConfig.current
+  const metrics = createGatewayMetrics({
+    plans: snapshot.plans.keys(),
+    deprecatedRoutes: snapshot.routes.filter((r) => r.deprecated !== undefined).map((r) => r.path),
+    limiterStatus: limiterStatusOf(app),
+    keyExpiry: { snapshot: () => app.gatewayConfig.current, now: () => app.clock() },
+    defaultMetrics: enabled
+  })
+  app.decorate('metrics', metrics)
+  if (!enabled) return
+
+  app.addHook('onResponse', function recordRequest (request, reply, done) {
+    const route = routeUrlOf(request)
+    const plan = request.consumer?.plan ?? ANONYMOUS_PLAN
+    metrics.requests.count(route, request.method, plan, reply.statusCode)
+    metrics.requestDuration.observe(route, reply.elapsedTime / 1000)
+    if (request.upstreamMs >= 0) metrics.upstreamDuration.observe(route, request.upstreamMs / 1000)
+    if (request.lifecycle?.deprecated === true) metrics.deprecatedRequests.inc({ route, plan })
+    const decision = request.rateLimit
+    if (decision && decision.outcome !== 'ok') {
+      const window = decision.outcome === 'key_banned' ? 'ban' : decision.rejectedBy ?? decision.window
+      metrics.rateLimitRejections.inc({ plan: decision.policy, window })
+      if (decision.banStarted) metrics.bans.inc({ plan: decision.policy })
+    }
+    done()
+  })
+}, { name: 'gateway-metrics', dependencies: ['gateway-config', 'gateway-authenticate'] })

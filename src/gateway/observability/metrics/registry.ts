@@ -1,0 +1,274 @@
+// Every metric of docs/decisions.md §9 on a Registry of the gateway's own (never prom-client's global one, so
+// several gateways in one process — tests, the bench — neither share nor collide). Labels come only
+// from bounded sets (route patterns, methods, statuses, plans, windows, results), and labelled
+// counters start at 0 for their known sets so every name is there from the first scrape.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import type { LimiterStatus } from '../../limiter/decision.js'
+import { OPERATIONS, type Operation } from '../../proxy/operations.js'
+import { registerKeyExpiryGauges, type KeyExpirySource } from './key-expiry-gauges.js'
+import { ANONYMOUS_PLAN, UNMATCHED_ROUTE } from '../../../shared/labels.js'
+
+/** Seconds, from a cache-hot sub-millisecond answer to the 10 s upstream timeout. */
+export const DEFAULT_DURATION_BUCKETS: readonly number[] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+export const WINDOWS = ['minute', 'day'] as const
+/** `window` of a 429: the window that refused, or `ban` for a key answered `key_banned`. */
+export const REJECTION_WINDOWS = [...WINDOWS, 'ban'] as const
+export const RELOAD_RESULTS = ['success', 'failure'] as const
+
+const LINT_FAILING_DEFAULTS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']
+
+type RequestLabel = 'route' | 'method' | 'status' | 'plan'
+
+interface RequestCell {
+  readonly labels: Readonly<Record<RequestLabel, string>>
+  value: number
+  flushed: number
+}
+
+function child<K, V> (map: Map<K, V>, key: K, make: () => V): V {
+  let value = map.get(key)
+  if (value === undefined) {
+    value = make()
+    map.set(key, value)
+  }
+  return value
+}
+
+type ByStatus = Map<number, RequestCell>
+type ByPlan = Map<string, ByStatus>
+type ByMethod = Map<string, ByPlan>
+const newByMethod = (): ByMethod => new Map()
+const newByPlan = (): ByPlan => new Map()
+const newByStatus = (): ByStatus => new Map()
+
+/**
+ * gateway_requests_total on the hot path: one cell per label set, reached by Map lookups on strings
+ * that already exist (no label object, no key string per request). prom-client sees the counts when
+ * it is scraped.
+ */
+export class RequestCounts {
+  private readonly byRoute = new Map<string, ByMethod>()
+  private readonly cells: RequestCell[] = []
+
+  count (route: string, method: string, plan: string, status: number, by = 1): void {
+    const byStatus = child(child(child(this.byRoute, route, newByMethod), method, newByPlan), plan, newByStatus)
+    let cell = byStatus.get(status)
+    if (cell === undefined) {
+      cell = { labels: { route, method, status: String(status), plan }, value: 0, flushed: 0 }
+      byStatus.set(status, cell)
+      this.cells.push(cell)
+    }
+    cell.value += by
+  }
+
+  flushTo (counter: Counter<RequestLabel>): void {
+    for (const cell of this.cells) {
+      counter.inc(cell.labels, cell.value - cell.flushed)
+      cell.flushed = cell.value
+    }
+  }
+}
+
+/** prom-client's storage of one histogram label set (v15): counts per upper bound, not cumulative. */
+interface HistogramEntry { labels: Record<string, string>, bucketValues: Record<string, number>, sum: number, count: number }
+
+interface DurationCell {
+  readonly labels: Readonly<Record<'route', string>>
+  /** Observations per bucket (not cumulative); the last slot holds those above every bound (+Inf only). */
+  readonly counts: Float64Array
+  sum: number
+  count: number
+}
+
+/**
+ * A duration histogram by route on the hot path: one Map lookup and two array writes per
+ * observation, where prom-client's own `observe` builds and validates a label set and hashes it
+ * into a string every time. prom-client sees the totals when it is scraped (`flushTo` from the
+ * histogram's collect()), so the exposition is prom-client's, unchanged.
+ */
+export class RouteDurations {
+  private readonly cells = new Map<string, DurationCell>()
+
+  constructor (private readonly bounds: readonly number[]) {}
+
+  private cell (route: string): DurationCell {
+    let cell = this.cells.get(route)
+    if (cell === undefined) {
+      cell = { labels: Object.freeze({ route }), counts: new Float64Array(this.bounds.length + 1), sum: 0, count: 0 }
+      this.cells.set(route, cell)
+    }
+    return cell
+  }
+
+  observe (route: string, seconds: number): void {
+    const cell = this.cell(route)
+    const bounds = this.bounds
+    let i = 0
+    while (i < bounds.length && seconds > (bounds[i] as number)) i++
+    cell.counts[i] = (cell.counts[i] as number) + 1
+    cell.sum += seconds
+    cell.count++
+  }
+
+  /** Exposes `route` at 0 from the first scrape. */
+  zero (route: string): void {
+    this.cell(route)
+  }
+
+  /** Writes every route's totals into `histogram` (prom-client 15's storage: a test scrapes buckets, sum and count). */
+  flushTo (histogram: Histogram<'route'>): void {
+    const storage = histogram as unknown as { hashMap: Record<string, HistogramEntry> }
+    for (const cell of this.cells.values()) {
+      histogram.zero(cell.labels)
+      const entry = Object.values(storage.hashMap).find((e) => e.labels.route === cell.labels.route)
+      if (entry === undefined) continue
+      this.bounds.forEach((bound, i) => { entry.bucketValues[bound] = cell.counts[i] ?? 0 })
+      entry.sum = cell.sum
+      entry.count = cell.count
+    }
+  }
+}
+
+export interface GatewayMetrics {
+  readonly registry: Registry
+  readonly requests: RequestCounts
+  readonly requestDuration: RouteDurations
+  readonly upstreamDuration: RouteDurations
+  readonly rateLimitRejections: Counter<'plan' | 'window'>
+  readonly bans: Counter<'plan'>
+  readonly deprecatedRequests: Counter<'route' | 'plan'>
+  /** For the config reloader: `configReloads.inc({ result: 'success' | 'failure' })`. */
+  readonly configReloads: Counter<'result'>
+}
+
+export interface MetricsOptions {
+  /** Plan names known now (from the config snapshot); `anonymous` is added. */
+  plans: Iterable<string>
+  /** Route patterns that are deprecated in the config now, for gateway_deprecated_requests_total. */
+  deprecatedRoutes?: Iterable<string>
+  /** The limiter's state, read at scrape time; undefined while no limiter is registered. */
+  limiterStatus?: () => LimiterStatus | undefined
+  operations?: readonly Operation[]
+  /** Process and Node metrics (prom-client's default set). */
+  defaultMetrics?: boolean
+  buckets?: readonly number[]
+  /** Config and clock for the key-expiry gauges (key-expiry-gauges.ts), read at scrape time; absent: no such gauges. */
+  keyExpiry?: KeyExpirySource
+}
+
+function successStatus (op: Operation): number {
+  return op.method === 'POST' ? 201 : 200
+}
+
+export function createGatewayMetrics (opts: MetricsOptions): GatewayMetrics {
+  const registry = new Registry()
+  if (opts.defaultMetrics !== false) {
+    collectDefaultMetrics({ register: registry })
+    // Gauges named like counters fail `promtool check metrics`; each is the sum of its by-type gauge.
+    for (const name of LINT_FAILING_DEFAULTS) registry.removeSingleMetric(name)
+  }
+  const registers = [registry]
+  const buckets = [...(opts.buckets ?? DEFAULT_DURATION_BUCKETS)]
+  const operations = opts.operations ?? OPERATIONS
+  const plans = [...new Set([...opts.plans, ANONYMOUS_PLAN])]
+  const limiter = opts.limiterStatus ?? (() => undefined)
+
+  const requests = new RequestCounts()
+  new Counter<RequestLabel>({
+    name: 'gateway_requests_total',
+    help: 'Requests answered by the public port, by route pattern, method, status and plan',
+    labelNames: ['route', 'method', 'status', 'plan'],
+    registers,
+    collect () { requests.flushTo(this) }
+  })
+  const requestDuration = new RouteDurations(buckets)
+  new Histogram<'route'>({
+    name: 'gateway_request_duration_seconds',
+    help: 'Time from receiving a request to the end of its response, by route pattern',
+    labelNames: ['route'],
+    buckets,
+    registers,
+    collect () { requestDuration.flushTo(this) }
+  })
+  const upstreamDuration = new RouteDurations(buckets)
+  new Histogram<'route'>({
+    name: 'gateway_upstream_duration_seconds',
+    help: 'Time the backend took to answer (until its response headers, or its failure), by route pattern',
+    labelNames: ['route'],
+    buckets,
+    registers,
+    collect () { upstreamDuration.flushTo(this) }
+  })
+  const rateLimitRejections = new Counter<'plan' | 'window'>({
+    name: 'gateway_ratelimit_rejections_total',
+    help: 'Requests answered 429 by the limiter (rate_limited or key_banned), by plan and binding window',
+    labelNames: ['plan', 'window'],
+    registers
+  })
+  const bans = new Counter<'plan'>({
+    name: 'gateway_bans_total',
+    help: 'Bans started by this process, by plan',
+    labelNames: ['plan'],
+    registers
+  })
+  const deprecatedRequests = new Counter<'route' | 'plan'>({
+    name: 'gateway_deprecated_requests_total',
+    help: 'Requests to deprecated routes (410s after the sunset included), by route pattern and plan',
+    labelNames: ['route', 'plan'],
+    registers
+  })
+  const configReloads = new Counter<'result'>({
+    name: 'gateway_config_reloads_total',
+    help: 'Config reloads by result: success (new snapshot in force) or failure (last good config kept)',
+    labelNames: ['result'],
+    registers
+  })
+
+  let storeErrorsSeen = 0
+  new Counter({
+    name: 'gateway_store_errors_total',
+    help: 'Limiter store errors (timeouts, connection errors) in this process',
+    registers,
+    collect () {
+      const total = limiter()?.storeErrors() ?? storeErrorsSeen
+      if (total > storeErrorsSeen) this.inc(total - storeErrorsSeen)
+      storeErrorsSeen = Math.max(total, storeErrorsSeen)
+    }
+  })
+  new Gauge({
+    name: 'gateway_store_fallback_active',
+    help: '1 while the limiter store circuit is open and its fallback policy is in force, else 0',
+    registers,
+    collect () { this.set(limiter()?.fallbackActive() === true ? 1 : 0) }
+  })
+  new Gauge({
+    name: 'gateway_banned_keys',
+    help: 'Bans in force in the shared limiter store (all processes), read at scrape time',
+    registers,
+    async collect () {
+      const status = limiter()
+      if (status === undefined) { this.set(0); return }
+      try {
+        this.set(await status.bannedKeys())
+      } catch {
+        // The store is unreachable: keep the last value; gateway_store_fallback_active tells why.
+      }
+    }
+  })
+
+  for (const op of operations) {
+    for (const plan of plans) requests.count(op.path, op.method, plan, successStatus(op), 0)
+    requestDuration.zero(op.path)
+    upstreamDuration.zero(op.path)
+  }
+  requestDuration.zero(UNMATCHED_ROUTE)
+  for (const plan of plans) {
+    bans.inc({ plan }, 0)
+    for (const window of REJECTION_WINDOWS) rateLimitRejections.inc({ plan, window }, 0)
+    for (const route of opts.deprecatedRoutes ?? []) deprecatedRequests.inc({ route, plan }, 0)
+  }
+  for (const result of RELOAD_RESULTS) configReloads.inc({ result }, 0)
+  if (opts.keyExpiry !== undefined) registerKeyExpiryGauges(registry, opts.keyExpiry)
+
+  return { registry, requests, requestDuration, upstreamDuration, rateLimitRejections, bans, deprecatedRequests, configReloads }
+}

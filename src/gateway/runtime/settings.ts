@@ -1,0 +1,162 @@
+// Every setting the gateway reads from the environment, typed, with its default beside its name.
+// The rest of the gateway receives a GatewaySettings and never reads process.env itself.
+export const DEFAULT_GATEWAY_HOST = '0.0.0.0'
+export const DEFAULT_GATEWAY_PORT = 8080
+export const DEFAULT_ADMIN_HOST = '127.0.0.1'
+export const DEFAULT_ADMIN_PORT = 9091
+export const DEFAULT_BACKEND_URL = 'http://127.0.0.1:3001'
+export const DEFAULT_CONFIG_DIR = './config'
+/** A config file bigger than this is refused before it is read or parsed (a reload keeps the config in force). */
+export const DEFAULT_CONFIG_MAX_BYTES = 10 * 1024 * 1024
+export const DEFAULT_LOG_LEVEL = 'info'
+export const DEFAULT_LOG_BUFFER_BYTES = 4096
+export const DEFAULT_BODY_LIMIT_BYTES = 16 * 1024
+export const DEFAULT_UPSTREAM_TIMEOUT_MS = 10_000
+export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000
+/**
+ * Readiness fails, and every response says `Connection: close`, this long before the listener stops
+ * accepting: busy keep-alive connections end cleanly instead of racing the close (a request sent on
+ * a connection the server is closing is lost). Raise it to the LB's health-check detection time.
+ */
+export const DEFAULT_SHUTDOWN_DRAIN_DELAY_MS = 1_000
+export const DEFAULT_REDIS_SENTINEL_NAME = 'mymaster'
+/** Budget of one limiter call to Redis, and what answers while Redis fails (see limiter/stores/resilient.ts). */
+export const DEFAULT_STORE_TIMEOUT_MS = 50
+/** STORE_ON_ERROR's policies: `local` (in-process windows, per process), `open` (admit) or `closed` (503). */
+export const STORE_ON_ERROR_POLICIES = ['local', 'open', 'closed'] as const
+export type StoreOnError = (typeof STORE_ON_ERROR_POLICIES)[number]
+export const DEFAULT_STORE_ON_ERROR: StoreOnError = 'local'
+/** Gateway processes (Node cluster workers) sharing the public port; >1 needs Redis (see workers.ts). */
+export const DEFAULT_GATEWAY_WORKERS = 1
+export const MAX_GATEWAY_WORKERS = 64
+/** Anonymous clients whose windows the in-process store keeps (its own table: never evicts a key's state). */
+export const DEFAULT_ANONYMOUS_STATE_MAX = 100_000
+
+export interface GatewaySettings {
+  readonly host: string
+  readonly port: number
+  readonly adminHost: string
+  readonly adminPort: number
+  readonly adminToken: string | undefined
+  readonly backendUrl: string
+  readonly configDir: string
+  /** Watch CONFIG_DIR and reload on change (SIGHUP and the admin API reload either way). */
+  readonly configWatch: boolean
+  /** CONFIG_MAX_BYTES: the largest config file accepted, per file. */
+  readonly configMaxBytes: number
+  readonly redisUrl: string | undefined
+  readonly redisClusterNodes: readonly string[] | undefined
+  /** Sentinel seeds (`host:port`, comma-separated in REDIS_SENTINELS); REDIS_URL then only carries password/TLS. */
+  readonly redisSentinels: readonly string[] | undefined
+  readonly redisSentinelName: string
+  /** STORE_TIMEOUT_MS: a Redis call without progress for this long fails over to STORE_ON_ERROR. */
+  readonly storeTimeoutMs: number
+  /** STORE_ON_ERROR: `local` (in-process windows, per process), `open` (admit) or `closed` (503). */
+  readonly storeOnError: StoreOnError
+  /** STORE_LEASES: hot consumers admitted from local leases on a Redis store (default true; false for tests and benches). */
+  readonly storeLeases: boolean
+  readonly logLevel: string
+  /** LOG_BUFFER_BYTES: log lines are batched up to this many bytes (flushed every 200 ms and on exit); 0 writes each line. */
+  readonly logBufferBytes: number
+  /**
+   * Fastify `trustProxy`: false, a hop count, or a comma-separated list of addresses/CIDRs. `true`
+   * (trust every hop, i.e. the client's own leftmost X-Forwarded-For) is refused in production.
+   */
+  readonly trustProxy: boolean | number | string
+  /** ANONYMOUS_STATE_MAX: anonymous clients the in-process store keeps windows for. */
+  readonly anonymousStateMax: number
+  readonly bodyLimit: number
+  readonly upstreamTimeoutMs: number
+  readonly shutdownGraceMs: number
+  /** On SIGTERM, readiness fails (and responses close their connection) this long before the listener stops accepting. */
+  readonly shutdownDrainDelayMs: number
+  /** GATEWAY_WORKERS: processes sharing the public port (Node cluster); 1 = no cluster. */
+  readonly workers: number
+  readonly production: boolean
+  /** PUBLIC_BASE_URL / STAGING_BASE_URL: public origins the OpenAPI document lists as servers. */
+  readonly publicBaseUrl: string | undefined
+  readonly stagingBaseUrl: string | undefined
+}
+
+type Env = Record<string, string | undefined>
+
+function int (env: Env, name: string, fallback: number, min = 0, max = Number.MAX_SAFE_INTEGER): number {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return fallback
+  const value = Number(raw)
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new Error(`${name}: expected an integer from ${min} to ${max}, got "${raw}"`)
+  }
+  return value
+}
+
+function str (env: Env, name: string, fallback: string): string {
+  const raw = env[name]
+  return raw === undefined || raw === '' ? fallback : raw
+}
+
+function oneOf<T extends string> (env: Env, name: string, fallback: T, allowed: readonly T[]): T {
+  const raw = str(env, name, fallback)
+  if (!(allowed as readonly string[]).includes(raw)) throw new Error(`${name}: expected one of ${allowed.join(', ')}, got "${raw}"`)
+  return raw as T
+}
+
+function optional (env: Env, name: string): string | undefined {
+  const raw = env[name]
+  return raw === undefined || raw === '' ? undefined : raw
+}
+
+/** Why TRUST_PROXY=true is unsafe, and what to set instead: the refusal in production, the warning elsewhere. */
+export const TRUST_PROXY_TRUE_PROBLEM = 'TRUST_PROXY=true trusts every X-Forwarded-For hop, so the client\'s own ' +
+  'leftmost entry becomes its address (any client can pick its rate-limit identity); set TRUST_PROXY to the ' +
+  'number of proxies in front of the gateway (e.g. TRUST_PROXY=1) or to their addresses/CIDRs ' +
+  '(e.g. TRUST_PROXY=10.0.0.0/8)'
+
+function trustProxy (raw: string | undefined, production: boolean): boolean | number | string {
+  if (raw === undefined || raw === '' || raw === 'false') return false
+  if (raw === 'true') {
+    if (production) throw new Error(`${TRUST_PROXY_TRUE_PROBLEM}. Refused with NODE_ENV=production.`)
+    return true
+  }
+  if (/^\d+$/.test(raw)) return Number(raw)
+  return raw
+}
+
+export function settingsFromEnv (env: Env = process.env): GatewaySettings {
+  const backendUrl = str(env, 'BACKEND_URL', DEFAULT_BACKEND_URL)
+  if (!/^https?:\/\/[^/]+\/?$/.test(backendUrl)) {
+    throw new Error(`BACKEND_URL: expected http(s)://host:port, got "${backendUrl}"`)
+  }
+  const cluster = optional(env, 'REDIS_CLUSTER_NODES')
+  const production = env.NODE_ENV === 'production'
+  return Object.freeze({
+    host: str(env, 'GATEWAY_HOST', DEFAULT_GATEWAY_HOST),
+    port: int(env, 'GATEWAY_PORT', DEFAULT_GATEWAY_PORT, 0, 65535),
+    adminHost: str(env, 'ADMIN_HOST', DEFAULT_ADMIN_HOST),
+    adminPort: int(env, 'ADMIN_PORT', DEFAULT_ADMIN_PORT, 0, 65535),
+    adminToken: optional(env, 'ADMIN_TOKEN'),
+    backendUrl: backendUrl.replace(/\/$/, ''),
+    configDir: str(env, 'CONFIG_DIR', DEFAULT_CONFIG_DIR),
+    configWatch: env.CONFIG_WATCH !== 'false',
+    configMaxBytes: int(env, 'CONFIG_MAX_BYTES', DEFAULT_CONFIG_MAX_BYTES, 1),
+    redisUrl: optional(env, 'REDIS_URL'),
+    redisClusterNodes: cluster?.split(',').map((s) => s.trim()).filter((s) => s !== ''),
+    redisSentinels: optional(env, 'REDIS_SENTINELS')?.split(',').map((s) => s.trim()).filter((s) => s !== ''),
+    redisSentinelName: str(env, 'REDIS_SENTINEL_NAME', DEFAULT_REDIS_SENTINEL_NAME),
+    storeTimeoutMs: int(env, 'STORE_TIMEOUT_MS', DEFAULT_STORE_TIMEOUT_MS, 1, 60_000),
+    storeOnError: oneOf(env, 'STORE_ON_ERROR', DEFAULT_STORE_ON_ERROR, STORE_ON_ERROR_POLICIES),
+    storeLeases: env.STORE_LEASES !== 'false',
+    logLevel: str(env, 'LOG_LEVEL', DEFAULT_LOG_LEVEL),
+    logBufferBytes: int(env, 'LOG_BUFFER_BYTES', DEFAULT_LOG_BUFFER_BYTES, 0, 1_000_000),
+    trustProxy: trustProxy(optional(env, 'TRUST_PROXY'), production),
+    anonymousStateMax: int(env, 'ANONYMOUS_STATE_MAX', DEFAULT_ANONYMOUS_STATE_MAX, 1),
+    bodyLimit: int(env, 'BODY_LIMIT_BYTES', DEFAULT_BODY_LIMIT_BYTES, 1),
+    upstreamTimeoutMs: int(env, 'UPSTREAM_TIMEOUT_MS', DEFAULT_UPSTREAM_TIMEOUT_MS, 1),
+    shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', DEFAULT_SHUTDOWN_GRACE_MS, 0),
+    shutdownDrainDelayMs: int(env, 'SHUTDOWN_DRAIN_DELAY_MS', DEFAULT_SHUTDOWN_DRAIN_DELAY_MS, 0),
+    workers: int(env, 'GATEWAY_WORKERS', DEFAULT_GATEWAY_WORKERS, 1, MAX_GATEWAY_WORKERS),
+    production,
+    publicBaseUrl: optional(env, 'PUBLIC_BASE_URL'),
+    stagingBaseUrl: optional(env, 'STAGING_BASE_URL')
+  })
+}

@@ -1,0 +1,56 @@
+import t from 'tap'
+import { settingsFromEnv } from '../../../src/gateway/runtime/settings.js'
+
+t.test('defaults follow docs/decisions.md §8', async (t) => {
+  t.same(settingsFromEnv({}), {
+    host: '0.0.0.0',
+    port: 8080,
+    adminHost: '127.0.0.1',
+    adminPort: 9091,
+    adminToken: undefined,
+    backendUrl: 'http://127.0.0.1:3001',
+    configDir: './config',
+    configWatch: true,
+    configMaxBytes: 10485760,
+    redisUrl: undefined,
+    redisClusterNodes: undefined,
+    redisSentinels: undefined,
+    redisSentinelName: 'mymaster',
+    storeTimeoutMs: 50,
+    storeOnError: 'local',
+    storeLeases: true,
+    logLevel: 'info',
+    logBufferBytes: 4096,
+    trustProxy: false,
+    anonymousStateMax: 100000,
+    bodyLimit: 16384,
+    upstreamTimeoutMs: 10000,
+    shutdownGraceMs: 10000,
+    shutdownDrainDelayMs: 1000,
+    workers: 1,
+    production: false,
+    publicBaseUrl: undefined,
+    stagingBaseUrl: undefined
+  })
+})
+
+t.test('values from the environment are parsed and checked', async (t) => {
+  const s = settingsFromEnv({
+    GATEWAY_PORT: '8081', REDIS_CLUSTER_NODES: '127.0.0.1:7000, 127.0.0.1:7001,', TRUST_PROXY: '2',
+    BACKEND_URL: 'http://backend:3001/', NODE_ENV: 'production', ADMIN_TOKEN: 'tok'
+  })
+  t.equal(s.port, 8081)
+  t.same(s.redisClusterNodes, ['127.0.0.1:7000', '127.0.0.1:7001'])
+  t.equal(s.trustProxy, 2)
+  t.equal(s.backendUrl, 'http://backend:3001')
+  t.equal(s.production, true)
+  t.equal(s.adminToken, 'tok')
+  t.same([settingsFromEnv({ PUBLIC_BASE_URL: 'https://api.example', STAGING_BASE_URL: 'https://staging.example' })].map((x) => [x.publicBaseUrl, x.stagingBaseUrl]), [['https://api.example', 'https://staging.example']])
+  t.equal(settingsFromEnv({ TRUST_PROXY: 'true' }).trustProxy, true)
+  t.equal(settingsFromEnv({ TRUST_PROXY: '10.0.0.0/8,127.0.0.1' }).trustProxy, '10.0.0.0/8,127.0.0.1')
+  t.throws(() => settingsFromEnv({ GATEWAY_PORT: '70000' }), { message: 'GATEWAY_PORT: expected an integer from 0 to 65535, got "70000"' })
+  t.same([settingsFromEnv({ STORE_TIMEOUT_MS: '20', STORE_ON_ERROR: 'closed' })].map((x) => [x.storeTimeoutMs, x.storeOnError]), [[20, 'closed']])
+  t.equal(settingsFromEnv({ STORE_LEASES: 'false' }).storeLeases, false)
+  t.throws(() => settingsFromEnv({ STORE_ON_ERROR: 'fail-open' }), { message: 'STORE_ON_ERROR: expected one of local, open, closed, got "fail-open"' })
+  t.throws(() => settingsFromEnv({ BACKEND_URL: 'ftp://x' }), { message: 'BACKEND_URL: expected http(s)://host:port, got "ftp://x"' })
+})

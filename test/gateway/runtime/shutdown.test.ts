@@ -1,0 +1,192 @@
+// SIGTERM under load, against the real entry point (src/gateway/server.ts as a child process, with a
+// real Redis): keep-alive clients that ignore readiness keep sending while the signal arrives, and
+// every request is accounted for. A request either got a complete HTTP response (200, or 503
+// `unavailable` in the Error shape when it arrived on a kept-alive connection while the listener
+// closed) or was never accepted: refused at connect (ECONNREFUSED), or reset on a brand-new
+// connection the server never read a request from (the kernel's listen backlog when the listener
+// closes — what a load balancer that honours readiness never sends). A reset or hang-up on a
+// *reused* keep-alive connection, or on a request the gateway had started, is a dropped request:
+// there must be none. Slow requests in flight at the signal finish; readiness fails first and stays
+// 503 for the whole drain; Redis is closed; the process exits 0.
+import { Agent, request as httpRequest } from 'node:http'
+import t, { type Test } from 'tap'
+import { DEMO_KEYS, FIXTURE_CONFIG_DIR } from '../../helpers/gateway.js'
+import { startEchoUpstream } from '../../helpers/echo-upstream.js'
+import { freePort, waitForHttp } from '../../helpers/ports.js'
+import { gatewayProcessEnv, runEntry } from '../../helpers/processes.js'
+import { startRedis } from '../../helpers/redis.js'
+
+const CLIENTS = 16
+const FAST_DELAY_MS = 20
+const SLOW_DELAY_MS = 800
+const LOAD_BEFORE_SIGNAL = 100
+const AUTH = { authorization: `Bearer ${DEMO_KEYS.enterprise}` }
+
+interface Outcome {
+  kind: 'response' | 'refused' | 'dropped'
+  status?: number
+  body?: string
+  error?: string
+  startedAt: number
+  endedAt: number
+}
+
+function errorCode (err: unknown): string {
+  const e = err as { code?: string, cause?: { code?: string }, message?: string }
+  return e.code ?? e.cause?.code ?? e.message ?? String(err)
+}
+
+/** One GET on a keep-alive agent; `reusedSocket` tells a fresh connection from a kept-alive one. */
+async function send (agent: Agent, url: string, path: string): Promise<Outcome> {
+  const startedAt = Date.now()
+  return await new Promise((resolve) => {
+    const req = httpRequest(url + path, { agent, headers: AUTH }, (res) => {
+      const chunks: Buffer[] = []
+      res.on('data', (c: Buffer) => chunks.push(c))
+      res.on('end', () => resolve({ kind: 'response', status: res.statusCode, body: Buffer.concat(chunks).toString(), startedAt, endedAt: Date.now() }))
+      res.on('error', (err) => resolve({ kind: 'dropped', error: `mid-body: ${err.message}`, startedAt, endedAt: Date.now() }))
+    })
+    req.on('error', (err) => {
+      const code = errorCode(err)
+      const neverAccepted = code === 'ECONNREFUSED' || (code === 'ECONNRESET' && !req.reusedSocket)
+      resolve({ kind: neverAccepted ? 'refused' : 'dropped', error: `${code} (reused socket: ${String(req.reusedSocket)}): ${err.message}`, startedAt, endedAt: Date.now() })
+    })
+    req.end()
+  })
+}
+
+async function startStack (t: Test, drainDelayMs: number | undefined) {
+  const upstream = await startEchoUpstream(t)
+  upstream.behave((req, res) => {
+    const delay = Number(new URL(req.url ?? '/', 'http://x').searchParams.get('delay') ?? '0')
+    setTimeout(() => {
+      res.writeHead(200, { 'content-type': 'application/json' })
+      res.end('[]')
+    }, delay)
+  })
+  const redis = await startRedis(t)
+  const port = await freePort()
+  const adminPort = await freePort()
+  const proc = runEntry(t, 'src/gateway/server.ts', gatewayProcessEnv({ port, adminPort, backendUrl: upstream.url, configDir: FIXTURE_CONFIG_DIR, redisUrl: redis.url }, {
+    SHUTDOWN_GRACE_MS: '5000',
+    ...(drainDelayMs === undefined ? {} : { SHUTDOWN_DRAIN_DELAY_MS: String(drainDelayMs) })
+  }))
+  await waitForHttp(`http://127.0.0.1:${adminPort}/healthz`, 30_000) // start-up only; slow on a busy machine
+  return { proc, redis, url: `http://127.0.0.1:${port}`, adminUrl: `http://127.0.0.1:${adminPort}` }
+}
+
+async function runScenario (t: Test, drainDelayMs: number | undefined): Promise<void> {
+  const { proc, redis, url, adminUrl } = await startStack(t, drainDelayMs)
+  t.equal((await fetch(`${adminUrl}/readyz`)).status, 200, 'ready before the signal')
+  const clientsBefore = Number((await redis.cli('CLIENT', 'LIST')).split('\n').filter((l) => l.includes('cmd=')).length)
+  t.ok(clientsBefore >= 2, 'the gateway holds a Redis connection')
+
+  const agent = new Agent({ keepAlive: true, maxSockets: CLIENTS + 8 })
+  t.teardown(() => agent.destroy())
+  const outcomes: Outcome[] = []
+  let exited = false
+  void proc.exited.then(() => { exited = true })
+
+  async function client (): Promise<void> {
+    while (!exited) {
+      const outcome = await send(agent, url, `/v1/pets?delay=${FAST_DELAY_MS}`)
+      outcomes.push(outcome)
+      if (outcome.kind === 'refused') return
+    }
+  }
+  const readiness: Array<{ at: number, status: number }> = []
+  async function probeReadiness (): Promise<void> {
+    while (!exited) {
+      try {
+        const res = await fetch(`${adminUrl}/readyz`)
+        await res.arrayBuffer()
+        readiness.push({ at: Date.now(), status: res.status })
+      } catch { return }
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+  }
+
+  const clients = Array.from({ length: CLIENTS }, client)
+  // Load first: wait for LOAD_BEFORE_SIGNAL answers (bounded; on a busy machine this takes longer
+  // than on an idle one, so a fixed wait would measure the machine, not the gateway).
+  const loadDeadline = Date.now() + 10_000
+  while (outcomes.filter((o) => o.kind === 'response').length < LOAD_BEFORE_SIGNAL && Date.now() < loadDeadline) {
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  const slow = Array.from({ length: 6 }, () => send(agent, url, `/v1/pets?delay=${SLOW_DELAY_MS}`))
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  const signalledAt = Date.now()
+  proc.child.kill('SIGTERM')
+  const probe = probeReadiness()
+  const slowOutcomes = await Promise.all(slow)
+  const { code } = await proc.exited
+  await Promise.all([...clients, probe])
+
+  const responses = outcomes.filter((o) => o.kind === 'response')
+  const dropped = outcomes.filter((o) => o.kind === 'dropped')
+  t.equal(code, 0, 'exit code 0')
+  const before = responses.filter((o) => o.startedAt < signalledAt).length
+  t.ok(before >= LOAD_BEFORE_SIGNAL, `load before the signal (${before} responses)`)
+  t.strictSame(dropped, [], `no request dropped without a response (of ${outcomes.length + slowOutcomes.length})`)
+  t.strictSame(slowOutcomes.map((o) => [o.kind, o.status]), slowOutcomes.map(() => ['response', 200]), 'slow requests in flight at the signal completed')
+  for (const o of responses) {
+    if (o.status === 200) continue
+    t.equal(o.status, 503, 'the only other answer is 503')
+    t.strictSame(JSON.parse(o.body ?? ''), { code: 'unavailable', message: 'The gateway is shutting down', status: 503 })
+  }
+  t.ok(outcomes.some((o) => o.kind === 'refused'), 'after the listener closed, new connections are refused (not accepted)')
+  // The signal takes a moment to reach the child: probes before the first 503 may still say 200.
+  const firstFailing = readiness.findIndex((r) => r.status === 503)
+  t.ok(firstFailing >= 0, 'readiness failed after the signal')
+  const draining = readiness.slice(firstFailing)
+  t.ok(draining.length >= 5 && draining.every((r) => r.status === 503), `once failing, readiness stayed 503 until the admin port closed (${draining.length} probes)`)
+  if (drainDelayMs !== 0) {
+    const failedAt = readiness[firstFailing]?.at ?? Infinity
+    // With the default 1 s delay, requests sent after the failing probe came back are still served.
+    // A 300 ms delay can be used up by the time a probe's answer arrives on a busy machine: there,
+    // requests still answered 200 after readiness was seen failing show the same order.
+    const servedAfter = drainDelayMs === undefined
+      ? responses.some((o) => o.status === 200 && o.startedAt > failedAt)
+      : responses.some((o) => o.status === 200 && o.endedAt > failedAt)
+    t.ok(servedAfter, 'readiness failed first: the listener still served requests after it')
+  }
+
+  const output = proc.output()
+  t.match(output, /"msg":"drain finished"/)
+  t.match(output, /"forced":false/)
+  t.match(output, /"msg":"stopped"/)
+  t.notMatch(output, DEMO_KEYS.enterprise)
+  const clientsAfter = (await redis.cli('CLIENT', 'LIST')).split('\n').filter((l) => l.includes('cmd=')).length
+  t.equal(clientsAfter, 1, 'only redis-cli itself is connected: the gateway closed its Redis connection')
+  return undefined
+}
+
+t.test('SIGTERM under keep-alive load (default drain delay): readiness fails first, nothing dropped, in-flight requests finish, exit 0', async (t) => {
+  await runScenario(t, undefined)
+})
+
+t.test('with a shorter SHUTDOWN_DRAIN_DELAY_MS the same holds', async (t) => {
+  await runScenario(t, 300)
+})
+
+t.test('the drain is bounded: a request still running at the grace deadline is cut and the process exits 0', async (t) => {
+  const upstream = await startEchoUpstream(t)
+  upstream.behave(() => { /* never answers */ })
+  const port = await freePort()
+  const adminPort = await freePort()
+  const proc = runEntry(t, 'src/gateway/server.ts', gatewayProcessEnv({ port, adminPort, backendUrl: upstream.url, configDir: FIXTURE_CONFIG_DIR }, {
+    SHUTDOWN_GRACE_MS: '500',
+    SHUTDOWN_DRAIN_DELAY_MS: '0'
+  }))
+  await waitForHttp(`http://127.0.0.1:${adminPort}/healthz`, 30_000)
+  const hanging = fetch(`http://127.0.0.1:${port}/v1/pets`, { headers: AUTH }).then(() => 'answered', (err: unknown) => errorCode(err))
+  await new Promise((resolve) => setTimeout(resolve, 200))
+  const signalledAt = Date.now()
+  proc.child.kill('SIGTERM')
+  const { code } = await proc.exited
+  t.equal(code, 0)
+  t.ok(Date.now() - signalledAt < 3_000, 'stopped within the grace period, not the 10 s upstream timeout')
+  t.equal(await hanging, 'UND_ERR_SOCKET', 'the request past the deadline was cut (the one case a request goes unanswered)')
+  t.match(proc.output(), /"msg":"drain deadline reached; closing the connections still open"/)
+  t.match(proc.output(), /"forced":true/)
+})

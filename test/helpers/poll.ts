@@ -1,0 +1,42 @@
+// Waiting for something to become true without a fixed sleep: the one poller of the tests and the
+// benches (bench/lib imports it). A probe that throws counts as "not yet" (a server still starting);
+// its last error is named if time runs out.
+
+/** A real wait, where the test is about time passing. */
+export async function sleep (ms: number): Promise<void> {
+  await new Promise((resolve) => setTimeout(resolve, ms))
+}
+
+/** What a probe gives while the awaited thing has not happened yet. */
+type NotYet = undefined | false
+
+/**
+ * Calls `probe` every `intervalMs` until it gives something other than undefined or false, and
+ * returns that; after `timeoutMs`, one last call decides, and undefined means it never happened.
+ */
+export async function poll<T> (probe: () => T | NotYet | Promise<T | NotYet>, timeoutMs: number, intervalMs = 25): Promise<Exclude<T, NotYet> | undefined> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const last = Date.now() >= deadline
+    try {
+      const value = await probe()
+      if (value !== undefined && value !== false) return value as Exclude<T, NotYet>
+    } catch (err) {
+      if (last) throw err
+    }
+    if (last) return undefined
+    await sleep(Math.min(intervalMs, Math.max(0, deadline - Date.now())))
+  }
+}
+
+/** `poll`, failing with "`what` not within `timeoutMs` ms" when it never happens. */
+export async function until<T> (what: string, probe: () => T | NotYet | Promise<T | NotYet>, timeoutMs = 10_000, intervalMs = 25): Promise<Exclude<T, NotYet>> {
+  let value: Exclude<T, NotYet> | undefined
+  try {
+    value = await poll(probe, timeoutMs, intervalMs)
+  } catch (err) {
+    throw new Error(`${what} not within ${timeoutMs} ms: ${String(err)}`)
+  }
+  if (value === undefined) throw new Error(`${what} not within ${timeoutMs} ms`)
+  return value
+}
