@@ -1,6 +1,6 @@
 import t from 'tap'
 import { startGateway } from '../../helpers/gateway.js'
-import { freePort } from '../../helpers/ports.js'
+import { startBackend } from '../../helpers/backend.js'
 
 t.test('/healthz is alive; /readyz reports each check and flips when draining', async (t) => {
   const gw = await startGateway(t)
@@ -30,7 +30,12 @@ t.test('a check that never answers fails readiness instead of hanging it', async
 })
 
 t.test('the backend check fails while the backend is down', async (t) => {
-  const gw = await startGateway(t, { backendUrl: `http://127.0.0.1:${await freePort()}` })
+  // A real backend, stopped once the gateway holds its own ports: a port picked as "free" beforehand
+  // could be handed to the gateway's own listeners and answer the probe.
+  const backend = await startBackend(t)
+  const gw = await startGateway(t, { backendUrl: backend.url })
+  t.equal((await fetch(`${gw.adminUrl}/readyz`)).status, 200, 'ready while the backend runs')
+  await backend.close()
   const res = await fetch(`${gw.adminUrl}/readyz`)
   t.equal(res.status, 503)
   t.match(await res.json(), { checks: { backend: { ok: false, error: /ECONNREFUSED/ } } })
