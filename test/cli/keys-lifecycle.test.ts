@@ -73,6 +73,11 @@ t.test('keys rotate: new key for the same consumer, old one kept for the grace, 
   clock.now = graceEnd
   const ended = await (await fetch(`${gw.adminUrl}/admin/consumers/demo-free`)).json() as { credentials: Array<{ expired: boolean }> }
   t.same(ended.credentials.map((c) => c.expired), [true, false], 'at the end of the grace the old key counts as expired')
+  const refused = await fetch(`${gw.url}/v1/store/orders`, { headers: bearer(DEMO_KEYS.free) })
+  t.equal(refused.status, 401, 'the old key is refused the instant its grace ends, with no reload')
+  t.same(await refused.json(), { code: 'key_expired', message: `API key expired at ${new Date(graceEnd).toISOString()}`, status: 401 })
+  t.equal(refused.headers.get('www-authenticate'), 'Bearer realm="petstore", error="invalid_token", error_description="The API key expired"')
+  t.equal(await remaining(gw.url, key!), 53, 'the new key goes on with the consumer\'s window (the refused request counted against the address)')
 
   const again = await cliInProcess(['keys', 'rotate', '--id', 'demo-free', '--grace', '30d', '--config', dir])
   t.equal(again.code, 0)
