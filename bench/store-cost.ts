@@ -12,7 +12,7 @@ import { pathToFileURL } from 'node:url'
 import type { LimiterStore } from '../src/gateway/limiter/store.js'
 import { median } from './lib/load.js'
 import { cpuMicros } from './lib/proc-cpu.js'
-import { REPO_ROOT, startRedis, stopAll } from './lib/processes.js'
+import { REPO_ROOT, type RedisServer, startRedis, stopAll } from './lib/processes.js'
 
 type CreateStore = (settings: { redisUrl: string, storeLeases?: boolean }) => Promise<LimiterStore>
 
@@ -23,7 +23,21 @@ async function load (root: string): Promise<CreateStore> {
   return mod.createStore
 }
 
-async function round (store: LimiterStore, keys: number, calls: number, concurrency: number, redisPid: number | undefined): Promise<{ processUs: number, redisUs: number, callsPerSecond: number }> {
+interface Round { processUs: number, redisUs: number, callsPerSecond: number, scriptUs: number, commands: number }
+
+/** EVALSHA µs per call and commands per EVALSHA (the script's inner calls included) since the last reset. */
+async function scriptStats (cli: (...args: string[]) => Promise<string>): Promise<{ scriptUs: number, commands: number }> {
+  const info = await cli('INFO', 'commandstats')
+  const evalsha = /cmdstat_evalsha:calls=(\d+),usec=(\d+)/.exec(info)
+  const calls = Number(evalsha?.[1] ?? 0)
+  let commands = 0
+  for (const m of info.matchAll(/cmdstat_([a-z|]+):calls=(\d+)/g)) if (m[1] !== 'info' && m[1] !== 'config|resetstat') commands += Number(m[2])
+  return { scriptUs: calls === 0 ? 0 : Number(evalsha?.[2] ?? 0) / calls, commands: calls === 0 ? 0 : commands / calls }
+}
+
+async function round (store: LimiterStore, prefix: string, keys: number, calls: number, concurrency: number, redis: RedisServer): Promise<Round> {
+  const redisPid = redis.child.pid
+  await redis.cli('CONFIG', 'RESETSTAT')
   let next = 0
   const cpu = process.cpuUsage()
   const redisBefore = cpuMicros(redisPid)
@@ -31,14 +45,15 @@ async function round (store: LimiterStore, keys: number, calls: number, concurre
   await Promise.all(Array.from({ length: concurrency }, async () => {
     while (next < calls) {
       const i = next++
-      await store.consume(`cost-${i % keys}`, LIMITS, null)
+      await store.consume(`${prefix}-${i % keys}`, LIMITS, null)
       // A new macrotask per decision, as each HTTP request is one.
       await new Promise((resolve) => setImmediate(resolve))
     }
   }))
   const elapsed = performance.now() - start
   const used = process.cpuUsage(cpu)
-  return { processUs: (used.user + used.system) / calls, redisUs: (cpuMicros(redisPid) - redisBefore) / calls, callsPerSecond: calls / elapsed * 1000 }
+  const redisUs = (cpuMicros(redisPid) - redisBefore) / calls
+  return { processUs: (used.user + used.system) / calls, redisUs, callsPerSecond: calls / elapsed * 1000, ...await scriptStats(redis.cli) }
 }
 
 async function main (): Promise<void> {
@@ -53,17 +68,17 @@ async function main (): Promise<void> {
     if (process.argv[2] !== undefined) variants.push({ name: `baseline ${process.argv[2]}`, root: process.argv[2] })
     const redis = await startRedis(work)
     const stores = await Promise.all(variants.map(async (v) => await (await load(v.root))({ redisUrl: redis.url, storeLeases: leases })))
-    for (const s of stores) await round(s, keys, Math.min(calls, 2_000), concurrency, redis.child.pid)
-    const results = variants.map(() => [] as Array<Awaited<ReturnType<typeof round>>>)
+    for (const [i, s] of stores.entries()) await round(s, `v${i}`, keys, Math.min(calls, 2_000), concurrency, redis)
+    const results = variants.map(() => [] as Round[])
     for (let r = 0; r < rounds; r++) {
       const order = r % 2 === 0 ? stores.map((_, i) => i) : stores.map((_, i) => stores.length - 1 - i)
-      for (const i of order) results[i]?.push(await round(stores[i]!, keys, calls, concurrency, redis.child.pid))
+      for (const i of order) results[i]?.push(await round(stores[i]!, `v${i}`, keys, calls, concurrency, redis))
     }
     process.stdout.write(`${keys} keys, ${calls} calls × ${rounds} rounds, ${concurrency} in flight, leases ${leases ? 'on' : 'off'}; medians (per-round in brackets)\n`)
     variants.forEach((v, i) => {
       const rs = results[i] ?? []
-      const f = (pick: (x: Awaited<ReturnType<typeof round>>) => number): string => `${median(rs.map(pick)).toFixed(1)} [${rs.map((x) => pick(x).toFixed(1)).join(' ')}]`
-      process.stdout.write(`${v.name}: process ${f((x) => x.processUs)} µs/call · Redis ${f((x) => x.redisUs)} µs/call · ${f((x) => x.callsPerSecond)} calls/s\n`)
+      const f = (pick: (x: Round) => number): string => `${median(rs.map(pick)).toFixed(1)} [${rs.map((x) => pick(x).toFixed(1)).join(' ')}]`
+      process.stdout.write(`${v.name}: process ${f((x) => x.processUs)} µs/call · Redis ${f((x) => x.redisUs)} µs/call · ${f((x) => x.callsPerSecond)} calls/s · script ${f((x) => x.scriptUs)} µs/EVALSHA · ${f((x) => x.commands)} commands/EVALSHA\n`)
     })
     await Promise.all(stores.map(async (s) => { await s.close() }))
   } finally {
