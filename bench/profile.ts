@@ -4,12 +4,14 @@
 // at exit) and summarizes the top self-time frames and the self time per package. Writes
 // bench/results/gateway-redis.cpuprofile (open it in Chrome DevTools or speedscope) and
 // bench/results/<target>-profile.md. Env: BENCH_SECONDS [10] BENCH_CONNECTIONS [32]
-// PROFILE_TARGET=redis (default) | memory (in-process store) | bare (bench/servers/bare-proxy.ts, to compare).
+// PROFILE_TARGET=redis (default) | memory (in-process store) | bare (bench/servers/bare-proxy.ts, to compare)
+// PROFILE_KEYS [1]: more than 1 uses that many keys in turn, one per request (the bench's cold-key workload).
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { writeConfigWithKeys } from './config-load.js'
 import { throughput } from './lib/load.js'
-import { firstLine, freePort, REPO_ROOT, startBackend, startNode, startRedis, stop, stopAll, waitForHttp, writeSingleKeyConfig } from './lib/processes.js'
+import { firstLine, freePort, REPO_ROOT, startBackend, startNode, startRedis, stop, stopAll, unboundPlans, waitForHttp, writeSingleKeyConfig } from './lib/processes.js'
 
 export const DEFAULT_PROFILE_SECONDS = 10
 export const DEFAULT_TOP_FRAMES = 25
@@ -133,7 +135,15 @@ async function main (): Promise<void> {
     const { url: backendUrl } = await startBackend(work)
     const configDir = join(work, 'config')
     mkdirSync(configDir)
-    const { key } = writeSingleKeyConfig(configDir)
+    const keyCount = Number(process.env.PROFILE_KEYS ?? 1)
+    let tokens: string[]
+    if (keyCount > 1) {
+      writeConfigWithKeys(keyCount, configDir)
+      unboundPlans(configDir)
+      tokens = Array.from({ length: keyCount }, (_, i) => `bench-key-${i}`)
+    } else {
+      tokens = [writeSingleKeyConfig(configDir).key]
+    }
     const profDir = join(work, 'prof')
     const port = await freePort()
     const nodeArgs = ['--cpu-prof', `--cpu-prof-dir=${profDir}`]
@@ -154,14 +164,14 @@ async function main (): Promise<void> {
       url = `http://127.0.0.1:${port}/v1/pets?limit=10`
     }
     await waitForHttp(url)
-    const warm = await throughput({ url, seconds: 2, connections, tokens: [key] })
-    const run = await throughput({ url, seconds, connections, tokens: [key] })
+    const warm = await throughput({ url, seconds: 2, connections, tokens })
+    const run = await throughput({ url, seconds, connections, tokens })
     await stop(gateway)
     const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'))
     if (file === undefined) throw new Error('no profile written')
     const profile = JSON.parse(readFileSync(join(profDir, file), 'utf8')) as CpuProfile
     mkdirSync(RESULTS_DIR, { recursive: true })
-    const name = target === 'bare' ? 'bare-proxy' : `gateway-${target}`
+    const name = `${target === 'bare' ? 'bare-proxy' : `gateway-${target}`}${keyCount > 1 ? `-${keyCount}-keys` : ''}`
     copyFileSync(join(profDir, file), join(RESULTS_DIR, `${name}.cpuprofile`))
     const busyUs = busyMicros(profile)
     const md = [`# CPU profile: ${target === 'bare' ? 'bare @fastify/http-proxy' : `gateway (${useRedis ? 'Redis' : 'in-process store'}, info logs, metrics)`}`, '',

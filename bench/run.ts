@@ -24,6 +24,8 @@
 //      BENCH_WORKERS=1  also the gateway with GATEWAY_WORKERS=2 (it cannot be pinned to one core)
 //      BENCH_BASELINE=<dir>  also the in-process gateway of another checkout (e.g. `git archive` of an
 //                   older commit with node_modules linked in), interleaved with this one: before/after
+//      BENCH_BASELINE_REDIS=1  with BENCH_BASELINE, its gateway on Redis too (compared with stock like ours)
+//      BENCH_WORKLOADS=hot|keys  only that throughput workload;  BENCH_LATENCY=0  no constant-rate section
 import type { ChildProcess } from 'node:child_process'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
@@ -297,7 +299,9 @@ async function main (): Promise<void> {
     const gwMemory = 'gateway, in-process store'
     const gwRedis = 'gateway, Redis'
     const stock = 'stock: http-proxy + rate-limit (Redis)'
-    const redisGateways = [gwRedis, ...variants.map((v) => `${gwRedis}, ${v.name}`)]
+    const baseline = process.env.BENCH_BASELINE
+    const baselineRedis = baseline !== undefined && baseline !== '' && process.env.BENCH_BASELINE_REDIS === '1' ? `${gwRedis} (baseline)` : undefined
+    const redisGateways = [gwRedis, ...baselineRedis === undefined ? [] : [baselineRedis], ...variants.map((v) => `${gwRedis}, ${v.name}`)]
     const targets: Target[] = [
       { name: direct, url: backendUrl, child: undefined, pid: backendChild.pid },
       await startPrinting(bare, 'bench/servers/bare-proxy.ts', [backendUrl]),
@@ -306,8 +310,8 @@ async function main (): Promise<void> {
       ...await Promise.all(variants.map(async (v) => await startGateway(`${gwRedis}, ${v.name}`, { configDir, backendUrl, redisUrl: redis.url, env: { ...gatewayEnv, ...v.env } }))),
       await startPrinting(stock, 'bench/servers/stock.ts', [backendUrl, redis.url])
     ]
-    const baseline = process.env.BENCH_BASELINE
     if (baseline !== undefined && baseline !== '') targets.splice(3, 0, await startGateway(`${gwMemory} (baseline: ${baseline})`, { configDir, backendUrl, env: gatewayEnv, root: baseline }))
+    if (baselineRedis !== undefined) targets.splice(5, 0, await startGateway(baselineRedis, { configDir, backendUrl, redisUrl: redis.url, env: gatewayEnv, root: baseline }))
     if (process.env.BENCH_WORKERS === '1') targets.push(await startGateway(`${gwRedis}, 2 workers (unpinned)`, { configDir, backendUrl, redisUrl: redis.url, workers: 2, env: gatewayEnv }))
     for (const t of targets) await assertServes(t, 'bench-key-0')
 
@@ -320,7 +324,8 @@ async function main (): Promise<void> {
       'Ratio columns: this row ÷ the named row (ratio of median req/s). CPU columns: µs per request served, medians of the rounds — ' +
       '"process": utime+stime of the server process (the backend for "direct"); "Redis": of redis-server; "cmds": Redis commands the server sent per request (INFO commandstats; a script\'s inner calls are not counted again).',
       pinned ? `Pinned with taskset: servers under test on CPU ${SERVER_CPUS}; the backend, Redis and the load generator on CPU ${REST_CPUS}.` : 'Not pinned (no taskset, one core, or BENCH_PIN=0).', '')
-    for (const w of workloads) {
+    const only = process.env.BENCH_WORKLOADS
+    for (const w of workloads.filter((x) => only === undefined || only === '' || (only === 'hot') === (x.tokens.length === 1))) {
       log(`throughput, ${w.name}: ${p.rounds} rounds × ${p.seconds} s, ${p.connections} connections, GET ${DEFAULT_PATH}`)
       for (const t of targets) await closedLoop({ url: `${t.url}${DEFAULT_PATH}`, seconds: p.warmup, connections: p.connections, tokens: w.tokens })
       const rows = summarize(await interleave(targets, p, async (t) => await measure(t, w.tokens)))
@@ -366,46 +371,48 @@ async function main (): Promise<void> {
     report.throughput = perWorkload
 
     // ---- latency at a constant rate --------------------------------------------------------
-    log(`latency: ${p.rate} req/s constant, ${p.rounds} rounds × ${p.seconds} s`)
-    const latencyTargets = targets.filter((t) => t.name === direct || t.name === bare || t.name.startsWith(gwMemory) || t.name === stock || redisGateways.includes(t.name))
-    const rateRuns = new Map<string, Array<RateRun & { processUs: number, redisUs: number }>>(latencyTargets.map((t) => [t.name, []]))
-    await interleave(latencyTargets, p, async (t) => {
-      // CPU per request at the same request rate for every configuration: no configuration gets
-      // the cheaper per-request cost of bigger event-loop batches by being faster.
-      const cpuBefore = cpuMicros(t.pid)
-      const redisBefore = cpuMicros(redisPid)
-      const run = await fixedRate({ url: `${t.url}${DEFAULT_PATH}`, seconds: p.seconds, connections: DEFAULT_RATE_CONNECTIONS, tokens: ['bench-key-0'], rate: p.rate })
-      const n = Math.max(1, run.total)
-      const measured = { ...run, processUs: (cpuMicros(t.pid) - cpuBefore) / n, redisUs: (cpuMicros(redisPid) - redisBefore) / n }
-      rateRuns.get(t.name)?.push(measured)
-      return measured
-    })
-    const latencyRows = [...rateRuns].map(([name, rs]) => ({
-      name,
-      achievedRps: Math.round(median(rs.map((r) => r.requestsPerSecond))),
-      p50: round3(median(rs.map((r) => r.latencyP50Ms))),
-      p90: round3(median(rs.map((r) => r.latencyP90Ms))),
-      p99: round3(median(rs.map((r) => r.latencyP99Ms))),
-      p999: round3(median(rs.map((r) => r.latencyP999Ms))),
-      p99Rounds: rs.map((r) => round3(r.latencyP99Ms)),
-      processUs: round1(median(rs.map((r) => r.processUs))),
-      redisUs: round1(median(rs.map((r) => r.redisUs)))
-    }))
-    const directLatency = latencyRows.find((r) => r.name === direct)
-    const addedP99 = (name: string): number => round3((latencyRows.find((r) => r.name === name)?.p99 ?? NaN) - (directLatency?.p99 ?? NaN))
-    report.latency = { rate: p.rate, rows: latencyRows, addedP99Ms: Object.fromEntries(latencyTargets.filter((t) => t.name !== direct).map((t) => [t.name, addedP99(t.name)])) }
-    md.push(`## Latency at a constant ${p.rate} req/s (hot key)`, '',
-      `${DEFAULT_RATE_CONNECTIONS} connections, autocannon, exact per-request latencies (ms); medians of ${p.rounds} rounds.`, '',
-      '| configuration | achieved req/s | p50 | p90 | p99 | p99.9 | p99 added over direct | process µs/req | Redis µs/req |', '|---|---:|---:|---:|---:|---:|---:|---:|---:|')
-    for (const r of latencyRows) md.push(`| ${r.name} | ${r.achievedRps} | ${r.p50} | ${r.p90} | ${r.p99} | ${r.p999} | ${r.name === direct ? '—' : addedP99(r.name).toFixed(3)} | ${fmt(r.processUs, 1)} | ${fmt(r.redisUs, 1)} |`)
-    const rateCpu = (name: string): number => latencyRows.find((r) => r.name === name)?.processUs ?? NaN
-    const policyAtRate = round1(rateCpu(gwMemory) - rateCpu(bare))
-    md.push('', `CPU at the same ${p.rate} req/s for every configuration (process = the server's own; the backend's for direct). Policy layer at this rate (gateway on the in-process store − bare proxy): ${fmt(policyAtRate, 1)} µs per request.`, '')
-    checks.push({ target: `policy layer at ${p.rate} req/s (gateway in-process − bare, process CPU) ≤ 40 µs per request`, value: policyAtRate, ok: policyAtRate <= 40 })
-    ;(report.latency as Record<string, unknown>).policyLayerCpuUs = policyAtRate
-    for (const g of redisGateways) {
-      const value = round3(addedP99(g) - addedP99(bare))
-      checks.push({ target: `p99 added at ${p.rate} req/s: ${g} ≤ bare proxy's + 0.5 ms (ms over bare's)`, value, ok: value <= 0.5 })
+    if (process.env.BENCH_LATENCY !== '0') {
+      log(`latency: ${p.rate} req/s constant, ${p.rounds} rounds × ${p.seconds} s`)
+      const latencyTargets = targets.filter((t) => t.name === direct || t.name === bare || t.name.startsWith(gwMemory) || t.name === stock || redisGateways.includes(t.name))
+      const rateRuns = new Map<string, Array<RateRun & { processUs: number, redisUs: number }>>(latencyTargets.map((t) => [t.name, []]))
+      await interleave(latencyTargets, p, async (t) => {
+        // CPU per request at the same request rate for every configuration: no configuration gets
+        // the cheaper per-request cost of bigger event-loop batches by being faster.
+        const cpuBefore = cpuMicros(t.pid)
+        const redisBefore = cpuMicros(redisPid)
+        const run = await fixedRate({ url: `${t.url}${DEFAULT_PATH}`, seconds: p.seconds, connections: DEFAULT_RATE_CONNECTIONS, tokens: ['bench-key-0'], rate: p.rate })
+        const n = Math.max(1, run.total)
+        const measured = { ...run, processUs: (cpuMicros(t.pid) - cpuBefore) / n, redisUs: (cpuMicros(redisPid) - redisBefore) / n }
+        rateRuns.get(t.name)?.push(measured)
+        return measured
+      })
+      const latencyRows = [...rateRuns].map(([name, rs]) => ({
+        name,
+        achievedRps: Math.round(median(rs.map((r) => r.requestsPerSecond))),
+        p50: round3(median(rs.map((r) => r.latencyP50Ms))),
+        p90: round3(median(rs.map((r) => r.latencyP90Ms))),
+        p99: round3(median(rs.map((r) => r.latencyP99Ms))),
+        p999: round3(median(rs.map((r) => r.latencyP999Ms))),
+        p99Rounds: rs.map((r) => round3(r.latencyP99Ms)),
+        processUs: round1(median(rs.map((r) => r.processUs))),
+        redisUs: round1(median(rs.map((r) => r.redisUs)))
+      }))
+      const directLatency = latencyRows.find((r) => r.name === direct)
+      const addedP99 = (name: string): number => round3((latencyRows.find((r) => r.name === name)?.p99 ?? NaN) - (directLatency?.p99 ?? NaN))
+      report.latency = { rate: p.rate, rows: latencyRows, addedP99Ms: Object.fromEntries(latencyTargets.filter((t) => t.name !== direct).map((t) => [t.name, addedP99(t.name)])) }
+      md.push(`## Latency at a constant ${p.rate} req/s (hot key)`, '',
+        `${DEFAULT_RATE_CONNECTIONS} connections, autocannon, exact per-request latencies (ms); medians of ${p.rounds} rounds.`, '',
+        '| configuration | achieved req/s | p50 | p90 | p99 | p99.9 | p99 added over direct | process µs/req | Redis µs/req |', '|---|---:|---:|---:|---:|---:|---:|---:|---:|')
+      for (const r of latencyRows) md.push(`| ${r.name} | ${r.achievedRps} | ${r.p50} | ${r.p90} | ${r.p99} | ${r.p999} | ${r.name === direct ? '—' : addedP99(r.name).toFixed(3)} | ${fmt(r.processUs, 1)} | ${fmt(r.redisUs, 1)} |`)
+      const rateCpu = (name: string): number => latencyRows.find((r) => r.name === name)?.processUs ?? NaN
+      const policyAtRate = round1(rateCpu(gwMemory) - rateCpu(bare))
+      md.push('', `CPU at the same ${p.rate} req/s for every configuration (process = the server's own; the backend's for direct). Policy layer at this rate (gateway on the in-process store − bare proxy): ${fmt(policyAtRate, 1)} µs per request.`, '')
+      checks.push({ target: `policy layer at ${p.rate} req/s (gateway in-process − bare, process CPU) ≤ 40 µs per request`, value: policyAtRate, ok: policyAtRate <= 40 })
+      ;(report.latency as Record<string, unknown>).policyLayerCpuUs = policyAtRate
+      for (const g of redisGateways) {
+        const value = round3(addedP99(g) - addedP99(bare))
+        checks.push({ target: `p99 added at ${p.rate} req/s: ${g} ≤ bare proxy's + 0.5 ms (ms over bare's)`, value, ok: value <= 0.5 })
+      }
     }
 
     for (const t of targets) if (t.child !== undefined) await stop(t.child)

@@ -32,7 +32,10 @@
 --
 -- Why it is cheap: the sum is kept as the running total 'n' and only the buckets that left the
 -- window since the last call are read and subtracted ('o' says where they start), so a request
--- costs TIME, one HMGET and one HSET per ring; a full read happens once per bucket boundary.
+-- costs TIME, one HMGET and one HSET per ring; a full read happens once per bucket boundary, and a
+-- new newest bucket adds one PEXPIRE. That PEXPIRE needs no PTTL first: a ring's own earlier
+-- refreshes always expire sooner, and the only longer TTL, a ban's on the minute key (it expires
+-- when the ban ends, 'b'), is known from the HMGET the call already made.
 local M_BUCKET, M_SLOTS, D_BUCKET, D_SLOTS = 1000, 61, 900000, 97
 local ESCALATION_MS = 86400000
 local mode = ARGV[1]
@@ -143,8 +146,9 @@ local function read (r, limit)
   return count, reset, retry
 end
 
--- Writes back what pruning found, and counts `admit` requests in the current bucket.
-local function save (r, admit)
+-- Writes back what pruning found, and counts `admit` requests in the current bucket. `keep_until`:
+-- Unix ms before which the key must not expire whatever the ring needs (a ban's end; 0: none).
+local function save (r, admit, keep_until)
   if r.reset_all then
     -- Every stored bucket left the window: drop them all (the hash may hold other fields).
     local fields = { 't', 'n', 'o' }
@@ -161,7 +165,10 @@ local function save (r, admit)
       if r.total == 0 then oldest = r.bucket end
       redis.call('HSET', r.key, r.bucket % r.slots, admit, 't', r.bucket, 'n', r.total + admit, 'o', oldest)
       local ttl = r.slots * r.b
-      if redis.call('PTTL', r.key) < ttl then redis.call('PEXPIRE', r.key, ttl) end
+      if keep_until < now + ttl then redis.call('PEXPIRE', r.key, ttl) end
+    elseif r.counts == nil then
+      -- Nothing was pruned ('o' is as stored).
+      redis.call('HSET', r.key, r.bucket % r.slots, r.current + admit, 'n', r.total + admit)
     else
       redis.call('HSET', r.key, r.bucket % r.slots, r.current + admit, 'n', r.total + admit, 'o', r.oldest)
     end
@@ -175,8 +182,9 @@ local policy = ARGV[4]
 local m_bucket = math.floor(now / M_BUCKET)
 local mf = redis.call('HMGET', KEYS[1], 't', 'n', 'o', m_bucket % M_SLOTS, 'b')
 local banned_until = 0
+local ban_ends = tonumber(mf[5] or '0') or 0
 if policy ~= '' or mode == 'p' then
-  local until_ms = tonumber(mf[5] or '0') or 0
+  local until_ms = ban_ends
   if until_ms > now then
     if mode ~= 'p' then return { 2, now, 0, 0, 0, 0, 0, 0, until_ms, 0 } end
     banned_until = until_ms
@@ -217,16 +225,16 @@ if mc < m_limit and dc < d_limit then
     redis.call('HSET', KEYS[1], 'hb', m.bucket, 'hc', current, 'hp', previous)
     grant = math.max(1, math.min(tonumber(ARGV[5]), math.floor(room / (others + 2))))
   end
-  save(m, grant)
-  save(d, grant)
+  save(m, grant, ban_ends)
+  save(d, grant, 0)
   if mc == 0 then mr = (m.bucket + m.slots) * m.b end
   if dc == 0 then dr = (d.bucket + d.slots) * d.b end
   return { 0, now, mc + grant, mr, mt, dc + grant, dr, dt, 0, grant }
 end
 
 if mode == 'p' then return { 1, now, mc, mr, mt, dc, dr, dt, 0, 0 } end
-save(m, 0)
-save(d, 0)
+save(m, 0, ban_ends)
+save(d, 0, 0)
 
 if policy ~= '' then
   local threshold, ban_window, base_ms, max_ms = string.match(policy, '^(%d+),(%d+),(%d+),(%d+)$')

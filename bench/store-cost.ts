@@ -1,0 +1,90 @@
+// `node --import tsx bench/store-cost.ts [baseline-dir]`: the limiter store's own cost per decision,
+// without HTTP around it — process CPU (this process's, from process.cpuUsage) and redis-server CPU
+// (from /proc) per `consume`, with STORE_COST_KEYS keys used in turn (default 1,000: the cold-key
+// path, one script call per decision) and STORE_COST_CONCURRENCY calls in flight. With a baseline
+// checkout (`git archive` of an older commit, node_modules linked in) its store runs in the same
+// process, rounds interleaved, so neighbours' load on a shared machine hits both alike.
+// Env: STORE_COST_CALLS [20000 per round] STORE_COST_ROUNDS [5] STORE_COST_LEASES [on].
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import type { LimiterStore } from '../src/gateway/limiter/store.js'
+import { median } from './lib/load.js'
+import { cpuMicros } from './lib/proc-cpu.js'
+import { REPO_ROOT, type RedisServer, startRedis, stopAll } from './lib/processes.js'
+
+type CreateStore = (settings: { redisUrl: string, storeLeases?: boolean }) => Promise<LimiterStore>
+
+const LIMITS = { perMinute: 1_000_000_000, perDay: 1_000_000_000_000 }
+
+async function load (root: string): Promise<CreateStore> {
+  const mod = await import(pathToFileURL(join(root, 'src', 'gateway', 'limiter', 'create-store.ts')).href) as { createStore: CreateStore }
+  return mod.createStore
+}
+
+interface Round { processUs: number, redisUs: number, callsPerSecond: number, scriptUs: number, commands: number }
+
+/** EVALSHA µs per call and commands per EVALSHA (the script's inner calls included) since the last reset. */
+async function scriptStats (cli: (...args: string[]) => Promise<string>): Promise<{ scriptUs: number, commands: number }> {
+  const info = await cli('INFO', 'commandstats')
+  const evalsha = /cmdstat_evalsha:calls=(\d+),usec=(\d+)/.exec(info)
+  const calls = Number(evalsha?.[1] ?? 0)
+  let commands = 0
+  for (const m of info.matchAll(/cmdstat_([a-z|]+):calls=(\d+)/g)) if (m[1] !== 'info' && m[1] !== 'config|resetstat') commands += Number(m[2])
+  return { scriptUs: calls === 0 ? 0 : Number(evalsha?.[2] ?? 0) / calls, commands: calls === 0 ? 0 : commands / calls }
+}
+
+async function round (store: LimiterStore, prefix: string, keys: number, calls: number, concurrency: number, redis: RedisServer): Promise<Round> {
+  const redisPid = redis.child.pid
+  await redis.cli('CONFIG', 'RESETSTAT')
+  let next = 0
+  const cpu = process.cpuUsage()
+  const redisBefore = cpuMicros(redisPid)
+  const start = performance.now()
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (next < calls) {
+      const i = next++
+      await store.consume(`${prefix}-${i % keys}`, LIMITS, null)
+      // A new macrotask per decision, as each HTTP request is one.
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+  }))
+  const elapsed = performance.now() - start
+  const used = process.cpuUsage(cpu)
+  const redisUs = (cpuMicros(redisPid) - redisBefore) / calls
+  return { processUs: (used.user + used.system) / calls, redisUs, callsPerSecond: calls / elapsed * 1000, ...await scriptStats(redis.cli) }
+}
+
+async function main (): Promise<void> {
+  const keys = Number(process.env.STORE_COST_KEYS ?? 1000)
+  const calls = Number(process.env.STORE_COST_CALLS ?? 20_000)
+  const rounds = Number(process.env.STORE_COST_ROUNDS ?? 5)
+  const concurrency = Number(process.env.STORE_COST_CONCURRENCY ?? 50)
+  const leases = process.env.STORE_COST_LEASES !== 'off'
+  const work = mkdtempSync(join(tmpdir(), 'petstore-store-cost-'))
+  try {
+    const variants: Array<{ name: string, root: string }> = [{ name: 'this checkout', root: REPO_ROOT }]
+    if (process.argv[2] !== undefined) variants.push({ name: `baseline ${process.argv[2]}`, root: process.argv[2] })
+    const redis = await startRedis(work)
+    const stores = await Promise.all(variants.map(async (v) => await (await load(v.root))({ redisUrl: redis.url, storeLeases: leases })))
+    for (const [i, s] of stores.entries()) await round(s, `v${i}`, keys, Math.min(calls, 2_000), concurrency, redis)
+    const results = variants.map(() => [] as Round[])
+    for (let r = 0; r < rounds; r++) {
+      const order = r % 2 === 0 ? stores.map((_, i) => i) : stores.map((_, i) => stores.length - 1 - i)
+      for (const i of order) results[i]?.push(await round(stores[i]!, `v${i}`, keys, calls, concurrency, redis))
+    }
+    process.stdout.write(`${keys} keys, ${calls} calls × ${rounds} rounds, ${concurrency} in flight, leases ${leases ? 'on' : 'off'}; medians (per-round in brackets)\n`)
+    variants.forEach((v, i) => {
+      const rs = results[i] ?? []
+      const f = (pick: (x: Round) => number): string => `${median(rs.map(pick)).toFixed(1)} [${rs.map((x) => pick(x).toFixed(1)).join(' ')}]`
+      process.stdout.write(`${v.name}: process ${f((x) => x.processUs)} µs/call · Redis ${f((x) => x.redisUs)} µs/call · ${f((x) => x.callsPerSecond)} calls/s · script ${f((x) => x.scriptUs)} µs/EVALSHA · ${f((x) => x.commands)} commands/EVALSHA\n`)
+    })
+    await Promise.all(stores.map(async (s) => { await s.close() }))
+  } finally {
+    await stopAll()
+    rmSync(work, { recursive: true, force: true })
+  }
+}
+
+await main()
