@@ -5,7 +5,7 @@
 // holds up the requests being served; reloads run one at a time, and requests for a reload that
 // arrive while one runs share the single reload that follows it.
 import fp from 'fastify-plugin'
-import { logExpiringKeys } from '../admin/key-expiry.js'
+import { logExpiringKeys } from './key-expiry.js'
 import { assertNoDemoKeys } from './demo-keys.js'
 import { ConfigError } from './loader.js'
 import { watchDirectory } from './watch.js'

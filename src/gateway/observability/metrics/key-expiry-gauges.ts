@@ -2,7 +2,7 @@
 // config in force and the gateway clock (no per-request work, and a key crossing its date shows up
 // at the next scrape without a reload). Kept apart from the per-request metrics in registry.ts.
 import { Gauge, type Registry } from 'prom-client'
-import { expiryCounts } from '../../admin/key-expiry.js'
+import { expiryCounts } from '../../config/key-expiry.js'
 import type { ConfigSnapshot } from '../../config/types.js'
 
 export interface KeyExpirySource {
