@@ -5,23 +5,15 @@
 #   backend: docker run IMAGE node dist/backend/server.js
 # Ports: 8080 gateway (public), 9091 gateway admin (/healthz /readyz /metrics), 3001 backend.
 # Stages: `build` compiles TypeScript with the dev dependencies; `prod-deps` installs production
-# dependencies only (better-sqlite3 is a native addon compiled there, with the toolchain); the
-# runtime stage copies both results into a slim image without compilers, npm caches or sources.
-# Node 22 LTS (package.json engines >=22). The build stages use the full Debian image, the runtime
-# the slim one of the same release, so the addon compiled in prod-deps matches the runtime's Node.
+# dependencies only; the runtime stage copies both results into a slim image without npm caches or
+# sources. Node 22 LTS (package.json engines). No native addon: the backend uses Node's built-in
+# node:sqlite, so no stage needs a compiler. The image's own Node runs the app: the Node 22 binary
+# that `npm ci` brings for machines with an older node (optionalDependencies) is left out of it.
 ARG BUILD_IMAGE=node:22-bookworm
 ARG NODE_IMAGE=node:22-bookworm-slim
 
 FROM ${BUILD_IMAGE} AS toolchain
-# python3/make/g++ build better-sqlite3 from source when no prebuilt binary can be fetched (the full
-# image usually has them already; this makes the stage say so and keeps it working on a slim base).
-RUN apt-get update \
- && apt-get install -y --no-install-recommends python3 make g++ \
- && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
-# node:22 ships npm 10, which runs install scripts (better-sqlite3, esbuild) without consulting the
-# `allowScripts` field of package.json; an npm that honours the field allows exactly those two. The
-# prod-deps stage loads the addon either way, so a skipped build script fails the image build.
 ENV npm_config_audit=false npm_config_fund=false npm_config_update_notifier=false
 
 FROM toolchain AS build
@@ -36,8 +28,8 @@ RUN npm run build \
 
 FROM toolchain AS prod-deps
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev \
- && node -e "new (require('better-sqlite3'))(':memory:').close()" \
+RUN npm ci --omit=dev --omit=optional \
+ && node -e "new (require('node:sqlite').DatabaseSync)(':memory:').close()" \
  && npm cache clean --force
 
 FROM ${NODE_IMAGE} AS runtime

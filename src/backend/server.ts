@@ -1,5 +1,6 @@
 // Entry of the backend process: settings from the environment, listen, and a bounded graceful close on
 // SIGTERM/SIGINT so SQLite is checkpointed and closed before exit.
+import '../shared/runtime-guard.js'
 import closeWithGrace from 'close-with-grace'
 import { portInUseMessage } from '../shared/port-in-use.js'
 import { buildBackend } from './app.js'

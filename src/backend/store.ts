@@ -2,8 +2,8 @@
 // restarts. Statements are prepared once; every list is keyset-paged by id.
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
-import Database from 'better-sqlite3'
 import type { NewPet, Order, OrderStatus, Pet, PetStatus } from '../interface/schemas.js'
+import { DatabaseSync } from './sqlite.js'
 
 const DEFAULT_BUSY_TIMEOUT_MS = 5000
 
@@ -52,50 +52,60 @@ export interface PetStore {
   close (): void
 }
 
+type Row = Record<string, unknown>
+
+// Rows come back with a null prototype and loosely typed columns; the interface's types are built here.
+function toPet (row: Row): Pet {
+  return { id: row.id as number, name: row.name as string, categoryId: row.categoryId as number, status: row.status as PetStatus }
+}
+
+function toOrder (row: Row): Order {
+  return { id: row.id as number, petId: row.petId as number, quantity: row.quantity as number, status: row.status as OrderStatus }
+}
+
 /** Opens (and on first use creates) the store at `path`, creating missing parent directories. */
 export function openStore (path: string): PetStore {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
-  const db = new Database(path)
-  db.pragma('journal_mode = WAL')
-  db.pragma('synchronous = NORMAL')
-  db.pragma('foreign_keys = ON')
-  db.pragma(`busy_timeout = ${DEFAULT_BUSY_TIMEOUT_MS}`)
+  const db = new DatabaseSync(path, { enableForeignKeyConstraints: true, timeout: DEFAULT_BUSY_TIMEOUT_MS })
+  db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;')
   db.exec(SCHEMA_SQL)
 
   const petColumns = 'id, name, category_id AS categoryId, status'
-  const insertPet = db.prepare<[string, number, string], Pet>(
+  const insertPet = db.prepare(
     `INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING ${petColumns}`)
-  const selectPet = db.prepare<[number], Pet>(`SELECT ${petColumns} FROM pets WHERE id = ?`)
-  const selectPets = db.prepare<[number, number], Pet>(
+  const selectPet = db.prepare(`SELECT ${petColumns} FROM pets WHERE id = ?`)
+  const selectPets = db.prepare(
     `SELECT ${petColumns} FROM pets WHERE id > ? ORDER BY id LIMIT ?`)
-  const selectPetsByStatus = db.prepare<[string, number, number], Pet>(
+  const selectPetsByStatus = db.prepare(
     `SELECT ${petColumns} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`)
   const orderColumns = 'id, pet_id AS petId, quantity, status'
-  const insertOrder = db.prepare<[number, number, string], Order>(
+  const insertOrder = db.prepare(
     `INSERT INTO orders (pet_id, quantity, status) VALUES (?, ?, ?) RETURNING ${orderColumns}`)
-  const selectOrders = db.prepare<[number, number], Order>(
+  const selectOrders = db.prepare(
     `SELECT ${orderColumns} FROM orders WHERE id > ? ORDER BY id LIMIT ?`)
 
   return {
     createPet ({ name, categoryId, status }) {
-      return insertPet.get(name, categoryId, status) as Pet
+      return toPet(insertPet.get(name, categoryId, status) as Row)
     },
     getPet (id) {
-      return selectPet.get(id)
+      const row = selectPet.get(id) as Row | undefined
+      return row === undefined ? undefined : toPet(row)
     },
     listPets ({ limit, afterId, status }) {
-      return status === undefined
+      const rows = status === undefined
         ? selectPets.all(afterId, limit)
         : selectPetsByStatus.all(status, afterId, limit)
+      return (rows as Row[]).map(toPet)
     },
     createOrder ({ petId, quantity, status }) {
-      return insertOrder.get(petId, quantity, status) as Order
+      return toOrder(insertOrder.get(petId, quantity, status) as Row)
     },
     listOrders ({ limit, afterId }) {
-      return selectOrders.all(afterId, limit)
+      return (selectOrders.all(afterId, limit) as Row[]).map(toOrder)
     },
     close () {
-      if (db.open) db.close()
+      if (db.isOpen) db.close()
     }
   }
 }

@@ -2,6 +2,7 @@
 // `petstore-gateway`: the operator's command line — create, hash and rotate keys (edits of the
 // config directory), check a config directory before shipping it, and inspect or reset a consumer
 // and list or lift bans on a running gateway through its admin API.
+import '../shared/runtime-guard.js'
 import { readFileSync, realpathSync } from 'node:fs'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'

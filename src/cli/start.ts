@@ -9,6 +9,7 @@
 // - SIGHUP: forwarded to the gateway, which reloads its config.
 // - If either child dies, the other is stopped and the launcher exits 1.
 // package.json runs it with `exec`, so the signal npm forwards reaches this process, not a shell.
+import '../shared/runtime-guard.js'
 import { spawn, type ChildProcess } from 'node:child_process'
 import { dirname, join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'

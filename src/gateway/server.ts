@@ -1,6 +1,7 @@
 // Entry point of a gateway process: settings from the environment, config from CONFIG_DIR, the
 // public and admin listeners, and a graceful stop on SIGTERM/SIGINT (readiness fails first,
 // in-flight requests finish within the grace period, then everything closes and the process exits 0).
+import '../shared/runtime-guard.js'
 import closeWithGrace from 'close-with-grace'
 import { buildAdmin } from './admin/app.js'
 import { buildGateway } from './app.js'

@@ -1,5 +1,5 @@
-import Database from 'better-sqlite3'
 import t from 'tap'
+import { DatabaseSync } from '../../src/backend/sqlite.js'
 import { assertError, postJson, request, startBackend } from '../helpers/backend.js'
 
 t.test('a known path with another method is 405 method_not_allowed with Allow', async (t) => {
@@ -38,7 +38,7 @@ t.test('an unknown path is 404 route_not_found', async (t) => {
 t.test('an unexpected failure is 500 internal_error without internals', async (t) => {
   const backend = await startBackend(t)
   await request(`${backend.url}/v1/pets`, postJson({ name: 'Rex', categoryId: 1 }))
-  const saboteur = new Database(backend.dbPath)
+  const saboteur = new DatabaseSync(backend.dbPath)
   saboteur.exec('DROP TABLE orders; DROP TABLE pets')
   saboteur.close()
   for (const [path, init] of [['/v1/pets', undefined], ['/v1/pets/1', undefined], ['/v1/pets', postJson({ name: 'Tom', categoryId: 1 })]] as const) {

@@ -25,8 +25,8 @@ t.test('ids are never reused, even after the newest pet is gone', async (t) => {
   const store = openStore(dbPath)
   store.createPet({ name: 'a', categoryId: 1, status: 'available' })
   store.close()
-  const Database = (await import('better-sqlite3')).default
-  const db = new Database(dbPath)
+  const { DatabaseSync } = await import('../../src/backend/sqlite.js')
+  const db = new DatabaseSync(dbPath)
   db.exec('DELETE FROM pets')
   db.close()
   const backend = await startBackend(t, { dbPath })

@@ -1,5 +1,5 @@
-import Database from 'better-sqlite3'
 import t from 'tap'
+import { DatabaseSync } from '../../src/backend/sqlite.js'
 import { openStore } from '../../src/backend/store.js'
 
 t.test('opening creates the parent directories, the tables and a WAL journal', async (t) => {
@@ -8,11 +8,11 @@ t.test('opening creates the parent directories, the tables and a WAL journal', a
   t.teardown(() => store.close())
   t.strictSame(store.listPets({ limit: 10, afterId: 0 }), [])
   t.strictSame(store.listOrders({ limit: 10, afterId: 0 }), [])
-  const db = new Database(dbPath, { readonly: true })
+  const db = new DatabaseSync(dbPath, { readOnly: true })
   t.teardown(() => db.close())
-  t.equal(db.pragma('journal_mode', { simple: true }), 'wal')
-  const tables = db.prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all()
-  t.strictSame(tables.map((r) => r.name).filter((n) => !n.startsWith('sqlite_')), ['orders', 'pets'])
+  t.equal(db.prepare('PRAGMA journal_mode').get()?.journal_mode, 'wal')
+  const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all()
+  t.strictSame(tables.map((r) => String(r.name)).filter((n) => !n.startsWith('sqlite_')), ['orders', 'pets'])
 })
 
 t.test('list functions page by afterId and filter by status', async (t) => {

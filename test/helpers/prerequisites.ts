@@ -6,6 +6,7 @@
 // `apt-get update`, then one quiet, non-interactive `apt-get install` of just what is missing.
 // Anywhere else (not root, no apt-get, another OS) it names the packages — with the Homebrew
 // equivalent — and exits 1.
+import '../../src/shared/runtime-guard.js'
 import { spawnSync } from 'node:child_process'
 import { accessSync, constants } from 'node:fs'
 import { delimiter, join } from 'node:path'
