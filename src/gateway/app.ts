@@ -2,7 +2,8 @@
 // tests build it with options). Plugins are registered in the order of the request pipeline:
 // client address → config snapshot → screen (malformed URL, doubled Authorization) → authenticate
 // → limit → 400 for what was screened → require a key (401) → route (404/405) → lifecycle
-// → edge checks (413/415, by Fastify's body parsing) → proxy.
+// → edge checks (413/415, by Fastify's body parsing) → proxy. The connection caps watch the
+// listener beside it (edge/connection-limits.ts).
 import { randomUUID } from 'node:crypto'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import type { LoggerOptions } from 'pino'
@@ -13,6 +14,7 @@ import { configPlugin, createConfigHolder, type ConfigHolder } from './config/pl
 import { reloadPlugin, type ReloadOptions } from './config/reload.js'
 import type { ConfigSnapshot } from './config/types.js'
 import { clientIpPlugin, trustFunction, type TrustProxy } from './edge/client-ip.js'
+import { connectionLimitsPlugin } from './edge/connection-limits.js'
 import { fastifyLimitOptions, installJsonParser, refuseConnect, serverLimits, type ServerLimits } from './edge/limits.js'
 import { rejectScreened, screenRequest } from './edge/request-screen.js'
 import { ReadinessRegistry } from './runtime/readiness.js'
@@ -82,7 +84,6 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
   const app: FastifyInstance = isLoggerInstance(logger)
     ? Fastify({ ...serverOptions, loggerInstance: logger })
     : Fastify({ ...serverOptions, logger: logger === false ? false : { ...logger, redact: LOG_REDACT_PATHS } })
-  app.server.maxConnections = limits.maxConnections
   // settingsFromEnv refuses it in production; elsewhere (a laptop, a test) it is allowed, loudly.
   if (trustProxy === true) app.log.warn(TRUST_PROXY_TRUE_PROBLEM)
   refuseConnect(app.server)
@@ -110,6 +111,12 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
   await app.register(lifecyclePlugin)
   await app.register(upstreamTimingPlugin)
   await app.register(metricsPlugin, { enabled: options.metrics })
+  await app.register(connectionLimitsPlugin, {
+    maxConnections: limits.maxConnections,
+    maxConnectionsPerClient: limits.maxConnectionsPerClient,
+    closeAfterRejections: limits.closeAfterRejections,
+    trustProxy
+  })
   await app.register(requestLogPlugin)
   if (options.reload !== undefined) await app.register(reloadPlugin, options.reload)
   await app.register(openApiPlugin, options.openApi ?? {})

@@ -47,6 +47,7 @@ async function main (): Promise<void> {
     upstreamTimeoutMs: settings.upstreamTimeoutMs,
     bodyLimit: settings.bodyLimit,
     trustProxy: settings.trustProxy,
+    serverLimits: { maxConnections: settings.maxConnections, maxConnectionsPerClient: settings.maxConnectionsPerClient },
     logger,
     reload: { dir: settings.configDir, watch: settings.configWatch, production: settings.production, maxBytes: settings.configMaxBytes },
     limiter: { settings },
