@@ -1,5 +1,6 @@
 // Every setting the gateway reads from the environment, typed, with its default beside its name.
 // The rest of the gateway receives a GatewaySettings and never reads process.env itself.
+import { parseAdminHosts } from '../admin/request-guard.js'
 import { DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT } from '../edge/limits.js'
 
 export const DEFAULT_GATEWAY_HOST = '0.0.0.0'
@@ -40,6 +41,8 @@ export interface GatewaySettings {
   readonly adminHost: string
   readonly adminPort: number
   readonly adminToken: string | undefined
+  /** ADMIN_HOSTS: host names the admin app answers besides localhost and loopback addresses. */
+  readonly adminHosts: readonly string[]
   readonly backendUrl: string
   readonly configDir: string
   /** Watch CONFIG_DIR and reload on change (SIGHUP and the admin API reload either way). */
@@ -141,6 +144,7 @@ export function settingsFromEnv (env: Env = process.env): GatewaySettings {
     adminHost: str(env, 'ADMIN_HOST', DEFAULT_ADMIN_HOST),
     adminPort: int(env, 'ADMIN_PORT', DEFAULT_ADMIN_PORT, 0, 65535),
     adminToken: optional(env, 'ADMIN_TOKEN'),
+    adminHosts: parseAdminHosts(optional(env, 'ADMIN_HOSTS')),
     backendUrl: backendUrl.replace(/\/$/, ''),
     configDir: str(env, 'CONFIG_DIR', DEFAULT_CONFIG_DIR),
     configWatch: env.CONFIG_WATCH !== 'false',

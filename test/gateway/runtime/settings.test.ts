@@ -8,6 +8,7 @@ t.test('defaults follow docs/decisions.md §8', async (t) => {
     adminHost: '127.0.0.1',
     adminPort: 9091,
     adminToken: undefined,
+    adminHosts: [],
     backendUrl: 'http://127.0.0.1:3001',
     configDir: './config',
     configWatch: true,
