@@ -5,9 +5,6 @@
 // a client over its cap gives up its own oldest idle connection; a full listener closes its oldest
 // idle connection for a newcomer and refuses only when nothing is idle; IPv6 counts per prefix; a
 // trusted proxy's peer is exempt, and X-Forwarded-For never decides whose socket it is.
-import { writeFileSync } from 'node:fs'
-import { execFile } from 'node:child_process'
-import { promisify } from 'node:util'
 import t, { type Test } from 'tap'
 import { buildGateway, type GatewayOptions } from '../../../src/gateway/app.js'
 import type { ServerLimits } from '../../../src/gateway/edge/limits.js'
@@ -16,6 +13,7 @@ import { DEMO_KEYS, startGateway, testConfig, type StartedGateway } from '../../
 import { openAnswered, openKeptAlive, type KeptAlive } from '../../helpers/kept-alive.js'
 import { until } from '../../helpers/poll.js'
 import { sampleValue, scrape } from '../../helpers/scrape.js'
+import { setUpIpv6Loopback } from '../../helpers/ipv6-loopback.js'
 
 /** Caps of test size; the streak that closes connections is out of the way (connection-close.test.ts covers it). */
 function limits (maxConnections: number, maxConnectionsPerClient: number): Partial<ServerLimits> {
@@ -117,17 +115,6 @@ t.test('the cap counts the socket\'s peer: X-Forwarded-For cannot spread one pee
   await until('the untrusted peer to be held to its cap', () => stillOpen(viaXff).length === 5)
   t.equal(stillOpen(proxy).length, 8, 'the trusted proxy keeps all eight: it carries many clients')
 })
-
-/** Routes 2001:db8::/48 to lo and allows non-local binds; false when the machine does not let us. */
-async function setUpIpv6Loopback (): Promise<boolean> {
-  try {
-    await promisify(execFile)('ip', ['-6', 'route', 'replace', 'local', '2001:db8::/48', 'dev', 'lo'])
-    writeFileSync('/proc/sys/net/ipv6/ip_nonlocal_bind', '1')
-    return true
-  } catch {
-    return false
-  }
-}
 
 t.test('IPv6 clients are counted per prefix, like the anonymous limiter', async (t) => {
   if (!await setUpIpv6Loopback()) {
