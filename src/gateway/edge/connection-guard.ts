@@ -9,7 +9,10 @@
 //   every connection is busy is the new one refused (closed on accept, as Node would).
 // The count is per socket peer, never per X-Forwarded-For entry: a trusted proxy's peer address is
 // exempt from the per-client cap (it carries many clients) and counts only in the listener's budget.
-// "Idle" is Node's own notion: no response in progress on the socket.
+// "Idle" is a keep-alive connection between requests: answered at least once, no response in
+// progress. A connection not answered yet is never taken: its first request may be on its way (a
+// client opening many connections at once would otherwise have them closed under it); one that
+// never sends is the headers timeout's to close.
 import type { Server } from 'node:http'
 import type { Socket } from 'node:net'
 
@@ -52,7 +55,7 @@ interface GuardedSocket extends Socket {
 }
 
 function isIdle (socket: GuardedSocket): boolean {
-  return socket._httpMessage === null || socket._httpMessage === undefined
+  return (socket._httpMessage === null || socket._httpMessage === undefined) && socket.bytesWritten > 0
 }
 
 export function guardConnections (server: Server, opts: ConnectionGuardOptions): ConnectionGuard {

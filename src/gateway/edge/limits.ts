@@ -36,10 +36,11 @@ export const DEFAULT_MAX_REQUESTS_PER_SOCKET = 0
 export const DEFAULT_MAX_CONNECTIONS = 10_000
 /**
  * Open connections one client (IPv4 address, IPv6 prefix) keeps (MAX_CONNECTIONS_PER_CLIENT; 0: no
- * cap): far more than any client library pools to one host, about a fortieth of the listener's budget.
- * A trusted proxy's peer address is exempt. Raise it for many users behind one NAT address.
+ * cap): about a tenth of the listener's budget, so no client can take it, while a load generator or
+ * a busy service at a thousand concurrent requests from one address still fits. A trusted proxy's
+ * peer address is exempt.
  */
-export const DEFAULT_MAX_CONNECTIONS_PER_CLIENT = 256
+export const DEFAULT_MAX_CONNECTIONS_PER_CLIENT = 1_024
 /** After this many 429s in a row a client's further 429s close their connection (a ban's at once). */
 export const DEFAULT_CLOSE_AFTER_REJECTIONS = 10
 /** Path parameters (pet id) longer than this are 400, counted like any request (edge/request-screen.ts). */

@@ -102,6 +102,16 @@ t.test('a client whose connections are all busy is refused a new one; other clie
   await until('a client gone in the middle of its requests to free their connections', () => gw.app.connections.open === 1, 2_000)
 })
 
+t.test('a connection not answered yet is never taken: its request may be on its way', async (t) => {
+  const gw = await gatewayWith(t, limits(100, 5))
+  const opening: KeptAlive[] = []
+  for (let i = 0; i < 5; i++) opening.push(await openKeptAlive(gw, '127.0.14.1'))
+  destroyAll(t, opening)
+  const sixth = await openKeptAlive(gw, '127.0.14.1')
+  await closedOnAccept(t, sixth, 'a sixth connection before any is answered is refused')
+  for (const c of opening) t.equal((await c.send()).status, 401, 'each of the five first ones is still there and answered')
+})
+
 t.test('the cap counts the socket\'s peer: X-Forwarded-For cannot spread one peer, a trusted proxy is exempt', async (t) => {
   const gw = await gatewayWith(t, limits(100, 5), { trustProxy: '127.0.40.0/24' })
   const viaXff: KeptAlive[] = []

@@ -25,7 +25,7 @@ t.test('defaults follow docs/decisions.md §8', async (t) => {
     trustProxy: false,
     anonymousStateMax: 100000,
     maxConnections: 10000,
-    maxConnectionsPerClient: 256,
+    maxConnectionsPerClient: 1024,
     bodyLimit: 16384,
     upstreamTimeoutMs: 10000,
     shutdownGraceMs: 10000,
