@@ -28,11 +28,14 @@ export async function adminCall (target: AdminTarget, method: 'GET' | 'POST' | '
   } catch {
     throw new CommandError(`--admin must be a URL like ${DEFAULT_ADMIN_URL}, got "${target.url}"`)
   }
+  const headers: Record<string, string> = target.token === undefined || target.token === '' ? {} : { authorization: `Bearer ${target.token}` }
+  // The admin app refuses a state-changing request that is not JSON (a browser's cross-origin form post).
+  if (method !== 'GET') headers['content-type'] = 'application/json'
   let res: Response
   try {
     res = await fetch(url, {
       method,
-      headers: target.token === undefined || target.token === '' ? {} : { authorization: `Bearer ${target.token}` },
+      headers,
       signal: AbortSignal.timeout(target.timeoutMs ?? DEFAULT_ADMIN_TIMEOUT_MS)
     })
   } catch (err) {

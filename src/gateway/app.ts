@@ -1,8 +1,9 @@
 // buildGateway: the public gateway as a Fastify instance, never listening (server.ts does that,
 // tests build it with options). Plugins are registered in the order of the request pipeline:
-// config snapshot → screen (malformed URL, doubled Authorization) → authenticate → limit → 400 for
-// what was screened → require a key (401) → route (404/405) → lifecycle
-// → edge checks (413/415, by Fastify's body parsing) → proxy.
+// client address → config snapshot → screen (malformed URL, doubled Authorization) → authenticate
+// → limit → 400 for what was screened → require a key (401) → route (404/405) → lifecycle
+// → edge checks (413/415, by Fastify's body parsing) → proxy. The connection caps watch the
+// listener beside it (edge/connection-limits.ts).
 import { randomUUID } from 'node:crypto'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import type { LoggerOptions } from 'pino'
@@ -12,6 +13,8 @@ import { clockPlugin, type Clock } from './runtime/clock.js'
 import { configPlugin, createConfigHolder, type ConfigHolder } from './config/plugin.js'
 import { reloadPlugin, type ReloadOptions } from './config/reload.js'
 import type { ConfigSnapshot } from './config/types.js'
+import { clientIpPlugin, trustFunction, type TrustProxy } from './edge/client-ip.js'
+import { connectionLimitsPlugin } from './edge/connection-limits.js'
 import { fastifyLimitOptions, installJsonParser, refuseConnect, serverLimits, type ServerLimits } from './edge/limits.js'
 import { rejectScreened, screenRequest } from './edge/request-screen.js'
 import { ReadinessRegistry } from './runtime/readiness.js'
@@ -33,7 +36,7 @@ export interface GatewayOptions {
   backendUrl: string
   upstreamTimeoutMs?: number
   bodyLimit?: number
-  trustProxy?: boolean | number | string
+  trustProxy?: TrustProxy
   /** Reload the config from this directory on change / SIGHUP / admin request. */
   reload?: ReloadOptions
   /** A pino logger, pino options, or false for none. */
@@ -60,22 +63,18 @@ function isLoggerInstance (logger: GatewayOptions['logger']): logger is FastifyB
   return typeof logger === 'object' && typeof (logger as FastifyBaseLogger).child === 'function'
 }
 
-/** Fastify takes a hop count at run time but its types do not: pass it as the equivalent function. */
-function trustProxyOption (trust: GatewayOptions['trustProxy']): boolean | string | ((address: string, hop: number) => boolean) {
-  if (typeof trust === 'number') return (_address, hop) => hop < trust
-  return trust ?? false
-}
-
 export async function buildGateway (options: GatewayOptions): Promise<FastifyInstance> {
   const logger = options.logger ?? false
   const limits = serverLimits(options.serverLimits)
+  const trustProxy = options.trustProxy ?? false
   const serverOptions = {
     ...fastifyLimitOptions(limits),
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'reqId' }),
     genReqId: () => randomUUID(),
     childLoggerFactory: lazyChildLoggerFactory,
     bodyLimit: options.bodyLimit ?? DEFAULT_BODY_LIMIT_BYTES,
-    trustProxy: trustProxyOption(options.trustProxy),
+    // The same trust as the client address (edge/client-ip.ts), for Fastify's host and protocol.
+    trustProxy: trustProxy === false ? false : trustFunction(trustProxy),
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',
     // shutdown.ts answers requests that arrive while closing, in the Error shape.
@@ -85,9 +84,8 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
   const app: FastifyInstance = isLoggerInstance(logger)
     ? Fastify({ ...serverOptions, loggerInstance: logger })
     : Fastify({ ...serverOptions, logger: logger === false ? false : { ...logger, redact: LOG_REDACT_PATHS } })
-  app.server.maxConnections = limits.maxConnections
   // settingsFromEnv refuses it in production; elsewhere (a laptop, a test) it is allowed, loudly.
-  if (options.trustProxy === true) app.log.warn(TRUST_PROXY_TRUE_PROBLEM)
+  if (trustProxy === true) app.log.warn(TRUST_PROXY_TRUE_PROBLEM)
   refuseConnect(app.server)
   installErrorHandling(app)
   // The interface speaks JSON only: any other body type is 415 at the edge.
@@ -101,6 +99,7 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
 
   const holder = isHolder(options.config) ? options.config : createConfigHolder(options.config)
   const readiness = options.readiness ?? new ReadinessRegistry()
+  await app.register(clientIpPlugin, { trustProxy })
   await app.register(shutdownPlugin, { readiness })
   await app.register(clockPlugin, { now: options.now })
   await app.register(configPlugin, { holder })
@@ -112,6 +111,12 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
   await app.register(lifecyclePlugin)
   await app.register(upstreamTimingPlugin)
   await app.register(metricsPlugin, { enabled: options.metrics })
+  await app.register(connectionLimitsPlugin, {
+    maxConnections: limits.maxConnections,
+    maxConnectionsPerClient: limits.maxConnectionsPerClient,
+    closeAfterRejections: limits.closeAfterRejections,
+    trustProxy
+  })
   await app.register(requestLogPlugin)
   if (options.reload !== undefined) await app.register(reloadPlugin, options.reload)
   await app.register(openApiPlugin, options.openApi ?? {})

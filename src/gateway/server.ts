@@ -4,6 +4,7 @@
 import '../shared/runtime-guard.js'
 import closeWithGrace from 'close-with-grace'
 import { buildAdmin } from './admin/app.js'
+import { isAdminHost } from './admin/request-guard.js'
 import { buildGateway } from './app.js'
 import { assertNoDemoKeys } from './config/demo-keys.js'
 import { ConfigError, loadConfigDir } from './config/loader.js'
@@ -47,13 +48,17 @@ async function main (): Promise<void> {
     upstreamTimeoutMs: settings.upstreamTimeoutMs,
     bodyLimit: settings.bodyLimit,
     trustProxy: settings.trustProxy,
+    serverLimits: { maxConnections: settings.maxConnections, maxConnectionsPerClient: settings.maxConnectionsPerClient },
     logger,
     reload: { dir: settings.configDir, watch: settings.configWatch, production: settings.production, maxBytes: settings.configMaxBytes },
     limiter: { settings },
     openApi: { publicBaseUrl: settings.publicBaseUrl, stagingBaseUrl: settings.stagingBaseUrl },
     readiness
   })
-  const admin = await buildAdmin({ gateway, readiness, token: settings.adminToken })
+  const admin = await buildAdmin({ gateway, readiness, token: settings.adminToken, hosts: settings.adminHosts })
+  if (settings.adminHosts.length === 0 && !isAdminHost(settings.adminHost.toLowerCase(), new Set())) {
+    logger.warn({ adminHost: settings.adminHost }, 'the admin port listens beyond loopback but answers only requests whose Host is localhost or a loopback address (probes excepted): list the names it is reached by in ADMIN_HOSTS')
+  }
   const store = gateway.limiter.store.describe()
   if (settings.workers > 1 && store.kind === 'memory') logger.warn({ store, workers: settings.workers }, 'limiter store: in-process with GATEWAY_WORKERS > 1 counts per worker')
   else logger.info({ store, leases: store.kind !== 'memory' && settings.storeLeases }, 'limiter store')

@@ -93,6 +93,10 @@ export const gatewayErrors = {
 /** The admin app's errors (loopback port). */
 export const adminErrors = {
   tokenRequired: () => new ApiError(401, 'unauthorized', 'Admin token required', { 'www-authenticate': 'Bearer realm="petstore-admin"' }),
+  // Browser defences of the admin port (admin/request-guard.ts).
+  foreignHost: () => new ApiError(403, 'forbidden', 'The Host header must name this admin port: localhost, a loopback address, or a name in ADMIN_HOSTS'),
+  crossOrigin: () => new ApiError(403, 'forbidden', 'Cross-origin requests may not change the gateway'),
+  jsonRequired: () => new ApiError(403, 'forbidden', 'State-changing admin requests must be sent with Content-Type: application/json'),
   consumerNotFound: (id: string) => new ApiError(404, 'not_found', `No consumer or key with id ${id}`),
   keyNotFound: (keyId: string) => new ApiError(404, 'not_found', `No key with id ${keyId}`),
   keyNotBanned: (keyId: string) => new ApiError(404, 'not_found', `Key ${keyId} is not banned`),

@@ -58,6 +58,8 @@ export interface StartedGateway {
 
 export interface StartGatewayOptions extends Partial<Omit<GatewayOptions, 'logger'>> {
   adminToken?: string
+  /** ADMIN_HOSTS of the admin app. */
+  adminHosts?: readonly string[]
   logLevel?: string
 }
 
@@ -74,7 +76,7 @@ export async function startGateway (t: Test, opts: StartGatewayOptions = {}): Pr
     }
   })
   const logger = pino({ level: opts.logLevel ?? 'info', redact: LOG_REDACT_PATHS }, stream)
-  const { adminToken, logLevel: _logLevel, ...gatewayOptions } = opts
+  const { adminToken, adminHosts, logLevel: _logLevel, ...gatewayOptions } = opts
   const readiness = opts.readiness ?? new ReadinessRegistry()
   const app = await buildGateway({
     config: testConfig(),
@@ -83,7 +85,7 @@ export async function startGateway (t: Test, opts: StartGatewayOptions = {}): Pr
     backendUrl: opts.backendUrl ?? backend?.url ?? '',
     logger
   })
-  const admin = await buildAdmin({ gateway: app, readiness, token: adminToken })
+  const admin = await buildAdmin({ gateway: app, readiness, token: adminToken, hosts: adminHosts })
   let closing: Promise<void> | undefined
   const close = async (): Promise<void> => {
     closing ??= (async () => { await app.close(); await admin.close() })()
@@ -106,6 +108,9 @@ export async function startGateway (t: Test, opts: StartGatewayOptions = {}): Pr
     close
   }
 }
+
+/** What a state-changing admin request must say (the admin app refuses anything else: src/gateway/admin/request-guard.ts). */
+export const ADMIN_JSON: Readonly<Record<string, string>> = Object.freeze({ 'content-type': 'application/json' })
 
 export function bearer (key: string): Record<string, string> {
   return { authorization: `Bearer ${key}` }

@@ -1,12 +1,13 @@
 // buildAdmin: the operations side of a gateway on its own port (loopback by default) — /healthz,
 // /readyz, /metrics (the gateway's own registry), and the slot where the admin API attaches. Never
-// reachable from the public port, and, when ADMIN_TOKEN is set, closed to requests without that
-// bearer token.
+// reachable from the public port; closed to browsers (request-guard.ts: Host, Origin, JSON) and,
+// when ADMIN_TOKEN is set, to requests without that bearer token.
 import { timingSafeEqual, createHash } from 'node:crypto'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { adminErrors, installErrorHandling } from '../../interface/errors.js'
 import type { ReadinessRegistry } from '../runtime/readiness.js'
 import { adminApi } from './api.js'
+import { DEFAULT_ADMIN_HOSTS, PROBE_PATHS, refuseCrossOriginWrites, requireAdminHost } from './request-guard.js'
 
 export interface AdminOptions {
   gateway: FastifyInstance
@@ -14,22 +15,40 @@ export interface AdminOptions {
   readiness: ReadinessRegistry
   /** When set, every admin request but /healthz and /readyz must carry `Authorization: Bearer <token>`. */
   token?: string | undefined
+  /** Host names the admin app answers besides the loopback ones (ADMIN_HOSTS). */
+  hosts?: readonly string[]
 }
 
 function digest (value: string): Buffer {
   return createHash('sha256').update(value).digest()
 }
 
+/**
+ * State-changing requests must say `application/json` (request-guard.ts) but carry no body: an empty
+ * one is no body, not a 400, so `curl -X POST -H 'content-type: application/json'` works as is.
+ */
+function installEmptyJsonParser (app: FastifyInstance): void {
+  const parse = app.getDefaultJsonParser('error', 'error')
+  app.removeContentTypeParser('application/json')
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, function parseAdminJson (request, body, done) {
+    const text = typeof body === 'string' ? body : body.toString('utf8')
+    if (text === '') done(null, undefined)
+    else parse(request, text, done)
+  })
+}
+
 export async function buildAdmin (options: AdminOptions): Promise<FastifyInstance> {
   const app = Fastify({ logger: false })
   installErrorHandling(app)
+  installEmptyJsonParser(app)
   const { gateway } = options
 
+  app.addHook('onRequest', requireAdminHost(options.hosts ?? DEFAULT_ADMIN_HOSTS))
   if (options.token !== undefined) {
     const expected = digest(`Bearer ${options.token}`)
     app.addHook('onRequest', function requireAdminToken (request, _reply, done) {
       // Probes cannot carry a secret header: liveness and readiness stay open, they reveal no key data.
-      if (request.url === '/healthz' || request.url === '/readyz') { done(); return }
+      if (PROBE_PATHS.has(request.url)) { done(); return }
       const given = digest(request.headers.authorization ?? '')
       if (!timingSafeEqual(given, expected)) {
         done(adminErrors.tokenRequired())
@@ -38,6 +57,7 @@ export async function buildAdmin (options: AdminOptions): Promise<FastifyInstanc
       done()
     })
   }
+  app.addHook('onRequest', refuseCrossOriginWrites)
 
   app.get('/healthz', async () => ({ status: 'ok' }))
   app.get('/readyz', async (_request, reply) => {

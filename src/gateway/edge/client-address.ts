@@ -1,7 +1,9 @@
 // The anonymous limiter's notion of "one client": an IPv4 address, or an IPv6 prefix. A single
 // IPv6 subscriber is routinely given a whole /64 (or more), so counting IPv6 per address would hand
 // one client 2^64 anonymous windows. IPv4-mapped IPv6 (`::ffff:a.b.c.d`, what a dual-stack socket
-// reports for an IPv4 peer) is the IPv4 address. Pure functions: no I/O, no Node APIs.
+// reports for an IPv4 peer) is the IPv4 address. And the reading of an address as a proxy may
+// write it (`IP:port`, `[v6]:port`, a zone id), so that a port or a spelling is never a client of
+// its own. Pure functions: no I/O, no Node APIs.
 
 /** The limiter's anonymous ids are this plus `anonymousClientKey(…)`; keys' ids never contain ':'. */
 export const ANONYMOUS_ID_PREFIX = 'ip:'
@@ -34,6 +36,53 @@ export function anonymousClientKey (address: string, ipv6Prefix: number = DEFAUL
     out += (i === 0 ? '' : ':') + ((groups[i] ?? 0) & mask).toString(16)
   }
   return `${out}/${prefix}`
+}
+
+/** A port after an address (`:8080`): one to five digits, at most 65535. */
+const PORT = /^:(\d{1,5})$/
+
+function validPort (text: string): boolean {
+  const m = PORT.exec(text)
+  return m !== null && Number(m[1]) <= 65535
+}
+
+function ipv4Text (text: string): string | undefined {
+  return parseIpv4(text)?.join('.')
+}
+
+function ipv6Text (text: string): string | undefined {
+  const zone = text.indexOf('%')
+  const address = zone === -1 ? text : text.slice(0, zone)
+  return parseIpv6(address) === undefined ? undefined : address.toLowerCase()
+}
+
+/**
+ * An address as a proxy writes it in `X-Forwarded-For`, reduced to the address alone: `IP:port`,
+ * `[v6]`, `[v6]:port` and zone ids (`fe80::1%eth0`) give the address; IPv4 in dotted decimal without
+ * leading zeros (`010.1.1.1` and `10.1.1.1` are one address), IPv6 in lower case. Undefined for
+ * anything that is not an address (`unknown`, an obfuscated name, an empty entry, a bad port).
+ */
+export function normaliseAddress (text: string): string | undefined {
+  const s = text.trim()
+  if (s.charCodeAt(0) === 91) {
+    const close = s.indexOf(']')
+    if (close === -1) return undefined
+    const rest = s.slice(close + 1)
+    return rest === '' || validPort(rest) ? ipv6Text(s.slice(1, close)) : undefined
+  }
+  const colon = s.indexOf(':')
+  if (colon === -1) return ipv4Text(s)
+  if (s.indexOf(':', colon + 1) === -1) return validPort(s.slice(colon)) ? ipv4Text(s.slice(0, colon)) : undefined
+  return ipv6Text(s)
+}
+
+/** Whether an address (IPv4, IPv6 or IPv4-mapped IPv6) is a loopback one: 127.0.0.0/8 or ::1. */
+export function isLoopbackAddress (address: string): boolean {
+  if (address.indexOf(':') === -1) return parseIpv4(address)?.[0] === 127
+  const groups = parseIpv6(address)
+  if (groups === undefined) return false
+  if (isIpv4Mapped(groups)) return (groups[6] ?? 0) >> 8 === 127
+  return groups.every((g, i) => g === (i === 7 ? 1 : 0))
 }
 
 function isIpv4Mapped (groups: readonly number[]): boolean {

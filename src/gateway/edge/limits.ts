@@ -28,8 +28,21 @@ export const DEFAULT_CONNECTION_TIMEOUT_MS = 60_000
  * of the last allowed one. Rebalancing connections is the load balancer's job.
  */
 export const DEFAULT_MAX_REQUESTS_PER_SOCKET = 0
-/** Connections above this are closed on accept: bounded memory and file descriptors; the LB retries elsewhere. */
+/**
+ * Open connections the listener keeps (MAX_CONNECTIONS): bounded memory and file descriptors. At the
+ * cap the oldest idle keep-alive connection is closed for a new one; only when none is idle is the
+ * new one closed on accept (edge/connection-guard.ts).
+ */
 export const DEFAULT_MAX_CONNECTIONS = 10_000
+/**
+ * Open connections one client (IPv4 address, IPv6 prefix) keeps (MAX_CONNECTIONS_PER_CLIENT; 0: no
+ * cap): about a tenth of the listener's budget, so no client can take it, while a load generator or
+ * a busy service at a thousand concurrent requests from one address still fits. A trusted proxy's
+ * peer address is exempt.
+ */
+export const DEFAULT_MAX_CONNECTIONS_PER_CLIENT = 1_024
+/** After this many 429s in a row a client's further 429s close their connection (a ban's at once). */
+export const DEFAULT_CLOSE_AFTER_REJECTIONS = 10
 /** Path parameters (pet id) longer than this are 400, counted like any request (edge/request-screen.ts). */
 export const DEFAULT_MAX_PARAM_LENGTH = 100
 /** JSON bodies nested deeper than this are 400: the Pet body is flat, and deep nesting overflows the parser's stack (500). */
@@ -46,6 +59,8 @@ export interface ServerLimits {
   connectionTimeoutMs: number
   maxRequestsPerSocket: number
   maxConnections: number
+  maxConnectionsPerClient: number
+  closeAfterRejections: number
   maxParamLength: number
 }
 
@@ -58,6 +73,8 @@ export const DEFAULT_SERVER_LIMITS: Readonly<ServerLimits> = Object.freeze({
   connectionTimeoutMs: DEFAULT_CONNECTION_TIMEOUT_MS,
   maxRequestsPerSocket: DEFAULT_MAX_REQUESTS_PER_SOCKET,
   maxConnections: DEFAULT_MAX_CONNECTIONS,
+  maxConnectionsPerClient: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+  closeAfterRejections: DEFAULT_CLOSE_AFTER_REJECTIONS,
   maxParamLength: DEFAULT_MAX_PARAM_LENGTH
 })
 
@@ -65,7 +82,7 @@ export function serverLimits (overrides: Partial<ServerLimits> = {}): ServerLimi
   return { ...DEFAULT_SERVER_LIMITS, ...overrides }
 }
 
-/** The Fastify server options that carry the limits (server.maxConnections is set after creation). */
+/** The Fastify server options that carry the limits (the connection caps are edge/connection-limits.ts's). */
 export function fastifyLimitOptions (limits: ServerLimits) {
   return {
     http: {
@@ -143,6 +160,12 @@ interface SocketWithMessage extends Socket {
  */
 export function clientErrorHandler (this: FastifyInstance, err: Error & { code?: string }, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return
+  // The peer ended its side in the middle of a request: the request can never complete, so the
+  // socket is freed now rather than held for an answer nobody can finish.
+  if (err.code === 'HPE_INVALID_EOF_STATE') {
+    socket.destroy()
+    return
+  }
   const error = parserError(err.code)
   this.log.debug({ code: err.code, status: error.status }, 'client error')
   const responding = (socket as SocketWithMessage)._httpMessage

@@ -1,5 +1,8 @@
 // Every setting the gateway reads from the environment, typed, with its default beside its name.
 // The rest of the gateway receives a GatewaySettings and never reads process.env itself.
+import { parseAdminHosts } from '../admin/request-guard.js'
+import { DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT } from '../edge/limits.js'
+
 export const DEFAULT_GATEWAY_HOST = '0.0.0.0'
 export const DEFAULT_GATEWAY_PORT = 8080
 export const DEFAULT_ADMIN_HOST = '127.0.0.1'
@@ -38,6 +41,8 @@ export interface GatewaySettings {
   readonly adminHost: string
   readonly adminPort: number
   readonly adminToken: string | undefined
+  /** ADMIN_HOSTS: host names the admin app answers besides localhost and loopback addresses. */
+  readonly adminHosts: readonly string[]
   readonly backendUrl: string
   readonly configDir: string
   /** Watch CONFIG_DIR and reload on change (SIGHUP and the admin API reload either way). */
@@ -65,6 +70,10 @@ export interface GatewaySettings {
   readonly trustProxy: boolean | number | string
   /** ANONYMOUS_STATE_MAX: anonymous clients the in-process store keeps windows for. */
   readonly anonymousStateMax: number
+  /** MAX_CONNECTIONS: open connections of the public listener (idle ones are closed first for new ones). */
+  readonly maxConnections: number
+  /** MAX_CONNECTIONS_PER_CLIENT: open connections of one client address or IPv6 prefix; 0: no cap. */
+  readonly maxConnectionsPerClient: number
   readonly bodyLimit: number
   readonly upstreamTimeoutMs: number
   readonly shutdownGraceMs: number
@@ -135,6 +144,7 @@ export function settingsFromEnv (env: Env = process.env): GatewaySettings {
     adminHost: str(env, 'ADMIN_HOST', DEFAULT_ADMIN_HOST),
     adminPort: int(env, 'ADMIN_PORT', DEFAULT_ADMIN_PORT, 0, 65535),
     adminToken: optional(env, 'ADMIN_TOKEN'),
+    adminHosts: parseAdminHosts(optional(env, 'ADMIN_HOSTS')),
     backendUrl: backendUrl.replace(/\/$/, ''),
     configDir: str(env, 'CONFIG_DIR', DEFAULT_CONFIG_DIR),
     configWatch: env.CONFIG_WATCH !== 'false',
@@ -150,6 +160,8 @@ export function settingsFromEnv (env: Env = process.env): GatewaySettings {
     logBufferBytes: int(env, 'LOG_BUFFER_BYTES', DEFAULT_LOG_BUFFER_BYTES, 0, 1_000_000),
     trustProxy: trustProxy(optional(env, 'TRUST_PROXY'), production),
     anonymousStateMax: int(env, 'ANONYMOUS_STATE_MAX', DEFAULT_ANONYMOUS_STATE_MAX, 1),
+    maxConnections: int(env, 'MAX_CONNECTIONS', DEFAULT_MAX_CONNECTIONS, 1),
+    maxConnectionsPerClient: int(env, 'MAX_CONNECTIONS_PER_CLIENT', DEFAULT_MAX_CONNECTIONS_PER_CLIENT, 0),
     bodyLimit: int(env, 'BODY_LIMIT_BYTES', DEFAULT_BODY_LIMIT_BYTES, 1),
     upstreamTimeoutMs: int(env, 'UPSTREAM_TIMEOUT_MS', DEFAULT_UPSTREAM_TIMEOUT_MS, 1),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', DEFAULT_SHUTDOWN_GRACE_MS, 0),

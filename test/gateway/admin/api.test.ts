@@ -2,7 +2,7 @@ import t from 'tap'
 import { cpSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { loadConfigDir } from '../../../src/gateway/config/loader.js'
-import { bearer, DEMO_KEYS, FIXTURE_CONFIG_DIR, plansYaml, startGateway, testConfig } from '../../helpers/gateway.js'
+import { ADMIN_JSON, bearer, DEMO_KEYS, FIXTURE_CONFIG_DIR, plansYaml, startGateway, testConfig } from '../../helpers/gateway.js'
 
 t.test('GET /admin/config says what is in force, never a digest', async (t) => {
   const gw = await startGateway(t)
@@ -27,12 +27,12 @@ t.test('POST /admin/reload applies a good config and refuses a bad one with its 
   const dir = t.testdir()
   cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
   const gw = await startGateway(t, { config: loadConfigDir(dir), reload: { dir, watch: false } })
-  const same = await fetch(`${gw.adminUrl}/admin/reload`, { method: 'POST' })
+  const same = await fetch(`${gw.adminUrl}/admin/reload`, { method: 'POST', headers: ADMIN_JSON })
   t.equal(same.status, 200)
   t.same(await same.json(), { ok: true, changed: false, version: gw.app.gatewayConfig.current.version, keys: 4 })
 
   writeFileSync(join(dir, 'plans.yaml'), 'plans: {}\n')
-  const bad = await fetch(`${gw.adminUrl}/admin/reload`, { method: 'POST' })
+  const bad = await fetch(`${gw.adminUrl}/admin/reload`, { method: 'POST', headers: ADMIN_JSON })
   t.equal(bad.status, 422)
   const problems = ['plans.yaml: missing field "anonymous"', 'plans.yaml: plans: must NOT have fewer than 1 properties']
   t.same(await bad.json(), { code: 'config_rejected', message: problems.join('; '), status: 422, problems })
@@ -40,7 +40,7 @@ t.test('POST /admin/reload applies a good config and refuses a bad one with its 
 
 t.test('POST /admin/reload on a fixed config is refused', async (t) => {
   const gw = await startGateway(t)
-  const res = await fetch(`${gw.adminUrl}/admin/reload`, { method: 'POST' })
+  const res = await fetch(`${gw.adminUrl}/admin/reload`, { method: 'POST', headers: ADMIN_JSON })
   t.equal(res.status, 409)
   t.same(await res.json(), { code: 'reload_unavailable', message: 'This gateway runs on a fixed config, not a config directory', status: 409 })
 })
@@ -65,11 +65,11 @@ t.test('bans: listed, lifted, and usage shows window counts', async (t) => {
   t.equal(list.bans[0]?.keyId, 'demo-free')
   t.ok(list.bans[0]!.secondsLeft > 890 && list.bans[0]!.secondsLeft <= 900)
 
-  const lifted = await fetch(`${gw.adminUrl}/admin/bans/demo-free`, { method: 'DELETE' })
+  const lifted = await fetch(`${gw.adminUrl}/admin/bans/demo-free`, { method: 'DELETE', headers: ADMIN_JSON })
   t.equal(lifted.status, 200)
   t.same(await lifted.json(), { keyId: 'demo-free', consumerId: 'demo-free', lifted: true })
   t.same(await (await fetch(`${gw.adminUrl}/admin/bans`)).json(), { bans: [] })
-  const again = await fetch(`${gw.adminUrl}/admin/bans/demo-free`, { method: 'DELETE' })
+  const again = await fetch(`${gw.adminUrl}/admin/bans/demo-free`, { method: 'DELETE', headers: ADMIN_JSON })
   t.equal(again.status, 404)
   t.same(await again.json(), { code: 'not_found', message: 'Key demo-free is not banned', status: 404 })
 

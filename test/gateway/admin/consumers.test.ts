@@ -6,7 +6,7 @@ import { keyDigest } from '../../../src/gateway/auth/bearer.js'
 import type { LimiterStore } from '../../../src/gateway/limiter/store.js'
 import { createMemoryStore } from '../../../src/gateway/limiter/stores/memory.js'
 import { createResilientStore } from '../../../src/gateway/limiter/stores/resilient.js'
-import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
+import { ADMIN_JSON, bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
 import { startRedis } from '../../helpers/redis.js'
 
 const NOW = Date.parse('2030-01-10T12:00:00Z')
@@ -89,7 +89,7 @@ async function bannedThenReset (t: Test, gw: StartedGateway, others: StartedGate
   const ban = before.body.ban as { until: string, secondsLeft: number }
   t.ok(ban.secondsLeft > 890 && ban.secondsLeft <= 900, `${ban.secondsLeft} s left`)
 
-  const reset = await call(`${gw.adminUrl}/admin/consumers/demo-free/reset`, { method: 'POST', headers })
+  const reset = await call(`${gw.adminUrl}/admin/consumers/demo-free/reset`, { method: 'POST', headers: { ...headers, ...ADMIN_JSON } })
   t.equal(reset.status, 200)
   t.match(reset.body, { consumerId: 'demo-free', reset: true, cleared: { minute: 1, day: 1, ban: { until: ban.until, escalationLevel: 0 } } })
 
@@ -110,7 +110,7 @@ const banPlans = plansYaml({ free: { perMinute: 1, perDay: 100 }, ban: { thresho
 t.test('POST /admin/consumers/:id/reset clears a banned consumer on the in-process store', async (t) => {
   const gw = await startGateway(t, { config: testConfig({ 'plans.yaml': banPlans }) })
   await bannedThenReset(t, gw, [], 'loopback')
-  const unknown = await call(`${gw.adminUrl}/admin/consumers/nobody/reset`, { method: 'POST' })
+  const unknown = await call(`${gw.adminUrl}/admin/consumers/nobody/reset`, { method: 'POST', headers: ADMIN_JSON })
   t.equal(unknown.status, 404)
   t.equal(unknown.body.code, 'not_found')
 })
@@ -126,7 +126,7 @@ t.test('POST /admin/consumers/:id/reset on real Redis clears every key and every
   const again = await call(`${gw.adminUrl}/admin/consumers/demo-free`, { headers: { authorization: 'Bearer tok-1' } })
   t.match(again.body, { ban: { escalationLevel: 0 } }, '…at the base duration: the reset forgot the escalation')
   t.ok((again.body.ban as { secondsLeft: number }).secondsLeft > 890)
-  await call(`${gw.adminUrl}/admin/consumers/demo-free/reset`, { method: 'POST', headers: { authorization: 'Bearer tok-1' } })
+  await call(`${gw.adminUrl}/admin/consumers/demo-free/reset`, { method: 'POST', headers: { authorization: 'Bearer tok-1', ...ADMIN_JSON } })
   t.equal(await redis.cli('--scan', '--pattern', 'rl:{demo-free}:*'), '', 'no Redis key of the consumer is left')
   const refused = await fetch(`${gw.adminUrl}/admin/consumers/demo-free/reset`, { method: 'POST' })
   t.equal(refused.status, 401, 'the admin token guards it')
@@ -143,7 +143,7 @@ t.test('a limiter store that does not answer makes the consumer routes 503 unava
   }
   const gw = await startGateway(t, { limiter: { store: createResilientStore(failing, { adminTimeoutMs: 200 }) } })
   for (const [method, path] of [['GET', '/admin/consumers/demo-pro'], ['POST', '/admin/consumers/demo-pro/reset']] as const) {
-    const res = await call(`${gw.adminUrl}${path}`, { method })
+    const res = await call(`${gw.adminUrl}${path}`, { method, headers: ADMIN_JSON })
     t.equal(res.status, 503, `${method} ${path}`)
     t.same(res.body, { code: 'unavailable', message: 'The limiter store did not answer; try again', status: 503 })
   }

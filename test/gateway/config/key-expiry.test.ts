@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import t from 'tap'
 import { keyDigest } from '../../../src/gateway/auth/bearer.js'
 import { loadConfigDir } from '../../../src/gateway/config/loader.js'
-import { FIXTURE_CONFIG_DIR, startGateway, testConfig } from '../../helpers/gateway.js'
+import { ADMIN_JSON, FIXTURE_CONFIG_DIR, startGateway, testConfig } from '../../helpers/gateway.js'
 import { sampleValue, scrape } from '../../helpers/scrape.js'
 
 const NOW = Date.parse('2030-03-01T00:00:00Z')
@@ -64,7 +64,7 @@ t.test('start and reload log the keys expiring within 7 days, capped', async (t)
 
   const many = ['keys:', ...Array.from({ length: 25 }, (_, i) => entry(`k${String(i).padStart(2, '0')}`, `, expiresAt: "2030-03-0${2 + (i % 5)}"`)), '']
   writeFileSync(join(dir, 'keys.yaml'), many.join('\n'))
-  const res = await fetch(`${gw.adminUrl}/admin/reload`, { method: 'POST' })
+  const res = await fetch(`${gw.adminUrl}/admin/reload`, { method: 'POST', headers: ADMIN_JSON })
   t.equal(res.status, 200)
   await res.arrayBuffer()
   const lines = gw.logs.filter((l) => l.msg === 'keys expiring within 7 days')

@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process'
 import { cpSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { loadConfigDir } from '../../../src/gateway/config/loader.js'
-import { bearer, DEMO_KEYS, FIXTURE_CONFIG_DIR, startGateway, type StartedGateway } from '../../helpers/gateway.js'
+import { ADMIN_JSON, bearer, DEMO_KEYS, FIXTURE_CONFIG_DIR, startGateway, type StartedGateway } from '../../helpers/gateway.js'
 
 const PING_EVERY_MS = 50
 const SLOWEST_ALLOWED_MS = 100
@@ -83,7 +83,7 @@ t.test('a 50 MB keys.yaml with 472,747 bad entries: requests stay fast, the last
 
   const bound = await slowestAllowed(gw)
   const started = performance.now()
-  const { result: res, latencies, statuses } = await pingThroughout(gw, async () => await fetch(`${gw.adminUrl}/admin/reload`, { method: 'POST' }))
+  const { result: res, latencies, statuses } = await pingThroughout(gw, async () => await fetch(`${gw.adminUrl}/admin/reload`, { method: 'POST', headers: ADMIN_JSON }))
   const body = await res.text()
   const reloadMs = performance.now() - started
   t.equal(res.status, 422)

@@ -1,6 +1,7 @@
-// Which anonymous window an address is counted in: IPv4 per address, IPv6 per prefix, mapped IPv6 as IPv4.
+// Which anonymous window an address is counted in: IPv4 per address, IPv6 per prefix, mapped IPv6 as IPv4;
+// and the reading of addresses as proxies write them (ports, brackets, zone ids).
 import t from 'tap'
-import { anonymousClientKey, parseIpv6 } from '../../../src/gateway/edge/client-address.js'
+import { anonymousClientKey, isLoopbackAddress, normaliseAddress, parseIpv6 } from '../../../src/gateway/edge/client-address.js'
 
 t.test('IPv4 is counted per address', async (t) => {
   t.equal(anonymousClientKey('203.0.113.7'), '203.0.113.7')
@@ -54,4 +55,36 @@ t.test('parseIpv6 agrees with node:net on what is an address, over many spelling
   for (const text of samples) t.equal(parseIpv6(text) !== undefined, isIPv6(text), text)
   t.same(parseIpv6('1:2:3:4:5:6::8'), [1, 2, 3, 4, 5, 6, 0, 8])
   t.same(parseIpv6('ABCD::EF01'), [0xabcd, 0, 0, 0, 0, 0, 0, 0xef01])
+})
+
+t.test('normaliseAddress reduces what proxies write to the address alone', async (t) => {
+  const cases: Array<[string, string | undefined]> = [
+    ['198.51.100.77', '198.51.100.77'],
+    [' 198.51.100.77 ', '198.51.100.77'],
+    ['198.51.100.77:51234', '198.51.100.77'],
+    ['198.051.100.077', '198.51.100.77'],
+    ['[2001:db8::77]:443', '2001:db8::77'],
+    ['[2001:DB8::77]', '2001:db8::77'],
+    ['2001:db8::77', '2001:db8::77'],
+    ['fe80::1%eth0', 'fe80::1'],
+    ['[fe80::1%eth0]:8080', 'fe80::1'],
+    ['::ffff:198.51.100.77', '::ffff:198.51.100.77'],
+    ['', undefined],
+    ['unknown', undefined],
+    ['_hidden', undefined],
+    ['198.51.100.77:', undefined],
+    ['198.51.100.77:70000', undefined],
+    ['198.51.100.77:80:80', undefined],
+    ['198.51.100.256', undefined],
+    ['[2001:db8::77', undefined],
+    ['[2001:db8::77]x', undefined],
+    ['[198.51.100.77]:80', undefined],
+    ['evil.example:80', undefined]
+  ]
+  for (const [text, expected] of cases) t.equal(normaliseAddress(text), expected, JSON.stringify(text))
+})
+
+t.test('isLoopbackAddress: 127.0.0.0/8, ::1 and their mapped forms only', async (t) => {
+  for (const address of ['127.0.0.1', '127.255.0.9', '::1', '0:0:0:0:0:0:0:1', '::ffff:127.0.0.1']) t.ok(isLoopbackAddress(address), address)
+  for (const address of ['128.0.0.1', '10.0.0.1', '::2', '::', '::ffff:10.0.0.1', 'localhost', '127.0.0', '']) t.notOk(isLoopbackAddress(address), address)
 })

@@ -3,15 +3,13 @@
 // addresses: the setup routes 2001:db8::/48 (documentation prefix) to the loopback interface and
 // allows binding to any address in it (as root, idempotently). Where the machine forbids that, the
 // same assertions run through app.inject({ remoteAddress }) instead, and the test says so.
-import { execFile } from 'node:child_process'
-import { writeFileSync } from 'node:fs'
-import { promisify } from 'node:util'
 import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { buildGateway } from '../../../src/gateway/app.js'
 import { startBackend } from '../../helpers/backend.js'
 import { requestFromAddress } from '../../helpers/edge-flood.js'
 import { plansYaml, startGateway, testConfig } from '../../helpers/gateway.js'
+import { setUpIpv6Loopback } from '../../helpers/ipv6-loopback.js'
 
 const PER_MINUTE = 3
 const LISTEN = '2001:db8::1'
@@ -21,17 +19,6 @@ function config (ipv6Prefix?: number): ReturnType<typeof testConfig> {
   return testConfig({
     'plans.yaml': ipv6Prefix === undefined ? plans : plans.replace(/^anonymous: \{ (.*) \}$/m, `anonymous: { $1, ipv6Prefix: ${ipv6Prefix} }`)
   })
-}
-
-/** Routes 2001:db8::/48 to lo and allows non-local binds; false when the machine does not let us. */
-async function setUpIpv6Loopback (): Promise<boolean> {
-  try {
-    await promisify(execFile)('ip', ['-6', 'route', 'replace', 'local', '2001:db8::/48', 'dev', 'lo'])
-    writeFileSync('/proc/sys/net/ipv6/ip_nonlocal_bind', '1')
-    return true
-  } catch {
-    return false
-  }
 }
 
 type Ask = (address: string) => Promise<{ status: number, remaining: string | undefined }>

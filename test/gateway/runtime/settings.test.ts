@@ -8,6 +8,7 @@ t.test('defaults follow docs/decisions.md §8', async (t) => {
     adminHost: '127.0.0.1',
     adminPort: 9091,
     adminToken: undefined,
+    adminHosts: [],
     backendUrl: 'http://127.0.0.1:3001',
     configDir: './config',
     configWatch: true,
@@ -23,6 +24,8 @@ t.test('defaults follow docs/decisions.md §8', async (t) => {
     logBufferBytes: 4096,
     trustProxy: false,
     anonymousStateMax: 100000,
+    maxConnections: 10000,
+    maxConnectionsPerClient: 1024,
     bodyLimit: 16384,
     upstreamTimeoutMs: 10000,
     shutdownGraceMs: 10000,
@@ -53,4 +56,7 @@ t.test('values from the environment are parsed and checked', async (t) => {
   t.equal(settingsFromEnv({ STORE_LEASES: 'false' }).storeLeases, false)
   t.throws(() => settingsFromEnv({ STORE_ON_ERROR: 'fail-open' }), { message: 'STORE_ON_ERROR: expected one of local, open, closed, got "fail-open"' })
   t.throws(() => settingsFromEnv({ BACKEND_URL: 'ftp://x' }), { message: 'BACKEND_URL: expected http(s)://host:port, got "ftp://x"' })
+  t.same([settingsFromEnv({ MAX_CONNECTIONS: '500', MAX_CONNECTIONS_PER_CLIENT: '0' })].map((x) => [x.maxConnections, x.maxConnectionsPerClient]), [[500, 0]],
+    'MAX_CONNECTIONS_PER_CLIENT=0 turns the per-client cap off')
+  t.throws(() => settingsFromEnv({ MAX_CONNECTIONS: '0' }), { message: /^MAX_CONNECTIONS: expected an integer from 1/ })
 })

@@ -1,0 +1,69 @@
+// Who the client is behind trusted proxies. Fastify's own reading of `X-Forwarded-For` takes each
+// entry as it is written: a load balancer that appends `198.51.100.7:51234` (some cloud ones do)
+// makes every client port a client of its own for the anonymous limiter, and a trusted proxy
+// written with a port is not recognised as trusted. Here every hop is normalised first
+// (client-address.ts: ports, brackets, zone ids, IPv4 spellings), and an entry that is no address
+// at all ends the walk at the trusted hop that reported it: that hop decides, rather than the text
+// becoming a client. Only `X-Forwarded-For` is read: a `Forwarded` header is ignored, because a
+// proxy appends to one of the two and a client could write the other (docs/decisions.md §11).
+import proxyAddr from '@fastify/proxy-addr'
+import fp from 'fastify-plugin'
+import { normaliseAddress } from './client-address.js'
+
+/** TRUST_PROXY: false, true (every hop: refused in production), a hop count, or addresses/CIDRs. */
+export type TrustProxy = boolean | number | string
+
+/** Whether the peer `hop` steps away from the gateway (0: the socket's peer) is a trusted proxy. */
+export type TrustFunction = (address: string, hop: number) => boolean
+
+/** TRUST_PROXY as one function, for Fastify (host, protocol) and for the client address below. */
+export function trustFunction (trust: TrustProxy): TrustFunction {
+  if (trust === true) return () => true
+  if (trust === false) return () => false
+  if (typeof trust === 'number') return (_address, hop) => hop < trust
+  return proxyAddr.compile(trust.split(',').map((s) => s.trim()).filter((s) => s !== ''))
+}
+
+/**
+ * The client address of a request from `peer` carrying `forwardedFor`: from the socket's peer
+ * outwards, each trusted hop hands over to the entry it appended (the rightmost one left); the
+ * first untrusted hop is the client. An entry that is not an address stops the walk at the hop
+ * before it. Scans the header from its end without splitting it.
+ */
+export function forwardedClientAddress (peer: string, forwardedFor: string | undefined, trusted: TrustFunction): string {
+  let client = peer
+  if (forwardedFor === undefined) return client
+  let end = forwardedFor.length
+  for (let hop = 0; trusted(client, hop); hop++) {
+    const start = forwardedFor.lastIndexOf(',', end - 1)
+    const next = normaliseAddress(forwardedFor.slice(start + 1, end))
+    if (next === undefined) return client
+    client = next
+    if (start === -1) return client
+    end = start
+  }
+  return client
+}
+
+export interface ClientIpOptions {
+  trustProxy: TrustProxy
+}
+
+/**
+ * First in the pipeline: `request.ip` becomes the normalised client address, read once (Fastify's
+ * getter would walk the header again on every read). Without TRUST_PROXY nothing is installed:
+ * `request.ip` is the socket's peer, always an address.
+ */
+export const clientIpPlugin = fp<ClientIpOptions>(async function clientIpPlugin (app, { trustProxy }) {
+  if (trustProxy === false) return
+  const trusted = trustFunction(trustProxy)
+  app.addHook('onRequest', function clientAddress (request, _reply, done) {
+    const header = request.headers['x-forwarded-for']
+    // Node joins repeated X-Forwarded-For lines with ", "; the array is only the type's possibility.
+    const forwardedFor = Array.isArray(header) ? header.join(', ') : header
+    const ip = forwardedClientAddress(request.raw.socket.remoteAddress ?? '', forwardedFor, trusted)
+    // Fastify's `ip` is a getter on the request's prototype: an own property shadows it.
+    Object.defineProperty(request, 'ip', { value: ip, enumerable: true })
+    done()
+  })
+}, { name: 'gateway-client-ip' })

@@ -1,0 +1,82 @@
+// The connection guard (connection-guard.ts) on the public listener, and the other half of keeping
+// one client from holding connections: a client far over its limit — banned, or refused by the
+// limiter `closeAfterRejections` times in a row — is answered with `Connection: close`, so a client
+// that ignores Retry-After cannot keep its connections open by being refused on them. Both count
+// per socket peer (client-address.ts's client: IPv4 address or IPv6 prefix); a trusted proxy's
+// peer carries many clients, so neither applies to it (docs/decisions.md §11).
+import fp from 'fastify-plugin'
+import { Counter, Gauge } from 'prom-client'
+import { anonymousClientKey } from './client-address.js'
+import { trustFunction, type TrustProxy } from './client-ip.js'
+import { guardConnections, type ConnectionGuard, type RefusalReason } from './connection-guard.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The public listener's open connections, by client. */
+    connections: ConnectionGuard
+  }
+}
+
+export interface ConnectionLimitsOptions {
+  maxConnections: number
+  maxConnectionsPerClient: number
+  /** 429s in a row (per client) after which each further 429 closes its connection. */
+  closeAfterRejections: number
+  trustProxy: TrustProxy
+}
+
+const REASONS: readonly RefusalReason[] = ['client_cap', 'server_cap']
+
+export const connectionLimitsPlugin = fp<ConnectionLimitsOptions>(async function connectionLimitsPlugin (app, opts) {
+  const trusted = trustFunction(opts.trustProxy)
+  const registers = app.hasDecorator('metrics') ? [app.metrics.registry] : []
+  const refused = new Counter({
+    name: 'gateway_connections_refused_total',
+    help: 'Connections closed on accept: the client (client_cap) or the listener (server_cap) was at its cap with no idle connection to close',
+    labelNames: ['reason'],
+    registers
+  })
+  const reclaimed = new Counter({
+    name: 'gateway_connections_reclaimed_total',
+    help: 'Idle keep-alive connections closed to make room for a new one, by the cap that was reached',
+    labelNames: ['reason'],
+    registers
+  })
+  const closedOverLimit = new Counter({
+    name: 'gateway_connections_closed_over_limit_total',
+    help: 'Responses that closed their connection because the client was banned or refused too many times in a row',
+    registers
+  })
+  for (const reason of REASONS) {
+    refused.inc({ reason }, 0)
+    reclaimed.inc({ reason }, 0)
+  }
+
+  const guard = guardConnections(app.server, {
+    maxConnections: opts.maxConnections,
+    maxConnectionsPerClient: opts.maxConnectionsPerClient,
+    clientOf: (address) => trusted(address, 0) ? undefined : anonymousClientKey(address, app.gatewayConfig.current.anonymous.ipv6Prefix),
+    onRefused: (reason) => { refused.inc({ reason }) },
+    onReclaimed: (reason) => { reclaimed.inc({ reason }) }
+  })
+  app.decorate('connections', guard)
+  new Gauge({
+    name: 'gateway_connections_open',
+    help: 'Connections open on the public listener',
+    registers,
+    collect () { this.set(guard.open) }
+  })
+
+  app.addHook('onSend', function closeOverLimit (request, reply, payload, done) {
+    const decision = request.rateLimit
+    const client = decision === null ? undefined : guard.clientOf(request.raw.socket)
+    if (decision !== null && client !== undefined) {
+      if (decision.allowed) client.rejectionsInRow = 0
+      else if (++client.rejectionsInRow >= opts.closeAfterRejections || decision.outcome === 'key_banned') {
+        reply.header('connection', 'close')
+        closedOverLimit.inc()
+      }
+    }
+    done(null, payload)
+  })
+}, { name: 'gateway-connection-limits', dependencies: ['gateway-config', 'gateway-limiter'] })
