@@ -1,34 +1,26 @@
--- Sliding-window limiter for one consumer: ban check, both windows, count-if-admitted, 429/ban
--- bookkeeping, and block leases, in one atomic call. Twin of arithmetic.ts. The window layout is
--- baked in below (it is the same for every policy), so a call carries only what varies.
+-- Shared code of the limiter scripts: stores/redis-scripts.ts puts this file in front of each of
+-- them (decide.lua, peek.lua, lease.lua, give-back.lua) when it loads them, so it only defines
+-- locals; nothing here runs a command until decide() is called. Twin of arithmetic.ts. A script
+-- runs its body on every call, and every function defined here is made anew each time: keep them few.
 --
--- KEYS (one hash tag {id}, so one Cluster slot):
---   1 rl:{id}:m  hash: minute ring. 't' newest bucket index, 'n' running total of the stored
---                buckets, 'o' oldest non-empty bucket index, '0'..'60' counts; 'b' Unix ms the
---                consumer's ban ends (read with the ring: the ban check costs no command of its own);
---                'hb','hc','hp' leaseholders of bucket hb and of the bucket before (comma lists)
---   2 rl:{id}:d  hash: day ring, same layout ('0'..'96'), no other field
---   3 rl:{id}:b  hash: ban bookkeeping. 'u' Unix ms the last ban ends, 'l' its escalation level,
---                'r0'..'r<threshold>' Unix ms of the latest 429s (a ring: 'i' next slot, 'c' filled)
--- ARGV by mode (ARGV[1]):
---   'c' consume | 'p' peek (no writes; a banned consumer's windows are read too):
---        2 perMinute  3 perDay  4 ban policy 'threshold,windowMs,durationMs,maxMs' ('' : never banned)
---   'l' lease: as 'c', and 5 block wanted (>= 1, this request included)  6 holder id (one per process)
---        7 8 9 give back first: minute bucket, day bucket, unused count of an ended lease (9 = 0: none)
---   'r' give back: 2 minute bucket  3 day bucket  4 unused count
---   'x' reset: forget both windows, the ban, its escalation and recent 429s
--- Returns ('c','p','l'): integers { outcome (0 ok, 1 rate_limited, 2 key_banned, 3 ban_started),
---   now ms, minute count, minute reset ms, minute retry ms, day count, day reset ms, day retry ms,
---   ban until ms, admissions granted (1 for 'c', the block for 'l', 0 when not admitted) }
---   'r': 0; 'x': how many of the three keys existed
+-- The keys every script is given share one hash tag {id}, so one Cluster slot:
+--   rl:{id}:m  hash: minute ring. 't' newest bucket index, 'n' running total of the stored
+--              buckets, 'o' oldest non-empty bucket index, '0'..'60' counts; 'b' Unix ms the
+--              consumer's ban ends (read with the ring: the ban check costs no command of its own);
+--              'hb','hc','hp' leaseholders of bucket hb and of the bucket before (comma lists)
+--   rl:{id}:d  hash: day ring, same layout ('0'..'96'), no other field
+--   rl:{id}:b  hash: ban bookkeeping. 'u' Unix ms the last ban ends, 'l' its escalation level,
+--              'r0'..'r<threshold>' Unix ms of the latest 429s (a ring: 'i' next slot, 'c' filled)
+-- A decision's reply (decide, peek, lease): integers { outcome (0 ok, 1 rate_limited,
+--   2 key_banned, 3 ban_started), now ms, minute count, minute reset ms, minute retry ms, day count,
+--   day reset ms, day retry ms, ban until ms, admissions granted (1 when decide admits, the block
+--   when lease does, 0 when not admitted) }
 --
 -- Why it never over-admits: bucket j holds requests in [j*b, (j+1)*b). The count sums buckets
 -- now_bucket-slots+1 .. now_bucket with slots = window/b + 1, i.e. the whole oldest bucket that
 -- straddles the window's start. That is a superset of every rolling window ending now, so
--- admitting only while count < limit keeps each rolling window at <= limit; and since this runs
--- atomically on the one shared copy, concurrent gateways cannot both take the last unit. A lease of
--- k is k requests counted now in the current bucket; the gateway spends them only before that
--- bucket ends by this clock (see stores/leases.ts), so each still lands in the bucket it is counted in.
+-- admitting only while count < limit keeps each rolling window at <= limit; and since a script runs
+-- atomically on the one shared copy, concurrent gateways cannot both take the last unit.
 --
 -- Why it is cheap: the sum is kept as the running total 'n' and only the buckets that left the
 -- window since the last call are read and subtracted ('o' says where they start), so a request
@@ -38,40 +30,12 @@
 -- when the ban ends, 'b'), is known from the HMGET the call already made.
 local M_BUCKET, M_SLOTS, D_BUCKET, D_SLOTS = 1000, 61, 900000, 97
 local ESCALATION_MS = 86400000
-local mode = ARGV[1]
 
-if mode == 'x' then
-  return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-end
-
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-
--- Hands back `n` admissions counted in `bucket` that were never used, if that bucket is still stored.
-local function give_back (key, bucket_ms, slots, bucket, n)
-  local f = redis.call('HMGET', key, 't', 'n', 'o', bucket % slots)
-  if f[1] == false then return end
-  local last, total, oldest = tonumber(f[1]), tonumber(f[2]), tonumber(f[3])
-  if bucket > last or bucket <= last - slots or bucket < oldest then return end
-  local c = tonumber(f[4] or '0') or 0
-  local k = math.min(n, c)
-  if k > 0 then redis.call('HSET', key, bucket % slots, c - k, 'n', total - k) end
-end
-
-if mode == 'r' then
-  local n = tonumber(ARGV[4])
-  give_back(KEYS[1], M_BUCKET, M_SLOTS, tonumber(ARGV[2]), n)
-  give_back(KEYS[2], D_BUCKET, D_SLOTS, tonumber(ARGV[3]), n)
-  return 0
-end
-if mode == 'l' and ARGV[9] ~= '0' then
-  local n = tonumber(ARGV[9])
-  give_back(KEYS[1], M_BUCKET, M_SLOTS, tonumber(ARGV[7]), n)
-  give_back(KEYS[2], D_BUCKET, D_SLOTS, tonumber(ARGV[8]), n)
-end
+-- Redis TIME in Unix ms, the one clock of every gateway process: set by decide() or the script first.
+local now
 
 -- A ring as this call sees it: the stored buckets still in the window, their total and oldest
--- index, and what pruning the expired ones must write back (consume mode only).
+-- index, and what pruning the expired ones must write back (when the call writes).
 local function open (key, bucket_ms, slots, f)
   local bucket = math.floor(now / bucket_ms)
   local r = { key = key, b = bucket_ms, slots = slots, bucket = bucket, last = -1, total = 0, oldest = -1, current = 0, stale = {}, counts = nil, reset_all = false }
@@ -177,70 +141,36 @@ local function save (r, admit, keep_until)
   end
 end
 
-local m_limit, d_limit = tonumber(ARGV[2]), tonumber(ARGV[3])
-local policy = ARGV[4]
-local m_bucket = math.floor(now / M_BUCKET)
-local mf = redis.call('HMGET', KEYS[1], 't', 'n', 'o', m_bucket % M_SLOTS, 'b')
-local banned_until = 0
-local ban_ends = tonumber(mf[5] or '0') or 0
-if policy ~= '' or mode == 'p' then
-  local until_ms = ban_ends
-  if until_ms > now then
-    if mode ~= 'p' then return { 2, now, 0, 0, 0, 0, 0, 0, until_ms, 0 } end
-    banned_until = until_ms
+-- The decision of decide.lua and lease.lua, on KEYS m, d, b: a banned consumer is answered
+-- without counting; else both windows are read and, if both have room, `block(m, room)`
+-- admissions are counted (1 for decide) — else the 429 is counted under `policy` ('' : never banned).
+local function decide (m_limit, d_limit, policy, block)
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local mf = redis.call('HMGET', KEYS[1], 't', 'n', 'o', math.floor(now / M_BUCKET) % M_SLOTS, 'b')
+  local ban_ends = tonumber(mf[5] or '0') or 0
+  if policy ~= '' and ban_ends > now then return { 2, now, 0, 0, 0, 0, 0, 0, ban_ends, 0 } end
+  local m = open(KEYS[1], M_BUCKET, M_SLOTS, mf)
+  local d = open(KEYS[2], D_BUCKET, D_SLOTS, redis.call('HMGET', KEYS[2], 't', 'n', 'o', math.floor(now / D_BUCKET) % D_SLOTS))
+  local mc, mr, mt = read(m, m_limit)
+  local dc, dr, dt = read(d, d_limit)
+  if mc < m_limit and dc < d_limit then
+    local grant = 1
+    if block ~= nil then grant = block(m, math.min(m_limit - mc, d_limit - dc)) end
+    save(m, grant, ban_ends)
+    save(d, grant, 0)
+    if mc == 0 then mr = (m.bucket + m.slots) * m.b end
+    if dc == 0 then dr = (d.bucket + d.slots) * d.b end
+    return { 0, now, mc + grant, mr, mt, dc + grant, dr, dt, 0, grant }
   end
-end
-local m = open(KEYS[1], M_BUCKET, M_SLOTS, mf)
-local d = open(KEYS[2], D_BUCKET, D_SLOTS, redis.call('HMGET', KEYS[2], 't', 'n', 'o', math.floor(now / D_BUCKET) % D_SLOTS))
-local mc, mr, mt = read(m, m_limit)
-local dc, dr, dt = read(d, d_limit)
-
-if banned_until > 0 then return { 2, now, mc, mr, mt, dc, dr, dt, banned_until, 0 } end
-
-if mc < m_limit and dc < d_limit then
-  if mode == 'p' then return { 0, now, mc, mr, mt, dc, dr, dt, 0, 0 } end
-  local grant = 1
-  if mode == 'l' then
-    -- A fair share of the room left: split among the processes that leased this key in this
-    -- bucket or the one before, with one share kept back for a process that has not asked yet.
-    local room = math.min(m_limit - mc, d_limit - dc)
-    local me = ARGV[6]
-    local h = redis.call('HMGET', KEYS[1], 'hb', 'hc', 'hp')
-    local hb = tonumber(h[1] or '-1')
-    local current, previous = h[2] or '', h[3] or ''
-    if hb ~= m.bucket then
-      if hb == m.bucket - 1 then previous = current else previous = '' end
-      current = ''
-    end
-    local seen, others = {}, 0
-    for holder in string.gmatch(current .. ',' .. previous, '[^,]+') do
-      if holder ~= me and not seen[holder] then
-        seen[holder] = true
-        others = others + 1
-      end
-    end
-    if not string.find(',' .. current .. ',', ',' .. me .. ',', 1, true) then
-      if current == '' then current = me else current = current .. ',' .. me end
-    end
-    redis.call('HSET', KEYS[1], 'hb', m.bucket, 'hc', current, 'hp', previous)
-    grant = math.max(1, math.min(tonumber(ARGV[5]), math.floor(room / (others + 2))))
-  end
-  save(m, grant, ban_ends)
-  save(d, grant, 0)
-  if mc == 0 then mr = (m.bucket + m.slots) * m.b end
-  if dc == 0 then dr = (d.bucket + d.slots) * d.b end
-  return { 0, now, mc + grant, mr, mt, dc + grant, dr, dt, 0, grant }
-end
-
-if mode == 'p' then return { 1, now, mc, mr, mt, dc, dr, dt, 0, 0 } end
-save(m, 0, ban_ends)
-save(d, 0, 0)
-
-if policy ~= '' then
+  save(m, 0, ban_ends)
+  save(d, 0, 0)
+  if policy == '' then return { 1, now, mc, mr, mt, dc, dr, dt, 0, 0 } end
+  -- The 429 counted under the ban policy 'threshold,windowMs,durationMs,maxMs': the latest
+  -- threshold + 1 429s in a ring of fields 'r0'..: 'i' the next slot, 'c' how many were written
+  -- since the last ban (capped). Banned when the oldest of them is within the window.
   local threshold, ban_window, base_ms, max_ms = string.match(policy, '^(%d+),(%d+),(%d+),(%d+)$')
   threshold, ban_window, base_ms, max_ms = tonumber(threshold), tonumber(ban_window), tonumber(base_ms), tonumber(max_ms)
-  -- The latest threshold + 1 429s in a ring of fields 'r0'..: 'i' the next slot, 'c' how many
-  -- were written since the last ban (capped). Banned when the oldest of them is within the window.
   local size = threshold + 1
   local b = redis.call('HMGET', KEYS[3], 'i', 'c', 'u', 'l')
   local i, c = tonumber(b[1] or '0'), tonumber(b[2] or '0')
@@ -263,5 +193,5 @@ if policy ~= '' then
   end
   redis.call('HSET', KEYS[3], 'r' .. i, now, 'i', next_i, 'c', c)
   if redis.call('PTTL', KEYS[3]) < ban_window then redis.call('PEXPIRE', KEYS[3], ban_window) end
+  return { 1, now, mc, mr, mt, dc, dr, dt, 0, 0 }
 end
-return { 1, now, mc, mr, mt, dc, dr, dt, 0, 0 }
