@@ -25,6 +25,8 @@ export function createLuaStore (redis: LuaRedis): LeasingStore {
     ...admin,
     watchBanLifts: () => {},
     ping: async () => {},
-    close: async () => {}
+    close: async () => {},
+    shardOf: () => '',
+    maxmemoryPolicy: async () => undefined
   }
 }

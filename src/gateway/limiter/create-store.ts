@@ -2,8 +2,8 @@
 // standalone Redis for REDIS_URL (redis:// or rediss://), else the in-process store. Clients fail
 // fast (no offline queue, one retry) so a dead Redis answers an error instead of a hanging request
 // (the Redis store batches one turn's calls into one write itself: stores/redis.ts). A Redis store
-// is wrapped in the resilient store (timeout, circuit breaker, STORE_ON_ERROR), and that in the
-// lease table (STORE_LEASES), whose lease hits never reach Redis nor its breaker; the in-process
+// gets the lease table (STORE_LEASES) and is wrapped in the resilient store (timeout, circuit
+// breaker, STORE_ON_ERROR), which answers a lease's admissions first, with no timer; the in-process
 // store needs neither.
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis'
 import type { LimiterStore, StoreDescription } from './store.js'
@@ -111,13 +111,16 @@ export async function createStore (settings: StoreSettings, opts: CreateStoreOpt
   }
   client.on('error', (err: Error) => opts.onError?.(err))
   await waitReady(client, opts.readyWaitMs ?? DEFAULT_READY_WAIT_MS)
-  const resilient = createResilientStore(createRedisStore(client, describeSettings(settings)), {
+  const redis = createRedisStore(client, describeSettings(settings))
+  const leased = settings.storeLeases === false ? undefined : createLeasedStore(redis, { now })
+  const resilient = createResilientStore(leased ?? redis, {
     timeoutMs: settings.storeTimeoutMs,
     onError: settings.storeOnError,
     onFailure: opts.onError,
     onBreaker: opts.onBreaker,
     fallback: memory(),
-    now
+    now,
+    local: leased?.take
   })
-  return { store: settings.storeLeases === false ? resilient : createLeasedStore(resilient, { now }), health: resilient }
+  return { store: resilient, health: resilient }
 }

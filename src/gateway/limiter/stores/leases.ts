@@ -8,13 +8,15 @@
 // (docs/limiter-internals.md has the whole argument, the sizing and the crash bound). What is not
 // spent is handed back to those same buckets with the next lease or by a sweep once it has ended.
 // A request that finds no room in its lease goes to the normal consume call, which counts 429s and
-// bans as before; a lift or reset anywhere ends this process's lease at once (watchBanLifts).
+// bans as before; a lift or reset anywhere ends this process's lease at once (watchBanLifts). The
+// resilient store wraps this one and answers `take` first, before any timer or breaker.
 import { randomBytes } from 'node:crypto'
 import type { BanPolicy, Limits } from '../../config/types.js'
 import { DAY_WINDOW, MINUTE_WINDOW } from '../arithmetic.js'
-import type { ConsumeResult, LimiterStore } from '../store.js'
+import type { ConsumeResult } from '../store.js'
 import { createConsumerRate } from './consumer-rate.js'
 import { createLeaseTable, type Unused } from './lease-table.js'
+import type { RemoteStore } from './resilient.js'
 
 /** Requests per second (as seen by this process) from which a consumer gets leases. */
 export const DEFAULT_LEASE_MIN_RATE = 20
@@ -34,8 +36,8 @@ export interface Grant {
   readonly granted: number
 }
 
-/** What the lease table needs from the store below it (the Redis store, or the resilient store around it). */
-export interface LeasingStore extends LimiterStore {
+/** What the lease table needs from the store below it: the Redis store's. */
+export interface LeasingStore extends RemoteStore {
   /** Like `consume`, counting up to `want` admissions (this request's included) when there is room, after handing back `unused`. */
   lease: (id: string, limits: Limits, ban: BanPolicy | null, want: number, holder: string, unused: Unused | undefined) => Promise<Grant>
   /** Returns an ended lease's unused admissions to the buckets they were counted in. */
@@ -54,7 +56,12 @@ export interface LeaseOptions {
   monotonic?: () => number
 }
 
-export interface LeasedStore extends LimiterStore {
+export interface LeasedStore extends RemoteStore {
+  /**
+   * One admission from a live lease, as the script would have answered it, or undefined: ask
+   * `consume`. No Redis call, so the resilient store answers it before its timer and breaker.
+   */
+  take: (id: string, limits: Limits) => ConsumeResult | undefined
   /** Leases alive now (tests, metrics). */
   leases: () => number
 }
@@ -106,12 +113,15 @@ export function createLeasedStore (inner: LeasingStore, opts: LeaseOptions = {})
     return { ...result, minute: { ...result.minute, count: result.minute.count - unspent }, day: { ...result.day, count: result.day.count - unspent } }
   }
 
-  async function consume (id: string, limits: Limits, ban: BanPolicy | null): Promise<ConsumeResult> {
+  function take (id: string, limits: Limits): ConsumeResult | undefined {
     const local = table.take(id, limits)
-    if (local !== undefined) {
-      rates.hit(id)
-      return local
-    }
+    if (local !== undefined) rates.hit(id)
+    return local
+  }
+
+  async function consume (id: string, limits: Limits, ban: BanPolicy | null): Promise<ConsumeResult> {
+    const local = take(id, limits)
+    if (local !== undefined) return local
     const rate = rates.hit(id)
     // Cold, a lease already being asked for, or no room left at the last answer: one decision in Redis.
     if (rate < minRate) return await inner.consume(id, limits, ban)
@@ -158,6 +168,9 @@ export function createLeasedStore (inner: LeasingStore, opts: LeaseOptions = {})
       await giveBack(table.retireAll())
       await inner.close()
     },
+    shardOf: (id) => inner.shardOf(id),
+    maxmemoryPolicy: () => inner.maxmemoryPolicy(),
+    take,
     leases: () => table.size
   }
 }

@@ -25,13 +25,8 @@ const SCAN_COUNT = 1000
 /** How long past a ban's end the scripts remember its level for escalation (window.lua's ESCALATION_MS). */
 const ESCALATION_MEMORY_MS = 86_400_000
 
-/** The Redis store: the contract, leases (stores/leases.ts), and what the resilient wrapper and the start-up check read. */
-export interface RedisStore extends LeasingStore {
-  /** The Cluster master (`host:port`) holding `id`'s slot, so a breaker opens for a lost node only; '' : one part. */
-  shardOf: (id: string) => string
-  /** Redis `maxmemory-policy`, or undefined where CONFIG GET is not allowed. */
-  maxmemoryPolicy: () => Promise<string | undefined>
-}
+/** The Redis store: the contract, blocks for the lease table (stores/leases.ts), and its shards and eviction policy for the resilient store. */
+export type RedisStore = LeasingStore
 
 export interface RedisStoreOptions {
   /** How the store names itself (`sentinel` for a client that found its master through Sentinel). */

@@ -4,16 +4,15 @@
 // never escapes as a crash, and traffic returns to Redis by itself once a probe is answered. A
 // failure before a breaker opens is answered by the policy too (the request never waits twice).
 // Admin calls (list, lift, escalation, reset) go to Redis only, with a longer budget, and fail
-// fast while their shard's breaker refuses calls.
+// fast while their shard's breaker refuses calls. Admissions that need no Redis call (the lease
+// table's, `local`) are answered first: no timer, and they go on while a breaker is open.
 import type { BanPolicy, Limits } from '../../config/types.js'
 import type { StoreHealth } from '../store-health.js'
-import type { LimiterStore } from '../store.js'
+import type { ConsumeResult, LimiterStore } from '../store.js'
 import { asError, boundedCall } from './bounded-call.js'
 import { createBreakers, type Breaker } from './breakers.js'
 import { createFallbackPolicy, DEFAULT_STORE_ON_ERROR, StoreUnavailableError, type StoreOnError } from './fallback-policy.js'
-import type { Grant, LeasingStore } from './leases.js'
 import { createMemoryStore } from './memory.js'
-import type { RedisStore } from './redis.js'
 
 /** STORE_TIMEOUT_MS: a call whose shard has answered nothing for this long fails over. */
 export const DEFAULT_STORE_TIMEOUT_MS = 50
@@ -37,18 +36,29 @@ export interface ResilientStoreOptions {
   onBreaker?: (open: boolean) => void
   /** The gateway clock, Unix ms (the `open` policy's answer, the default fallback store). */
   now?: () => number
+  /** An admission this process may answer without a Redis call (the lease table's `take`), or undefined: ask Redis. */
+  local?: ((id: string, limits: Limits) => ConsumeResult | undefined) | undefined
 }
 
-/** The Redis store's operations, bounded and with a fallback, and the health they report. */
-export interface ResilientStore extends LeasingStore, StoreHealth {}
+/** What the resilient store needs from the store it guards, besides the contract (the Redis store, or the lease table around it). */
+export interface RemoteStore extends LimiterStore {
+  /** The part of the store holding `id` (a Cluster master, `host:port`) so a breaker opens for a lost node only; '' : one part. */
+  shardOf: (id: string) => string
+  /** Redis `maxmemory-policy`, or undefined where CONFIG GET is not allowed. */
+  maxmemoryPolicy: () => Promise<string | undefined>
+}
 
-export function createResilientStore (primary: RedisStore, opts: ResilientStoreOptions = {}): ResilientStore {
+/** The guarded store and the health it reports. */
+export interface ResilientStore extends LimiterStore, StoreHealth {}
+
+export function createResilientStore (primary: RemoteStore, opts: ResilientStoreOptions = {}): ResilientStore {
   const timeoutMs = opts.timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS
   const maxWaitMs = Math.max(timeoutMs, opts.maxWaitMs ?? DEFAULT_STORE_MAX_WAIT_MS)
   const adminTimeoutMs = opts.adminTimeoutMs ?? DEFAULT_ADMIN_TIMEOUT_MS
   const now = opts.now ?? Date.now
   const fallback = createFallbackPolicy(opts.onError ?? DEFAULT_STORE_ON_ERROR, opts.fallback ?? createMemoryStore({ now }), now)
   const breakers = createBreakers({ failures: opts.breakerFailures, coolDownMs: opts.coolDownMs, onChange: opts.onBreaker })
+  const local = opts.local
   let errors = 0
 
   function failed (err: unknown): Error {
@@ -91,15 +101,13 @@ export function createResilientStore (primary: RedisStore, opts: ResilientStoreO
   return {
     kind: primary.kind,
     describe: () => primary.describe(),
-    consume: (id: string, limits: Limits, ban: BanPolicy | null) =>
-      guarded(id, () => primary.consume(id, limits, ban), (reason) => fallback.consume(id, limits, ban, reason)),
+    consume: (id: string, limits: Limits, ban: BanPolicy | null) => {
+      const admitted = local?.(id, limits)
+      if (admitted !== undefined) return Promise.resolve(admitted)
+      return guarded(id, () => primary.consume(id, limits, ban), (reason) => fallback.consume(id, limits, ban, reason))
+    },
     peek: (id: string, limits: Limits) =>
       guarded(id, () => primary.peek(id, limits), (reason) => fallback.peek(id, limits, reason)),
-    lease: (id, limits, ban, want, holder, unused) =>
-      guarded(id, () => primary.lease(id, limits, ban, want, holder, unused),
-        async (reason): Promise<Grant> => ({ result: await fallback.consume(id, limits, ban, reason), granted: 0 })),
-    // Handing back only ever under-admits when lost: no budget, no fallback.
-    giveBack: (id, unused) => primary.giveBack(id, unused),
     listBans: () => admin(breakers.all(), () => primary.listBans()),
     async liftBan (id) {
       const local = await fallback.local.liftBan(id)
