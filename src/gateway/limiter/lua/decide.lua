@@ -5,4 +5,4 @@
 -- ARGV: 1 per-minute limit  2 per-day limit  3 ban policy 'threshold,windowMs,durationMs,maxMs',
 --       or '' : never banned (anonymous clients)
 -- Returns: a decision (window.lua), admissions granted 1 when admitted.
-return decide(tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], nil)
+return decide(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], nil)

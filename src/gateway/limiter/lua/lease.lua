@@ -17,7 +17,7 @@ end
 
 local want, me = tonumber(ARGV[4]), ARGV[5]
 local function fair_share (m, room)
-  local h = redis.call('HMGET', KEYS[1], 'hb', 'hc', 'hp')
+  local h = redis.call('HMGET', m.key, 'hb', 'hc', 'hp')
   local hb = tonumber(h[1] or '-1')
   local current, previous = h[2] or '', h[3] or ''
   if hb ~= m.bucket then
@@ -34,8 +34,8 @@ local function fair_share (m, room)
   if not string.find(',' .. current .. ',', ',' .. me .. ',', 1, true) then
     if current == '' then current = me else current = current .. ',' .. me end
   end
-  redis.call('HSET', KEYS[1], 'hb', m.bucket, 'hc', current, 'hp', previous)
+  redis.call('HSET', m.key, 'hb', m.bucket, 'hc', current, 'hp', previous)
   return math.max(1, math.min(want, math.floor(room / (others + 2))))
 end
 
-return decide(tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], fair_share)
+return decide(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], fair_share)

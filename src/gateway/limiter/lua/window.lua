@@ -141,17 +141,18 @@ local function save (r, admit, keep_until)
   end
 end
 
--- The decision of decide.lua and lease.lua, on KEYS m, d, b: a banned consumer is answered
--- without counting; else both windows are read and, if both have room, `block(m, room)`
--- admissions are counted (1 for decide) — else the 429 is counted under `policy` ('' : never banned).
-local function decide (m_limit, d_limit, policy, block)
+-- The decision of decide.lua and lease.lua on one consumer's keys (minute, day, ban): a banned
+-- consumer is answered without counting; else both windows are read and, if both have room,
+-- `block(m, room)` admissions are counted (1 for decide) — else the 429 is counted under `policy`
+-- ('' : never banned). The keys are arguments so that one script can decide for several consumers.
+local function decide (m_key, d_key, b_key, m_limit, d_limit, policy, block)
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local mf = redis.call('HMGET', KEYS[1], 't', 'n', 'o', math.floor(now / M_BUCKET) % M_SLOTS, 'b')
+  local mf = redis.call('HMGET', m_key, 't', 'n', 'o', math.floor(now / M_BUCKET) % M_SLOTS, 'b')
   local ban_ends = tonumber(mf[5] or '0') or 0
   if policy ~= '' and ban_ends > now then return { 2, now, 0, 0, 0, 0, 0, 0, ban_ends, 0 } end
-  local m = open(KEYS[1], M_BUCKET, M_SLOTS, mf)
-  local d = open(KEYS[2], D_BUCKET, D_SLOTS, redis.call('HMGET', KEYS[2], 't', 'n', 'o', math.floor(now / D_BUCKET) % D_SLOTS))
+  local m = open(m_key, M_BUCKET, M_SLOTS, mf)
+  local d = open(d_key, D_BUCKET, D_SLOTS, redis.call('HMGET', d_key, 't', 'n', 'o', math.floor(now / D_BUCKET) % D_SLOTS))
   local mc, mr, mt = read(m, m_limit)
   local dc, dr, dt = read(d, d_limit)
   if mc < m_limit and dc < d_limit then
@@ -172,12 +173,12 @@ local function decide (m_limit, d_limit, policy, block)
   local threshold, ban_window, base_ms, max_ms = string.match(policy, '^(%d+),(%d+),(%d+),(%d+)$')
   threshold, ban_window, base_ms, max_ms = tonumber(threshold), tonumber(ban_window), tonumber(base_ms), tonumber(max_ms)
   local size = threshold + 1
-  local b = redis.call('HMGET', KEYS[3], 'i', 'c', 'u', 'l')
+  local b = redis.call('HMGET', b_key, 'i', 'c', 'u', 'l')
   local i, c = tonumber(b[1] or '0'), tonumber(b[2] or '0')
   local next_i = (i + 1) % size
   c = math.min(c + 1, size)
   local oldest = now
-  if c == size and size > 1 then oldest = tonumber(redis.call('HGET', KEYS[3], 'r' .. next_i) or '0') end
+  if c == size and size > 1 then oldest = tonumber(redis.call('HGET', b_key, 'r' .. next_i) or '0') end
   if c == size and now - oldest < ban_window then
     local level = 0
     local previous = tonumber(b[3] or '0')
@@ -185,13 +186,13 @@ local function decide (m_limit, d_limit, policy, block)
     local duration = max_ms
     if level < 40 then duration = math.min(base_ms * 2 ^ level, max_ms) end
     local until_ms = now + duration
-    redis.call('HSET', KEYS[3], 'u', until_ms, 'l', level, 'c', 0, 'i', 0)
-    redis.call('PEXPIRE', KEYS[3], duration + ESCALATION_MS)
-    redis.call('HSET', KEYS[1], 'b', until_ms)
-    if redis.call('PTTL', KEYS[1]) < duration then redis.call('PEXPIRE', KEYS[1], duration) end
+    redis.call('HSET', b_key, 'u', until_ms, 'l', level, 'c', 0, 'i', 0)
+    redis.call('PEXPIRE', b_key, duration + ESCALATION_MS)
+    redis.call('HSET', m_key, 'b', until_ms)
+    if redis.call('PTTL', m_key) < duration then redis.call('PEXPIRE', m_key, duration) end
     return { 3, now, mc, mr, mt, dc, dr, dt, until_ms, 0 }
   end
-  redis.call('HSET', KEYS[3], 'r' .. i, now, 'i', next_i, 'c', c)
-  if redis.call('PTTL', KEYS[3]) < ban_window then redis.call('PEXPIRE', KEYS[3], ban_window) end
+  redis.call('HSET', b_key, 'r' .. i, now, 'i', next_i, 'c', c)
+  if redis.call('PTTL', b_key) < ban_window then redis.call('PEXPIRE', b_key, ban_window) end
   return { 1, now, mc, mr, mt, dc, dr, dt, 0, 0 }
 end
