@@ -1,7 +1,8 @@
 -- Shared code of the limiter scripts: stores/redis-scripts.ts puts this file in front of each of
 -- them (decide.lua, peek.lua, lease.lua, give-back.lua) when it loads them, so it only defines
--- locals; nothing here runs a command until decide() is called. Twin of arithmetic.ts. A script
--- runs its body on every call, and every function defined here is made anew each time: keep them few.
+-- locals and runs no command. Twin of arithmetic.ts. A script runs its body on every call, and
+-- every function defined here is made anew each time (with an object per outer local it uses):
+-- keep them few, which is also why the decision itself (decision.lua) is inline code, not a function.
 --
 -- The keys every script is given share one hash tag {id}, so one Cluster slot:
 --   rl:{id}:m  hash: minute ring. 't' newest bucket index, 'n' running total of the stored
@@ -31,7 +32,7 @@
 local M_BUCKET, M_SLOTS, D_BUCKET, D_SLOTS = 1000, 61, 900000, 97
 local ESCALATION_MS = 86400000
 
--- Redis TIME in Unix ms, the one clock of every gateway process: set by decide() or the script first.
+-- Redis TIME in Unix ms, the one clock of every gateway process: each script sets it first.
 local now
 
 -- A ring as this call sees it: the stored buckets still in the window, their total and oldest
@@ -139,60 +140,4 @@ local function save (r, admit, keep_until)
   elseif #r.stale > 0 then
     redis.call('HSET', r.key, 'n', r.total, 'o', r.oldest)
   end
-end
-
--- The decision of decide.lua and lease.lua on one consumer's keys (minute, day, ban): a banned
--- consumer is answered without counting; else both windows are read and, if both have room,
--- `block(m, room)` admissions are counted (1 for decide) — else the 429 is counted under `policy`
--- ('' : never banned). The keys are arguments so that one script can decide for several consumers.
-local function decide (m_key, d_key, b_key, m_limit, d_limit, policy, block)
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local mf = redis.call('HMGET', m_key, 't', 'n', 'o', math.floor(now / M_BUCKET) % M_SLOTS, 'b')
-  local ban_ends = tonumber(mf[5] or '0') or 0
-  if policy ~= '' and ban_ends > now then return { 2, now, 0, 0, 0, 0, 0, 0, ban_ends, 0 } end
-  local m = open(m_key, M_BUCKET, M_SLOTS, mf)
-  local d = open(d_key, D_BUCKET, D_SLOTS, redis.call('HMGET', d_key, 't', 'n', 'o', math.floor(now / D_BUCKET) % D_SLOTS))
-  local mc, mr, mt = read(m, m_limit)
-  local dc, dr, dt = read(d, d_limit)
-  if mc < m_limit and dc < d_limit then
-    local grant = 1
-    if block ~= nil then grant = block(m, math.min(m_limit - mc, d_limit - dc)) end
-    save(m, grant, ban_ends)
-    save(d, grant, 0)
-    if mc == 0 then mr = (m.bucket + m.slots) * m.b end
-    if dc == 0 then dr = (d.bucket + d.slots) * d.b end
-    return { 0, now, mc + grant, mr, mt, dc + grant, dr, dt, 0, grant }
-  end
-  save(m, 0, ban_ends)
-  save(d, 0, 0)
-  if policy == '' then return { 1, now, mc, mr, mt, dc, dr, dt, 0, 0 } end
-  -- The 429 counted under the ban policy 'threshold,windowMs,durationMs,maxMs': the latest
-  -- threshold + 1 429s in a ring of fields 'r0'..: 'i' the next slot, 'c' how many were written
-  -- since the last ban (capped). Banned when the oldest of them is within the window.
-  local threshold, ban_window, base_ms, max_ms = string.match(policy, '^(%d+),(%d+),(%d+),(%d+)$')
-  threshold, ban_window, base_ms, max_ms = tonumber(threshold), tonumber(ban_window), tonumber(base_ms), tonumber(max_ms)
-  local size = threshold + 1
-  local b = redis.call('HMGET', b_key, 'i', 'c', 'u', 'l')
-  local i, c = tonumber(b[1] or '0'), tonumber(b[2] or '0')
-  local next_i = (i + 1) % size
-  c = math.min(c + 1, size)
-  local oldest = now
-  if c == size and size > 1 then oldest = tonumber(redis.call('HGET', b_key, 'r' .. next_i) or '0') end
-  if c == size and now - oldest < ban_window then
-    local level = 0
-    local previous = tonumber(b[3] or '0')
-    if now - previous < ESCALATION_MS then level = tonumber(b[4] or '-1') + 1 end
-    local duration = max_ms
-    if level < 40 then duration = math.min(base_ms * 2 ^ level, max_ms) end
-    local until_ms = now + duration
-    redis.call('HSET', b_key, 'u', until_ms, 'l', level, 'c', 0, 'i', 0)
-    redis.call('PEXPIRE', b_key, duration + ESCALATION_MS)
-    redis.call('HSET', m_key, 'b', until_ms)
-    if redis.call('PTTL', m_key) < duration then redis.call('PEXPIRE', m_key, duration) end
-    return { 3, now, mc, mr, mt, dc, dr, dt, until_ms, 0 }
-  end
-  redis.call('HSET', b_key, 'r' .. i, now, 'i', next_i, 'c', c)
-  if redis.call('PTTL', b_key) < ban_window then redis.call('PEXPIRE', b_key, ban_window) end
-  return { 1, now, mc, mr, mt, dc, dr, dt, 0, 0 }
 end

@@ -1,6 +1,6 @@
 // The limiter's Lua scripts as the Redis store (and the tests' Lua VM) calls them: one script per
-// operation, each file documenting its own KEYS, ARGV and reply, with the shared ring and ban code
-// of lua/window.lua (and lua/return-unused.lua) put in front at load time. Loaded once per client (ioredis
+// operation, each file documenting its own KEYS, ARGV and reply, put together at load time with the
+// shared code it needs: lua/window.lua (rings), lua/return-unused.lua, lua/decision.lua. Loaded once per client (ioredis
 // defineCommand: called by SHA, reloaded on NOSCRIPT). What the arguments and replies mean in
 // TypeScript lives here too, so every caller of a script builds and reads it the same way.
 import { createHash } from 'node:crypto'
@@ -18,7 +18,7 @@ export interface LimiterScript {
   /** The ioredis command it is defined as. */
   readonly command: 'petstoreDecide' | 'petstorePeek' | 'petstoreLease' | 'petstoreGiveBack'
   readonly numberOfKeys: number
-  /** The shared files (lua/window.lua, and lua/return-unused.lua where needed) followed by the operation's own. */
+  /** The operation's own file between the shared ones it needs (lua/window.lua first; lua/return-unused.lua, lua/decision.lua). */
   readonly lua: string
   /** What Redis calls it (SHA-1 of `lua`). */
   readonly sha: string
@@ -30,9 +30,9 @@ function load (command: LimiterScript['command'], numberOfKeys: number, files: r
 }
 
 export const SCRIPTS = {
-  decide: load('petstoreDecide', 3, ['window.lua', 'decide.lua']),
+  decide: load('petstoreDecide', 3, ['window.lua', 'decide.lua', 'decision.lua']),
   peek: load('petstorePeek', 2, ['window.lua', 'peek.lua']),
-  lease: load('petstoreLease', 3, ['window.lua', 'return-unused.lua', 'lease.lua']),
+  lease: load('petstoreLease', 3, ['window.lua', 'return-unused.lua', 'lease.lua', 'decision.lua']),
   giveBack: load('petstoreGiveBack', 2, ['window.lua', 'return-unused.lua', 'give-back.lua'])
 } as const satisfies Record<string, LimiterScript>
 
