@@ -14,13 +14,18 @@ import { median } from './lib/load.js'
 import { cpuMicros } from './lib/proc-cpu.js'
 import { REPO_ROOT, type RedisServer, startRedis, stopAll } from './lib/processes.js'
 
-type CreateStore = (settings: { redisUrl: string, storeLeases?: boolean }) => Promise<LimiterStore>
+type StoreSettings = { redisUrl: string, storeLeases?: boolean }
+/** A checkout's createStore: today's gives the store and its health, an older one the store alone. */
+type CreateStore = (settings: StoreSettings) => Promise<LimiterStore | { store: LimiterStore }>
 
 const LIMITS = { perMinute: 1_000_000_000, perDay: 1_000_000_000_000 }
 
-async function load (root: string): Promise<CreateStore> {
+async function load (root: string): Promise<(settings: StoreSettings) => Promise<LimiterStore>> {
   const mod = await import(pathToFileURL(join(root, 'src', 'gateway', 'limiter', 'create-store.ts')).href) as { createStore: CreateStore }
-  return mod.createStore
+  return async (settings) => {
+    const created = await mod.createStore(settings)
+    return 'store' in created ? created.store : created
+  }
 }
 
 interface Round { processUs: number, redisUs: number, callsPerSecond: number, scriptUs: number, commands: number }

@@ -11,6 +11,7 @@ import { createInterface } from 'node:readline'
 import { until } from '../../test/helpers/poll.js'
 import { freePort, waitForHttp as waitForAnswer } from '../../test/helpers/ports.js'
 import { redisCli } from '../../test/helpers/redis.js'
+import { SCRIPTS } from '../../src/gateway/limiter/stores/redis-scripts.js'
 import { taskset } from './proc-cpu.js'
 
 export { freePort, redisCli }
@@ -115,7 +116,7 @@ export async function startRedis (dir: string): Promise<RedisServer> {
 }
 
 /**
- * Commands that the scripts on the measured path run inside Redis (ours: lua/sliding-window.lua;
+ * Commands that the scripts on the measured path run inside Redis (ours: the limiter's lua/*.lua;
  * @fastify/rate-limit's: INCR/PEXPIRE/PTTL/GET). Redis counts those in commandstats and in
  * total_commands_processed alike, so the commands a client sent over the network are the calls of
  * every other command (EVALSHA included). A client command of the same name would be missed: none
@@ -123,7 +124,7 @@ export async function startRedis (dir: string): Promise<RedisServer> {
  */
 export function scriptInnerCommands (): Set<string> {
   const sources = [
-    readFileSync(join(REPO_ROOT, 'src', 'gateway', 'limiter', 'lua', 'sliding-window.lua'), 'utf8'),
+    ...Object.values(SCRIPTS).map((script) => script.lua),
     readFileSync(join(REPO_ROOT, 'node_modules', '@fastify', 'rate-limit', 'store', 'RedisStore.js'), 'utf8')
   ]
   const names = new Set<string>()

@@ -175,7 +175,7 @@ async function bans (sub: string | undefined, args: string[], out: Out): Promise
   // The admin API is the one way in; reading Redis directly stays for scripts written before it
   // (REDIS_URL set, no --admin). Store ids there are consumer ids.
   if (!redisConfigured || args.some((a) => a === '--admin' || a.startsWith('--admin='))) return await bansViaAdmin(sub, args, out)
-  const store = await createStore(settings)
+  const { store } = await createStore(settings)
   try {
     if (sub === 'list') {
       const list = await store.listBans()

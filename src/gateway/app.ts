@@ -41,11 +41,11 @@ export interface GatewayOptions {
   reload?: ReloadOptions
   /** A pino logger, pino options, or false for none. */
   logger?: FastifyBaseLogger | LoggerOptions | false
-  /** Wall clock in Unix ms (lifecycle sunset); tests inject one. Default Date.now. */
+  /** The gateway's one wall clock in Unix ms (limiter windows and bans, sunsets, key expiry); tests inject one. Default Date.now. */
   now?: Clock
   /** Per-request metrics and process metrics; false only for the bench's baseline. Default true. */
   metrics?: boolean
-  /** The limiter's store (or Redis settings to create one) and clock. Default: in-process store. */
+  /** The limiter's store (or Redis settings to create one); it runs on `now`. Default: in-process store. */
   limiter?: LimiterOptions
   /** Header/body/time/connection limits of the public listener (edge/limits.ts); tests shorten the timeouts. */
   serverLimits?: Partial<ServerLimits>

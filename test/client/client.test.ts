@@ -17,7 +17,7 @@ interface Stack {
 
 async function stack (t: Test, config = testConfig()): Promise<Stack> {
   const clock = { now: Date.now() }
-  const gw = await startGateway(t, { config, limiter: { now: () => clock.now } })
+  const gw = await startGateway(t, { config, now: () => clock.now })
   const seen: Seen[] = []
   const sleeps: number[] = []
   const recordingFetch = async (request: Request): Promise<Response> => {

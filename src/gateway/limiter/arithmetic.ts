@@ -1,6 +1,6 @@
-// The sliding-window arithmetic in plain TypeScript: the in-process store and the accuracy bench run
-// it, and lua/sliding-window.lua computes the same counts in Redis (keeping a running total, so a
-// request there reads a few fields instead of the whole ring). A window is a ring of fixed
+// The sliding-window arithmetic in plain TypeScript: the in-process store and the accuracy replay run
+// it, and the Lua scripts (lua/window.lua, lua/decision.lua) compute the same counts in Redis (keeping
+// a running total, so a request there reads a few fields instead of the whole ring). A window is a ring of fixed
 // sub-buckets; the oldest bucket, which straddles the window's start, is counted whole, so a request
 // is admitted only when every rolling window ending now already holds fewer than `limit` requests:
 // never over-admits, and under-admits by at most one bucket's share of the window.

@@ -1,19 +1,23 @@
 // Settings → store: Redis Cluster when REDIS_CLUSTER_NODES is set, Sentinel when REDIS_SENTINELS is,
 // standalone Redis for REDIS_URL (redis:// or rediss://), else the in-process store. Clients fail
 // fast (no offline queue, one retry) so a dead Redis answers an error instead of a hanging request
-// (the Redis store batches one turn's calls into one write itself: stores/redis.ts). A Redis store gets the
-// lease table (STORE_LEASES) and is wrapped in the resilient store (timeout, circuit breaker,
-// STORE_ON_ERROR); the in-process store needs neither.
+// (the Redis store batches one turn's calls into one write itself: stores/redis.ts). A Redis store
+// gets the lease table (STORE_LEASES) and is wrapped in the resilient store (timeout, circuit
+// breaker, STORE_ON_ERROR), which answers a lease's admissions first, with no timer; the in-process
+// store needs neither.
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis'
-import { DEFAULT_REDIS_SENTINEL_NAME, type StoreOnError } from '../runtime/settings.js'
 import type { LimiterStore, StoreDescription } from './store.js'
-import { createMemoryStore } from './stores/memory.js'
+import { plainHealth, type StoreHealth } from './store-health.js'
+import type { StoreOnError } from './stores/fallback-policy.js'
 import { createLeasedStore } from './stores/leases.js'
+import { createMemoryStore } from './stores/memory.js'
 import { createRedisStore } from './stores/redis.js'
 import { createResilientStore } from './stores/resilient.js'
 
 export const DEFAULT_CONNECT_TIMEOUT_MS = 2_000
 export const DEFAULT_READY_WAIT_MS = 3_000
+/** REDIS_SENTINEL_NAME: the master name Sentinel is asked for. */
+export const DEFAULT_REDIS_SENTINEL_NAME = 'mymaster'
 
 export interface StoreSettings {
   readonly redisUrl?: string | undefined
@@ -36,6 +40,14 @@ export interface CreateStoreOptions {
   /** The circuit breaker opened (true) or closed (false). */
   onBreaker?: (open: boolean) => void
   readyWaitMs?: number
+  /** The gateway clock, Unix ms (the in-process store, the fallback, lease sizing). Default Date.now. */
+  now?: () => number
+}
+
+/** The store the limiter decides with, and the health of what is under it. */
+export interface StoreStack {
+  readonly store: LimiterStore
+  readonly health: StoreHealth
 }
 
 const CLIENT_OPTIONS: RedisOptions = {
@@ -89,19 +101,26 @@ export function describeSettings (settings: StoreSettings): StoreDescription {
   return { kind: 'memory', nodes: [] }
 }
 
-export async function createStore (settings: StoreSettings, opts: CreateStoreOptions = {}): Promise<LimiterStore> {
+export async function createStore (settings: StoreSettings, opts: CreateStoreOptions = {}): Promise<StoreStack> {
+  const now = opts.now ?? Date.now
   const client = createRedisClient(settings)
-  const memory = (): LimiterStore => createMemoryStore({ maxAnonymousStates: settings.anonymousStateMax })
-  if (client === undefined) return memory()
+  const memory = (): LimiterStore => createMemoryStore({ now, maxAnonymousStates: settings.anonymousStateMax })
+  if (client === undefined) {
+    const store = memory()
+    return { store, health: plainHealth(store) }
+  }
   client.on('error', (err: Error) => opts.onError?.(err))
   await waitReady(client, opts.readyWaitMs ?? DEFAULT_READY_WAIT_MS)
-  const { kind, nodes } = describeSettings(settings)
-  const redis = createRedisStore(client, { kind, nodes })
-  return createResilientStore(settings.storeLeases === false ? redis : createLeasedStore(redis), {
+  const redis = createRedisStore(client, describeSettings(settings))
+  const leased = settings.storeLeases === false ? undefined : createLeasedStore(redis, { now })
+  const resilient = createResilientStore(leased ?? redis, {
     timeoutMs: settings.storeTimeoutMs,
     onError: settings.storeOnError,
     onFailure: opts.onError,
     onBreaker: opts.onBreaker,
-    fallback: memory()
+    fallback: memory(),
+    now,
+    local: leased?.take
   })
+  return { store: resilient, health: resilient }
 }

@@ -1,5 +1,5 @@
 // What the limiter decided for one request, as the rest of the gateway reads it (response headers,
-// metrics, logs), and the limiter's state that metrics and readiness read at scrape time.
+// metrics, logs).
 export type WindowName = 'minute' | 'day'
 
 export interface RateLimitDecision {
@@ -26,21 +26,9 @@ export interface RateLimitDecision {
   readonly rejectedBy: WindowName | undefined
 }
 
-export interface LimiterStatus {
-  /** Store errors since start (timeouts, connection errors). */
-  storeErrors: () => number
-  /** True while the circuit breaker is open and the fallback policy is in force. */
-  fallbackActive: () => boolean
-  /** Bans in force in the shared store (all processes), read at scrape time. */
-  bannedKeys: () => Promise<number>
-}
-
 declare module 'fastify' {
   interface FastifyRequest {
     /** Set by the limiter's onRequest hook; null before it ran or when no limiter is registered. */
     rateLimit: RateLimitDecision | null
-  }
-  interface FastifyInstance {
-    limiterStatus: LimiterStatus
   }
 }

@@ -1,29 +1,32 @@
 // The limiter in the request pipeline (after authenticate, before requireKey): wires the store
 // (create-store.ts), the ban cache (ban-cache.ts), the decision arithmetic (decide.ts) and the
-// store's readiness (store-health.ts) into two hooks — onRequest counts every request against its
+// store's health (store-health.ts) into two hooks — onRequest counts every request against its
 // consumer, or its client address under the anonymous policy (consumer-id.ts), and answers 429 over
-// a limit or during a ban; onSend puts the rate-limit headers on every public response.
+// a limit or during a ban; onSend puts the rate-limit headers on every public response. It reads
+// the gateway clock (app.clock) and supplies the store metrics their status (app.limiterStatus).
 import fp from 'fastify-plugin'
-import type { FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { BanPolicy, Limits } from '../config/types.js'
+import type { LimiterStatus } from '../observability/metrics/limiter-status.js'
 import type { ReadinessRegistry } from '../runtime/readiness.js'
 import { gatewayErrors } from '../../interface/errors.js'
 import { createBanCache } from './ban-cache.js'
+import { createBanCount } from './ban-count.js'
 import { limiterId } from './consumer-id.js'
-import { createStore, type StoreSettings } from './create-store.js'
+import { createStore, type StoreSettings, type StoreStack } from './create-store.js'
 import { ANONYMOUS_PLAN } from '../../shared/labels.js'
 import { bannedDecision, decide, unavailableHeaders } from './decide.js'
 import { setRateLimitHeaders } from './headers.js'
 import type { BanEntry, ConsumeResult, LimiterStore } from './store.js'
-import { evictionWarning, storeReport } from './store-health.js'
+import { evictionWarning, plainHealth, storeReport, type StoreHealth } from './store-health.js'
 import { createMemoryStore } from './stores/memory.js'
 
 export interface LimiterOptions {
   /** A ready store (the gateway closes it), or settings to create one; neither: in-process store. */
   store?: LimiterStore
+  /** The health of a given `store` (its resilient store's); default: a plain store's, ready while it answers a ping. */
+  health?: StoreHealth
   settings?: StoreSettings
-  /** Clock of the ban cache (and of the default in-process store). */
-  now?: () => number
 }
 
 export interface LimiterPluginOptions extends LimiterOptions {
@@ -44,45 +47,67 @@ export interface Limiter {
 declare module 'fastify' {
   interface FastifyInstance {
     limiter: Limiter
+    limiterStatus: LimiterStatus
   }
 }
 
+/** The store the options give, the one their settings select, or the in-process store. */
+async function stackOf (app: FastifyInstance, opts: LimiterOptions): Promise<StoreStack> {
+  if (opts.store !== undefined) return { store: opts.store, health: opts.health ?? plainHealth(opts.store) }
+  if (opts.settings === undefined) {
+    const store = createMemoryStore({ now: app.clock })
+    return { store, health: plainHealth(store) }
+  }
+  return await createStore(opts.settings, {
+    now: app.clock,
+    onError: (err) => app.log.warn({ err: err.message }, 'limiter store error'),
+    onBreaker: (open) => {
+      if (open) app.log.error('limiter store circuit open: the STORE_ON_ERROR policy answers until Redis is back')
+      else app.log.info('limiter store circuit closed: counting in Redis again')
+    }
+  })
+}
+
 export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlugin (app, opts) {
-  const now = opts.now ?? Date.now
-  const store = opts.store ?? (opts.settings === undefined
-    ? createMemoryStore({ now })
-    : await createStore(opts.settings, {
-      onError: (err) => app.log.warn({ err: err.message }, 'limiter store error'),
-      onBreaker: (open) => {
-        if (open) app.log.error('limiter store circuit open: the STORE_ON_ERROR policy answers until Redis is back')
-        else app.log.info('limiter store circuit closed: counting in Redis again')
-      }
-    }))
+  const now = app.clock
+  const { store, health } = await stackOf(app, opts)
   const bans = createBanCache(now)
-  store.watchBanLifts?.((id) => { bans.forget(id) })
-  const warning = evictionWarning(await store.maxmemoryPolicy?.())
+  store.watchBanLifts((id) => { bans.forget(id) })
+  const warning = evictionWarning(await health.maxmemoryPolicy())
   if (warning !== undefined) app.log.warn({ store: store.describe() }, warning)
+  const banCount = createBanCount(() => store.listBans())
 
   app.decorate('limiter', {
     store,
     listBans: () => store.listBans(),
     async liftBan (id: string) {
       bans.forget(id)
-      return await store.liftBan(id)
+      try {
+        return await store.liftBan(id)
+      } finally {
+        banCount.refreshSoon()
+      }
     },
     async reset (id: string) {
       bans.forget(id)
-      return await store.reset(id)
+      try {
+        return await store.reset(id)
+      } finally {
+        banCount.refreshSoon()
+      }
     }
   })
   app.decorate('limiterStatus', {
-    storeErrors: () => store.errors?.() ?? 0,
-    fallbackActive: () => store.fallbackActive?.() ?? false,
-    bannedKeys: async () => (await store.listBans()).length
+    storeErrors: () => health.errors(),
+    fallbackActive: () => health.fallbackActive(),
+    bannedKeys: () => banCount.value()
   })
   app.decorateRequest('rateLimit', null)
-  opts.readiness.register('store', async () => ({ ...await storeReport(store, warning) }))
-  app.addHook('onClose', async () => { await store.close() })
+  opts.readiness.register('store', async () => ({ ...await storeReport(store, health, warning) }))
+  app.addHook('onClose', async () => {
+    banCount.close()
+    await store.close()
+  })
 
   app.addHook('onRequest', async function limitRequest (request: FastifyRequest) {
     const consumer = request.consumer
@@ -114,6 +139,7 @@ export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlug
     }
     if (result.outcome === 'key_banned' || result.outcome === 'ban_started') {
       bans.remember(id, result)
+      if (result.outcome === 'ban_started') banCount.refreshSoon()
       const decision = bannedDecision(result.bannedUntil, result.now, limits, policy, result.outcome === 'ban_started')
       request.rateLimit = decision
       throw gatewayErrors.keyBanned(decision.retryAfter ?? 1)
@@ -127,4 +153,4 @@ export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlug
     if (request.rateLimit !== null) setRateLimitHeaders(reply, request.rateLimit)
     done(null, payload)
   })
-}, { name: 'gateway-limiter', dependencies: ['gateway-authenticate', 'gateway-config'] })
+}, { name: 'gateway-limiter', dependencies: ['gateway-clock', 'gateway-authenticate', 'gateway-config'] })

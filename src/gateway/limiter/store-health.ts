@@ -1,9 +1,37 @@
 // The store made visible: what it is (kind and nodes, never credentials) and how it is doing, for
-// /readyz and the start-up log. Readiness contacts the store for real; under STORE_ON_ERROR=local
-// or open it stays ready while Redis fails but says `fallback`. At start a Redis whose
-// maxmemory-policy may evict keys without a TTL (allkeys-*) is named: an anonymous flood could then
-// evict keyed windows (the README's Redis section recommends noeviction or volatile-*).
-import type { LimiterStore, StoreDescription, StoreState } from './store.js'
+// /readyz, the start-up log and the store metrics. Readiness contacts the store for real; under
+// STORE_ON_ERROR=local or open it stays ready while Redis fails but says `fallback`. At start a
+// Redis whose maxmemory-policy may evict keys without a TTL (allkeys-*) is named: an anonymous
+// flood could then evict keyed windows (the README's Redis section recommends noeviction or volatile-*).
+import type { LimiterStore, StoreDescription } from './store.js'
+
+/** `ok`: answering from its own state; `fallback`: STORE_ON_ERROR=local or open answers while Redis fails; `down`: not answering. */
+export type StoreState = 'ok' | 'fallback' | 'down'
+
+/** How the store is doing: the resilient store's (stores/resilient.ts), or a plain store's (plainHealth). */
+export interface StoreHealth {
+  /** Failed store calls so far (timeouts, connection errors). */
+  errors: () => number
+  /** True while a breaker is open and the STORE_ON_ERROR policy answers. A query: changes nothing. */
+  fallbackActive: () => boolean
+  /** Contacts the store for real: `ok` or `fallback`; rejects when no request can be answered (`down`). */
+  probe: () => Promise<StoreState>
+  /** Redis `maxmemory-policy`, or undefined (no Redis, or CONFIG not allowed). */
+  maxmemoryPolicy: () => Promise<string | undefined>
+}
+
+/** A store without a fallback (the in-process store): no failures counted, ready while it answers a ping. */
+export function plainHealth (store: LimiterStore): StoreHealth {
+  return {
+    errors: () => 0,
+    fallbackActive: () => false,
+    async probe () {
+      await store.ping()
+      return 'ok'
+    },
+    maxmemoryPolicy: async () => undefined
+  }
+}
 
 export interface StoreReport extends StoreDescription {
   readonly state: StoreState
@@ -18,13 +46,7 @@ export function evictionWarning (policy: string | undefined): string | undefined
 }
 
 /** Readiness of the store: resolves with its report, rejects when it cannot answer requests. */
-export async function storeReport (store: LimiterStore, warning: string | undefined): Promise<StoreReport> {
-  let state: StoreState
-  if (store.probe !== undefined) {
-    state = await store.probe()
-  } else {
-    await store.ping()
-    state = 'ok'
-  }
+export async function storeReport (store: LimiterStore, health: StoreHealth, warning: string | undefined): Promise<StoreReport> {
+  const state = await health.probe()
   return { ...store.describe(), state, ...(warning === undefined ? {} : { warning }) }
 }

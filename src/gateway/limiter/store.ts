@@ -1,8 +1,9 @@
 // The limiter store contract: the one seam between the limiter (plugin, headers, ban cache) and
-// where window counters and bans live. Two implementations share one algorithm (arithmetic.ts and
-// its Lua twin): in-process, and Redis of any topology (standalone, Sentinel, Cluster). A store is a
-// plain object, so wrappers implement the same interface around another: leases (hot consumers
-// admitted locally, stores/leases.ts) and resilience (timeouts, circuit breaker, fallback).
+// where window counters and bans live. Every store does all of it — the in-process store
+// (stores/memory.ts), the Redis store of any topology (stores/redis.ts) and the wrappers around it
+// (stores/resilient.ts, stores/leases.ts) — so a wrapper implements every member and the type
+// checker names the wrappers a new member must reach. What one store adds (leases, breaker and
+// readiness) is in that store's own type.
 import type { BanPolicy, Limits } from '../config/types.js'
 
 export type ConsumeOutcome = 'ok' | 'rate_limited' | 'key_banned' | 'ban_started'
@@ -39,11 +40,7 @@ export interface StoreDescription {
   readonly nodes: readonly string[]
 }
 
-/** `ok`: answering from its own state; `fallback`: STORE_ON_ERROR=local answers while Redis fails; `down`: not answering. */
-export type StoreState = 'ok' | 'fallback' | 'down'
-
 export interface LimiterStore {
-  /** `memory`, `redis`, `sentinel` or `cluster`: for logs and readiness output. */
   readonly kind: StoreDescription['kind']
   /** Kind and nodes, for the start-up log line and /readyz. */
   describe: () => StoreDescription
@@ -59,47 +56,18 @@ export interface LimiterStore {
   listBans: () => Promise<BanEntry[]>
   /** Ends `id`'s ban and forgets its recent 429s and escalation (a clean slate). True if a ban was in force. */
   liftBan: (id: string) => Promise<boolean>
-  /**
-   * Level of `id`'s latest ban while the store still remembers it for escalation (24 h after it
-   * ends): 0 = base duration, n = base × 2^n; -1 when none is remembered. Admin reads only.
-   */
+  /** Level of `id`'s latest ban while remembered for escalation (24 h after it ends): 0 = base duration, n = base × 2^n; -1 none. */
   escalationLevel: (id: string) => Promise<number>
-  /**
-   * Forgets everything about `id` — both windows, its ban, recent 429s and escalation (a support
-   * action after an incident); shared stores tell every process to drop a cached ban, as a lift
-   * does. True if anything was stored.
-   */
+  /** Forgets both windows, the ban, recent 429s and escalation of `id`; true if anything was stored. */
   reset: (id: string) => Promise<boolean>
+  /**
+   * Calls `onLift(id)` whenever any process lifts or resets `id`, so each drops its cached ban;
+   * `onLift(undefined)` when lifts may have been missed (drop every cached ban). A store only one
+   * process uses never calls it: its lifts go through the plugin that holds the cache.
+   */
+  watchBanLifts: (onLift: (id: string | undefined) => void) => void
   /** Resolves when the store's own state answers (a real round trip to Redis); rejects with the reason otherwise. */
   ping: () => Promise<void>
-  /**
-   * An admission this process may answer without a round trip (a lease: stores/leases.ts), or
-   * undefined: ask `consume`. Never rejects, never counts a 429. Absent: every request asks `consume`.
-   */
-  tryLocal?: (id: string, limits: Limits) => ConsumeResult | undefined
   /** Releases connections and timers. */
   close: () => Promise<void>
-  /**
-   * Shared stores: calls `onLift(id)` whenever any process lifts `id`'s ban, so every process drops
-   * it from its ban cache; `onLift(undefined)` when lifts may have been missed (the subscription
-   * reconnected): drop every cached ban. Absent on a store that only one process uses.
-   */
-  watchBanLifts?: (onLift: (id: string | undefined) => void) => void
-  /**
-   * Which independent part of the store holds `id` (a Cluster master, as `host:port`), so a wrapper can
-   * break the circuit for a lost node only; absent or '' : one part.
-   */
-  shardOf?: (id: string) => string
-  /**
-   * Readiness: contacts the store for real and resolves with its state — `ok`, or `fallback` when it
-   * failed and the STORE_ON_ERROR policy still answers; rejects when no request can be answered
-   * (`down`). Absent: `ping` decides (ok or down).
-   */
-  probe?: () => Promise<StoreState>
-  /** Redis `maxmemory-policy`, or undefined where CONFIG GET is not allowed (or no Redis). */
-  maxmemoryPolicy?: () => Promise<string | undefined>
-  /** A resilient wrapper's failures so far (timeouts, connection errors); absent: nothing counted. */
-  errors?: () => number
-  /** A resilient wrapper's breaker: true while it is open and the fallback policy answers. */
-  fallbackActive?: () => boolean
 }

@@ -1,7 +1,13 @@
 // Every setting the gateway reads from the environment, typed, with its default beside its name.
-// The rest of the gateway receives a GatewaySettings and never reads process.env itself.
+// The rest of the gateway receives a GatewaySettings and never reads process.env itself. A default
+// that belongs to one module (the limiter's) is declared there and imported here: settings read the
+// environment and pass values down, never the other way.
 import { parseAdminHosts } from '../admin/request-guard.js'
 import { DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT } from '../edge/limits.js'
+import { DEFAULT_REDIS_SENTINEL_NAME } from '../limiter/create-store.js'
+import { DEFAULT_STORE_ON_ERROR, STORE_ON_ERROR_POLICIES, type StoreOnError } from '../limiter/stores/fallback-policy.js'
+import { DEFAULT_ANONYMOUS_STATE_MAX } from '../limiter/stores/memory.js'
+import { DEFAULT_STORE_TIMEOUT_MS } from '../limiter/stores/resilient.js'
 
 export const DEFAULT_GATEWAY_HOST = '0.0.0.0'
 export const DEFAULT_GATEWAY_PORT = 8080
@@ -22,18 +28,9 @@ export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000
  * a connection the server is closing is lost). Raise it to the LB's health-check detection time.
  */
 export const DEFAULT_SHUTDOWN_DRAIN_DELAY_MS = 1_000
-export const DEFAULT_REDIS_SENTINEL_NAME = 'mymaster'
-/** Budget of one limiter call to Redis, and what answers while Redis fails (see limiter/stores/resilient.ts). */
-export const DEFAULT_STORE_TIMEOUT_MS = 50
-/** STORE_ON_ERROR's policies: `local` (in-process windows, per process), `open` (admit) or `closed` (503). */
-export const STORE_ON_ERROR_POLICIES = ['local', 'open', 'closed'] as const
-export type StoreOnError = (typeof STORE_ON_ERROR_POLICIES)[number]
-export const DEFAULT_STORE_ON_ERROR: StoreOnError = 'local'
 /** Gateway processes (Node cluster workers) sharing the public port; >1 needs Redis (see workers.ts). */
 export const DEFAULT_GATEWAY_WORKERS = 1
 export const MAX_GATEWAY_WORKERS = 64
-/** Anonymous clients whose windows the in-process store keeps (its own table: never evicts a key's state). */
-export const DEFAULT_ANONYMOUS_STATE_MAX = 100_000
 
 export interface GatewaySettings {
   readonly host: string

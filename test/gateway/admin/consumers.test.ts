@@ -3,9 +3,6 @@
 // banned consumer — on the in-process store and on a real Redis shared by two gateways.
 import t, { type Test } from 'tap'
 import { keyDigest } from '../../../src/gateway/auth/bearer.js'
-import type { LimiterStore } from '../../../src/gateway/limiter/store.js'
-import { createMemoryStore } from '../../../src/gateway/limiter/stores/memory.js'
-import { createResilientStore } from '../../../src/gateway/limiter/stores/resilient.js'
 import { ADMIN_JSON, bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
 import { startRedis } from '../../helpers/redis.js'
 
@@ -134,14 +131,9 @@ t.test('POST /admin/consumers/:id/reset on real Redis clears every key and every
 })
 
 t.test('a limiter store that does not answer makes the consumer routes 503 unavailable, not 500', async (t) => {
-  const primary = createMemoryStore()
-  const failing: LimiterStore = {
-    ...primary,
-    kind: 'redis',
-    escalationLevel: async () => { throw new Error('connection refused') },
-    reset: async () => { throw new Error('connection refused') }
-  }
-  const gw = await startGateway(t, { limiter: { store: createResilientStore(failing, { adminTimeoutMs: 200 }) } })
+  const redis = await startRedis(t)
+  const gw = await startGateway(t, { limiter: { settings: { redisUrl: redis.url } } })
+  await redis.stop()
   for (const [method, path] of [['GET', '/admin/consumers/demo-pro'], ['POST', '/admin/consumers/demo-pro/reset']] as const) {
     const res = await call(`${gw.adminUrl}${path}`, { method, headers: ADMIN_JSON })
     t.equal(res.status, 503, `${method} ${path}`)

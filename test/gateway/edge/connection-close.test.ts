@@ -17,7 +17,7 @@ async function gateway (t: Test, clock: { now: number }): Promise<StartedGateway
   const plans = plansYaml({ anonymous: { perMinute: ANONYMOUS_PER_MINUTE, perDay: 1000 }, free: { perMinute: 1, perDay: 1000 }, ban: { threshold: 1 } })
   const gw = await startGateway(t, {
     config: testConfig({ 'plans.yaml': plans }),
-    limiter: { now: () => clock.now },
+    now: () => clock.now,
     serverLimits: { closeAfterRejections: CLOSE_AFTER }
   })
   return { ...gw, port: Number(new URL(gw.url).port) }

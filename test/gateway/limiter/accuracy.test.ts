@@ -1,8 +1,9 @@
-// The stores' accuracy on replayed traffic (bench/accuracy.ts runs the in-process store's consume and
-// the Redis script itself, on a virtual clock): never over-admits on any pattern, under-admits at
-// most 2 % at steady traffic exactly at the limit, and both stores admit the very same requests.
+// The stores' accuracy on replayed traffic (test/helpers/accuracy-replay.ts runs the in-process
+// store's consume and the Redis decide script itself, on a virtual clock): never over-admits on any
+// pattern, under-admits at most 2 % at steady traffic exactly at the limit, and both stores admit the
+// very same requests.
 import t from 'tap'
-import { runAccuracy } from '../../../bench/accuracy.js'
+import { runAccuracy } from '../../helpers/accuracy-replay.js'
 
 t.test('accuracy replay through the stores', async (t) => {
   const rows = await runAccuracy(0.25) // a quarter of the bench's replay: the Lua VM is slow

@@ -46,7 +46,7 @@ async function scenario (t: Test, settings: StoreSettings, cli: (...args: string
   const skew = { ms: 0 }
   const [a, b] = await Promise.all([
     startGateway(t, { backendUrl: backend.url, config: testConfig({ 'plans.yaml': PLANS }), limiter: { settings } }),
-    startGateway(t, { backendUrl: backend.url, config: testConfig({ 'plans.yaml': PLANS }), limiter: { settings, now: () => Date.now() + skew.ms } })
+    startGateway(t, { backendUrl: backend.url, config: testConfig({ 'plans.yaml': PLANS }), limiter: { settings }, now: () => Date.now() + skew.ms })
   ])
   const earned: string[] = []
   for (let i = 0; i < 9; i++) earned.push((await get(a!)).code ?? 'ok')

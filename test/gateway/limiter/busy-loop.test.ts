@@ -23,15 +23,15 @@ function busyWait (ms: number): void {
 
 t.test('a 100 ms busy loop while 300 replies are in flight: no timeout, no fallback', async (t) => {
   const redis = await startRedis(t)
-  const store = await createStore({ redisUrl: redis.url })
+  const { store, health } = await createStore({ redisUrl: redis.url })
   t.teardown(() => store.close())
   await store.consume('warm-up', LIMITS, null)
   const calls = Array.from({ length: 300 }, (_, i) => store.consume(`busy-${i % 10}`, LIMITS, null))
   busyWait(BUSY_MS)
   const results = await Promise.all(calls)
   t.equal(results.filter((r) => r.outcome === 'ok').length, 300)
-  t.equal(store.errors?.(), 0, '0 timeouts: every reply that arrived during the busy loop was read first')
-  t.equal(store.fallbackActive?.(), false)
+  t.equal(health.errors(), 0, '0 timeouts: every reply that arrived during the busy loop was read first')
+  t.equal(health.fallbackActive(), false)
   t.equal(await redis.cli('HLEN', 'rl:{busy-0}:m') !== '0', true, 'counted in Redis')
 
   // Control: the same scene with a plain setTimeout race times out on every call, which is what
@@ -43,9 +43,10 @@ t.test('a 100 ms busy loop while 300 replies are in flight: no timeout, no fallb
   busyWait(BUSY_MS)
   const naiveTimeouts = (await Promise.all(naive)).filter((r) => r === 'timeout').length
   t.ok(naiveTimeouts > 0, 'a plain setTimeout race would have failed over')
-  t.comment(`plain setTimeout race: ${naiveTimeouts}/300 false timeouts; resilient store: ${store.errors?.() ?? -1}`)
+  t.comment(`plain setTimeout race: ${naiveTimeouts}/300 false timeouts; resilient store: ${health.errors()}`)
 })
 
+/** `store`, whose `n`th consume blocks the event loop right after it was issued. */
 function busyAfter (store: LimiterStore, n: number): LimiterStore {
   let calls = 0
   return {
@@ -61,9 +62,9 @@ function busyAfter (store: LimiterStore, n: number): LimiterStore {
 t.test('two gateways, one Redis, 50 ms timeout on: exact limit under a busy loop and under 2,000 concurrent requests', async (t) => {
   const redis = await startRedis(t)
   const backend = await startBackend(t)
-  const stores = await Promise.all([0, 1].map(async () => await createStore({ redisUrl: redis.url, storeTimeoutMs: 50 })))
-  const gateways = await Promise.all(stores.map(async (store) =>
-    await startGateway(t, { backendUrl: backend.url, config: testConfig({ 'plans.yaml': NO_BANS }), limiter: { store: busyAfter(store, 150) } })))
+  const stacks = await Promise.all([0, 1].map(async () => await createStore({ redisUrl: redis.url, storeTimeoutMs: 50 })))
+  const gateways = await Promise.all(stacks.map(async ({ store, health }) =>
+    await startGateway(t, { backendUrl: backend.url, config: testConfig({ 'plans.yaml': NO_BANS }), limiter: { store: busyAfter(store, 150), health } })))
 
   const statuses = await burst(gateways, DEMO_KEYS.pro, 400)
   t.equal(statuses.filter((s) => s === 200).length, 300, '400 concurrent for a 300/min key, 100 ms busy loop in flight: exactly 300 admitted')

@@ -4,12 +4,15 @@
 import t from 'tap'
 import { createRedisClient, createStore, describeSettings } from '../../../src/gateway/limiter/create-store.js'
 import { bearer, DEMO_KEYS, startGateway } from '../../helpers/gateway.js'
+import { poll } from '../../helpers/poll.js'
 import { freePort } from '../../helpers/ports.js'
 import { startRedis } from '../../helpers/redis.js'
 
 t.test('no Redis settings: the in-process store', async (t) => {
-  const store = await createStore({})
+  const { store, health } = await createStore({})
   t.equal(store.kind, 'memory')
+  t.equal(await health.probe(), 'ok')
+  t.equal(health.fallbackActive(), false)
   await store.close()
 })
 
@@ -26,12 +29,13 @@ t.test('Sentinel settings make a Sentinel client', async (t) => {
 t.test('an unreachable Redis errors fast instead of hanging', async (t) => {
   const port = await freePort()
   const errors: Error[] = []
-  const store = await createStore({ redisUrl: `redis://127.0.0.1:${port}`, storeOnError: 'closed' }, { readyWaitMs: 100, onError: (err) => errors.push(err) })
+  const { store, health } = await createStore({ redisUrl: `redis://127.0.0.1:${port}`, storeOnError: 'closed' }, { readyWaitMs: 100, onError: (err) => errors.push(err) })
   t.equal(store.kind, 'redis')
   const started = Date.now()
   await t.rejects(store.consume('k', { perMinute: 1, perDay: 1 }, null))
   t.ok(Date.now() - started < 200, 'rejected at once')
   t.ok(errors.length > 0, 'connection errors reach the handler')
+  t.ok(health.errors() > 0, 'and the failed call is counted')
   await store.close()
 })
 
@@ -52,12 +56,7 @@ t.test('closed policy: Redis stops and comes back: 503 and not ready, then recov
   t.equal(ready.status, 503, 'readiness fails while the store is down')
   t.match(await ready.json(), { checks: { store: { ok: false } } })
   await redis.start()
-  let status = 0
-  for (let i = 0; i < 100 && status !== 200; i++) {
-    await new Promise((resolve) => setTimeout(resolve, 50))
-    status = await get()
-  }
-  t.equal(status, 200, 'recovers by itself once Redis is back')
+  t.ok(await poll(async () => await get() === 200, 5_000, 50), 'recovers by itself once Redis is back')
 })
 
 t.test('the store describes itself by kind and host:port, never credentials', async (t) => {
@@ -80,12 +79,8 @@ t.test('local policy: readiness contacts Redis, stays 200 while it is down and s
   await redis.stop()
   t.match(await store(), { status: 200, store: { ok: true, state: 'fallback' } }, 'Redis down: ready, answering from the fallback')
   await redis.start()
-  let back: Awaited<ReturnType<typeof store>> | undefined
-  for (let i = 0; i < 60 && back?.store?.state !== 'ok'; i++) {
-    await new Promise((resolve) => setTimeout(resolve, 100))
-    back = await store()
-  }
-  t.equal(back?.store?.state, 'ok', 'back to ok once Redis answers')
+  const back = await poll(async () => { const now = await store(); return now.store?.state === 'ok' && now }, 6_000, 100)
+  t.equal(back && back.store?.state, 'ok', 'back to ok once Redis answers')
 })
 
 t.test('a maxmemory-policy that can evict keyed windows is named at start and in readiness', async (t) => {

@@ -6,6 +6,7 @@ import t, { type Test } from 'tap'
 import type { LimiterStore } from '../../../src/gateway/limiter/store.js'
 import { createMemoryStore } from '../../../src/gateway/limiter/stores/memory.js'
 import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartGatewayOptions } from '../../helpers/gateway.js'
+import { until } from '../../helpers/poll.js'
 
 const T0 = Date.UTC(2030, 0, 1, 12)
 const PLANS = plansYaml({ free: { perMinute: 5, perDay: 7 }, pro: { perMinute: 5, perDay: 1000 }, anonymous: { perMinute: 3, perDay: 300 }, ban: { threshold: 3, durationSeconds: 10, maxDurationSeconds: 25 } })
@@ -22,7 +23,7 @@ function counted (store: LimiterStore): { store: LimiterStore, calls: () => numb
 async function start (t: Test, extra: StartGatewayOptions = {}): Promise<{ url: string, clock: Clock, gw: Awaited<ReturnType<typeof startGateway>>, calls: () => number }> {
   const clock = { now: T0 }
   const { store, calls } = counted(createMemoryStore({ now: () => clock.now }))
-  const gw = await startGateway(t, { config: testConfig({ 'plans.yaml': PLANS }), limiter: { store, now: () => clock.now }, ...extra })
+  const gw = await startGateway(t, { config: testConfig({ 'plans.yaml': PLANS }), limiter: { store }, now: () => clock.now, ...extra })
   return { url: gw.url, clock, gw, calls }
 }
 
@@ -131,6 +132,20 @@ t.test('anonymous requests are limited per client IP, honouring the trusted prox
   await bad.arrayBuffer()
 })
 
+t.test('an anonymous flood far over its limit is refused, never banned: the plugin passes no ban policy for client addresses', async (t) => {
+  const { url, gw, calls } = await start(t, { trustProxy: true })
+  const statuses: string[] = []
+  for (let i = 0; i < 40; i++) {
+    const res = await fetch(`${url}/v1/pets`, { headers: { 'x-forwarded-for': '198.51.100.9' } })
+    const body = await res.json() as { code?: string }
+    statuses.push(res.status === 429 ? `429 ${body.code ?? ''}` : String(res.status))
+  }
+  t.same(statuses.slice(0, 3), ['401', '401', '401'], 'the anonymous limit (3 a minute) admits three')
+  t.same(new Set(statuses.slice(3)), new Set(['429 rate_limited']), '37 over the limit, 34 beyond the ban threshold: every one rate_limited, none key_banned')
+  t.equal(calls(), 40, 'each decided by the store (no ban cached)')
+  t.same(await gw.app.limiter.listBans(), [], 'no ban in the store')
+})
+
 t.test('ban: the crossing 429 is key_banned, the flood is answered from the cache, lift clears it', async (t) => {
   const { url, clock, gw, calls } = await start(t)
   const get = async (): Promise<Response> => {
@@ -157,9 +172,10 @@ t.test('ban: the crossing 429 is key_banned, the flood is answered from the cach
   }
   t.equal(calls(), before, 'a banned flood never reaches the store')
   t.same((await gw.app.limiter.listBans()).map((b) => b.id), ['demo-pro'])
-  t.equal(await gw.app.limiterStatus.bannedKeys(), 1)
+  t.ok(await until('the ban counted', () => gw.app.limiterStatus.bannedKeys() === 1, 2_000), 'counted for gateway_banned_keys')
   t.equal(await gw.app.limiter.liftBan('demo-pro'), true)
   t.same(await gw.app.limiter.listBans(), [])
+  t.ok(await until('the lift counted', () => gw.app.limiterStatus.bannedKeys() === 0, 2_000), 'the count follows the lift')
   const lifted = await get()
   t.equal(lifted.status, 429)
   t.match(await lifted.json(), { code: 'rate_limited' }, 'lifted: over the minute limit, no longer banned')
@@ -174,7 +190,7 @@ t.test('credentials of one consumer share its windows and its ban', async (t) =>
     `  - { id: acme-prod, consumer: acme, sha256: ${sha256(keys.b)}, plan: pro }`,
     `  - { id: other, sha256: ${sha256(keys.other)}, plan: pro }`, ''].join('\n')
   const clock = { now: T0 }
-  const gw = await startGateway(t, { config: testConfig({ 'plans.yaml': PLANS, 'keys.yaml': keysYaml }), limiter: { store: createMemoryStore({ now: () => clock.now }), now: () => clock.now } })
+  const gw = await startGateway(t, { config: testConfig({ 'plans.yaml': PLANS, 'keys.yaml': keysYaml }), limiter: { store: createMemoryStore({ now: () => clock.now }) }, now: () => clock.now })
   const get = async (key: string): Promise<Response> => {
     const res = await fetch(`${gw.url}/v1/pets`, { headers: bearer(key) })
     await res.clone().arrayBuffer()

@@ -1,25 +1,45 @@
 // Gateways sharing one real Redis (standalone, then a 3-master Cluster): exact admission under a
 // concurrent burst across processes (leases off: every decision in Redis; leases on: never more
 // than the limit), one Redis command per request without leases (INFO commandstats), NOSCRIPT
-// recovery, a banned flood that costs Redis nothing, the pinned SHA of the Lua script, and the
+// recovery, a banned flood that costs Redis nothing, the pinned SHA of each Lua script, and the
 // store's readiness report.
 import t, { type Test } from 'tap'
-import { SLIDING_WINDOW_LUA } from '../../../src/gateway/limiter/stores/redis.js'
+import { Redis } from 'ioredis'
+import { SCRIPTS } from '../../../src/gateway/limiter/stores/redis-scripts.js'
+import { createRedisStore } from '../../../src/gateway/limiter/stores/redis.js'
 import type { StoreSettings } from '../../../src/gateway/limiter/create-store.js'
 import { startBackend } from '../../helpers/backend.js'
 import { bearer, burst, DEMO_KEYS, startGateway, type StartedGateway } from '../../helpers/gateway.js'
+import { until } from '../../helpers/poll.js'
 import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 
-/** Changing the script changes this: review the new script, then update the pin. */
-const PINNED_SHA = '7b3e62253fbe1ec20a4c516c9ec8960fc2d8379b'
+/** Changing a script (or a shared file it starts with) changes its SHA: review the new script, then update the pin. */
+const PINNED_SHAS: Record<keyof typeof SCRIPTS, string> = {
+  decide: '44b5f4426104bb5a735665d2861e001fa24c7b56',
+  peek: '066dd47abae33d6262e584281fac5f047d023615',
+  lease: 'ebf7297f3e27ac9104409cce928bb39300098012',
+  giveBack: '41fc346ff6298332a6b49134b4574bd51392708b'
+}
 
-t.test('the Lua script is pinned by its SHA, and gateways call it by that SHA', async (t) => {
+t.test('each Lua script is pinned by its SHA, and the store calls it by that SHA', async (t) => {
   const redis = await startRedis(t)
-  t.equal(await redis.cli('SCRIPT', 'LOAD', SLIDING_WINDOW_LUA), PINNED_SHA, 'Redis names the script file by the pinned SHA')
+  for (const [name, script] of Object.entries(SCRIPTS)) {
+    t.equal(await redis.cli('SCRIPT', 'LOAD', script.lua), PINNED_SHAS[name as keyof typeof SCRIPTS], `Redis names ${name} by its pinned SHA`)
+  }
   await redis.cli('SCRIPT', 'FLUSH')
   const [gw] = await twoGateways(t, { redisUrl: redis.url })
   await (await fetch(`${gw!.url}/v1/pets`, { headers: bearer(DEMO_KEYS.pro) })).arrayBuffer()
-  t.equal(await redis.cli('SCRIPT', 'EXISTS', PINNED_SHA), '1', 'the script a request ran is the pinned one')
+  t.equal(await redis.cli('SCRIPT', 'EXISTS', PINNED_SHAS.decide), '1', 'the script a request ran is the pinned decide')
+
+  const store = createRedisStore(new Redis(redis.url))
+  t.teardown(() => store.close())
+  const limits = { perMinute: 100, perDay: 1000 }
+  await store.peek('pinned', limits)
+  const { result } = await store.lease('pinned', limits, null, 5, 'holder', undefined)
+  await store.giveBack('pinned', { minuteBucket: Math.floor(result.now / 1000), dayBucket: Math.floor(result.now / 900_000), count: 4 })
+  t.equal((await store.peek('pinned', limits)).minute.count, 1, 'the lease of 5 was counted, 4 of it handed back')
+  const exists = await redis.cli('SCRIPT', 'EXISTS', PINNED_SHAS.peek, PINNED_SHAS.lease, PINNED_SHAS.giveBack)
+  t.same(exists.split('\n'), ['1', '1', '1'], 'peek, lease and give back ran by their pinned SHAs')
 })
 
 async function commandStats (cli: (...args: string[]) => Promise<string>): Promise<Record<string, number>> {
@@ -81,7 +101,7 @@ t.test('standalone Redis, leases off: two gateways, one limit', async (t) => {
   t.equal(await gateways[0]!.app.limiter.liftBan('demo-pro'), true)
   t.same(await gateways[1]!.app.limiter.listBans(), [])
   await redis.cli('PING')
-  t.equal(await gateways[0]!.app.limiterStatus.bannedKeys(), 0)
+  t.ok(await until('the lift counted', () => gateways[0]!.app.limiterStatus.bannedKeys() === 0, 2_000), 'the ban count follows the lift')
 })
 
 t.test('Redis Cluster: two gateways, one limit', async (t) => {

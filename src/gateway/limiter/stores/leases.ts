@@ -1,36 +1,22 @@
-// The lease table: a hot consumer's requests admitted in this process without a Redis round trip,
-// and still never one admission more than the limit allows. A process that sees a consumer often
-// (DEFAULT_LEASE_MIN_RATE requests in the last second) asks the script for a block of admissions
-// instead of one: the block is counted in Redis at once, in the current buckets (1 s minute bucket,
-// 15 min day bucket), and this process spends it locally until that minute bucket ends *by Redis
-// time*: local deadline = local send time + (bucket end − Redis now) − margin. The script ran after
-// the send, so Redis time at any local instant L is at most Redis now + (L − send time): every
-// local admission lands in the bucket it was counted in, and the script's window arithmetic holds
-// as if each request had been counted on its own. What is not spent is handed back (subtracted
-// from those same buckets) with the next lease or by a sweep once the lease has ended.
-//
-// The script sizes the block: never more than the observed rate asks for, and never more than a
-// fair share of the room left — split among the processes that leased the consumer in this bucket
-// or the one before, one share kept back for a newcomer — so near the limit blocks shrink to one
-// and the last requests of a window are decided in Redis one by one, exactly as without leases. A
-// request that finds no room in its lease goes to the normal consume call, which counts 429s and
-// bans as before. Headers stay exact for one process: a lease's remaining is limit − (count in
-// Redis at grant − admissions of the block not yet spent).
-//
-// Bans and resets: a ban started by another process reaches this one at its lease's end (< 1 s;
-// the admissions meanwhile were counted, so within the limit) or through the plugin's ban cache; a
-// lift or reset anywhere ends this process's lease at once (watchBanLifts), since a reset wiped what
-// the lease counted.
-//
-// Crash bound: a process that dies holding leases leaves their unspent admissions counted. Each
-// consumer has at most one live lease per process, of at most the rate it saw for the rest of one
-// second (and at most half the room left), so a crash under-admits that consumer by at most one
-// second of its traffic, for one minute in the minute window and for 24 h 15 min in the day window.
+// Leases: a hot consumer's requests admitted in this process without a Redis round trip, and still
+// never one admission more than the limit allows. A process that sees a consumer often
+// (DEFAULT_LEASE_MIN_RATE requests in the last second, consumer-rate.ts) asks lease.lua for a block
+// of admissions instead of one: the block is counted in Redis at once, in the current buckets, and
+// this process spends it (lease-table.ts) until that minute bucket ends *by Redis time*: deadline =
+// local send time + (bucket end − Redis now) − margin. The script ran after the send, so every local
+// admission lands in the bucket it was counted in, as if each request had been counted on its own
+// (docs/limiter-internals.md has the whole argument, the sizing and the crash bound). What is not
+// spent is handed back to those same buckets with the next lease or by a sweep once it has ended.
+// A request that finds no room in its lease goes to the normal consume call, which counts 429s and
+// bans as before; a lift or reset anywhere ends this process's lease at once (watchBanLifts). The
+// resilient store wraps this one and answers `take` first, before any timer or breaker.
 import { randomBytes } from 'node:crypto'
 import type { BanPolicy, Limits } from '../../config/types.js'
 import { DAY_WINDOW, MINUTE_WINDOW } from '../arithmetic.js'
-import type { ConsumeResult, LimiterStore } from '../store.js'
-import type { RedisStore, Unused } from './redis.js'
+import type { ConsumeResult } from '../store.js'
+import { createConsumerRate } from './consumer-rate.js'
+import { createLeaseTable, type Unused } from './lease-table.js'
+import type { RemoteStore } from './resilient.js'
 
 /** Requests per second (as seen by this process) from which a consumer gets leases. */
 export const DEFAULT_LEASE_MIN_RATE = 20
@@ -42,17 +28,20 @@ export const DEFAULT_LEASE_SWEEP_MS = 1_000
 const RATE_HEADROOM = 1.5
 const MINUTE_BUCKET_MS = MINUTE_WINDOW.bucketMs
 
-interface Lease {
-  readonly limits: Limits
-  readonly minuteBucket: number
-  readonly dayBucket: number
-  readonly granted: number
-  used: number
-  /** performance.now() after which the lease may no longer admit. */
-  readonly deadline: number
-  /** performance.now() when the lease was asked for, and the Redis clock the script read. */
-  readonly sentAt: number
+/** A block of admissions counted in Redis at once; the lease table spends it locally. */
+export interface Grant {
+  /** The decision for the request that asked (counts include the whole block). */
   readonly result: ConsumeResult
+  /** Admissions counted, this request's included (0 when not admitted). */
+  readonly granted: number
+}
+
+/** What the lease table needs from the store below it: the Redis store's. */
+export interface LeasingStore extends RemoteStore {
+  /** Like `consume`, counting up to `want` admissions (this request's included) when there is room, after handing back `unused`. */
+  lease: (id: string, limits: Limits, ban: BanPolicy | null, want: number, holder: string, unused: Unused | undefined) => Promise<Grant>
+  /** Returns an ended lease's unused admissions to the buckets they were counted in. */
+  giveBack: (id: string, unused: Unused) => Promise<void>
 }
 
 export interface LeaseOptions {
@@ -61,104 +50,84 @@ export interface LeaseOptions {
   sweepMs?: number
   /** This process's holder id in the script's fair-share bookkeeping (default: random). */
   holder?: string
+  /** Unix ms: the gateway clock (rates per second, block sizing). */
+  now?: () => number
+  /** Monotonic ms for deadlines (default performance.now): a wall clock stepping back must not stretch a lease. */
+  monotonic?: () => number
 }
 
-export interface LeasedStore extends LimiterStore {
+export interface LeasedStore extends RemoteStore {
+  /**
+   * One admission from a live lease, as the script would have answered it, or undefined: ask
+   * `consume`. No Redis call, so the resilient store answers it before its timer and breaker.
+   */
+  take: (id: string, limits: Limits) => ConsumeResult | undefined
   /** Leases alive now (tests, metrics). */
   leases: () => number
 }
 
-export function createLeasedStore (inner: RedisStore, opts: LeaseOptions = {}): LeasedStore {
+function roomOf (result: ConsumeResult, limits: Limits): number {
+  return Math.min(limits.perMinute - result.minute.count, limits.perDay - result.day.count)
+}
+
+export function createLeasedStore (inner: LeasingStore, opts: LeaseOptions = {}): LeasedStore {
   const minRate = opts.minRate ?? DEFAULT_LEASE_MIN_RATE
   const marginMs = opts.marginMs ?? DEFAULT_LEASE_MARGIN_MS
   const holder = opts.holder ?? randomBytes(6).toString('base64url')
-  const table = new Map<string, Lease>()
+  const now = opts.now ?? Date.now
+  const monotonic = opts.monotonic ?? (() => performance.now())
+  const table = createLeaseTable(monotonic)
+  const rates = createConsumerRate(now)
   /**
    * Leases being asked for. Other requests of the consumer do not wait for one (that would put two
    * round trips inside one store timeout budget): they are decided in Redis one by one meanwhile.
    */
   const pending = new Set<string>()
-  /** Room (limit − count, the tighter window) each hot consumer had at its last answer this second. */
-  let room = new Map<string, number>()
-  /** Requests per consumer in the current and the previous local second (lease hits and Redis calls). */
-  let second = Math.floor(Date.now() / 1000)
-  let current = new Map<string, number>()
-  let previous = new Map<string, number>()
 
-  function touch (id: string): number {
-    const s = Math.floor(Date.now() / 1000)
-    if (s !== second) {
-      previous = s === second + 1 ? current : new Map()
-      current = new Map()
-      room = new Map()
-      second = s
-    }
-    const n = (current.get(id) ?? 0) + 1
-    current.set(id, n)
-    return Math.max(n, previous.get(id) ?? 0)
-  }
-
-  function unusedOf (lease: Lease): Unused | undefined {
-    const count = lease.granted - lease.used
-    return count > 0 ? { minuteBucket: lease.minuteBucket, dayBucket: lease.dayBucket, count } : undefined
-  }
-
-  /** Takes one admission from a live lease, as the script would have answered it. */
-  function take (id: string, limits: Limits): ConsumeResult | undefined {
-    const lease = table.get(id)
-    if (lease === undefined || lease.used >= lease.granted || lease.limits !== limits) return undefined
-    const t = performance.now()
-    if (t >= lease.deadline) return undefined
-    lease.used++
-    touch(id)
-    const unspent = lease.granted - lease.used
-    const r = lease.result
-    return {
-      outcome: 'ok',
-      now: r.now + Math.floor(t - lease.sentAt),
-      minute: { count: r.minute.count - unspent, resetAt: r.minute.resetAt, retryAt: 0 },
-      day: { count: r.day.count - unspent, resetAt: r.day.resetAt, retryAt: 0 },
-      bannedUntil: 0
-    }
-  }
-
-  function retire (id: string): Unused | undefined {
-    const lease = table.get(id)
-    if (lease === undefined) return undefined
-    table.delete(id)
-    return unusedOf(lease)
+  function giveBack (returns: Array<[string, Unused]>): Promise<unknown> {
+    // Counted already: a lost return only under-admits.
+    return Promise.all(returns.map(async ([id, unused]) => await inner.giveBack(id, unused).catch(() => undefined)))
   }
 
   async function leaseFor (id: string, limits: Limits, ban: BanPolicy | null, rate: number): Promise<ConsumeResult> {
     // The lease this one replaces (ended, spent, or for limits a reload changed) hands back with it.
-    const unused = retire(id)
-    const msLeft = MINUTE_BUCKET_MS - (Date.now() % MINUTE_BUCKET_MS)
+    const unused = table.retire(id)
+    const msLeft = MINUTE_BUCKET_MS - (now() % MINUTE_BUCKET_MS)
     const want = Math.max(2, Math.ceil(rate * RATE_HEADROOM * msLeft / 1000))
-    const sentAt = performance.now()
+    const sentAt = monotonic()
     const { result, granted } = await inner.lease(id, limits, ban, want, holder, unused)
-    room.set(id, Math.min(limits.perMinute - result.minute.count, limits.perDay - result.day.count))
-    if (granted > 0) {
-      const bucketEnd = (Math.floor(result.now / MINUTE_BUCKET_MS) + 1) * MINUTE_BUCKET_MS
-      const deadline = sentAt + (bucketEnd - result.now) - marginMs
-      const replaced = table.get(id)
-      const leftover = replaced === undefined ? undefined : unusedOf(replaced)
-      if (leftover !== undefined) inner.giveBack(id, leftover).catch(() => { /* counted: a lost return only under-admits */ })
-      table.set(id, { limits, minuteBucket: Math.floor(result.now / MINUTE_BUCKET_MS), dayBucket: Math.floor(result.now / DAY_WINDOW.bucketMs), granted, used: 1, deadline, sentAt, result })
-      const unspent = granted - 1
-      return { ...result, minute: { ...result.minute, count: result.minute.count - unspent }, day: { ...result.day, count: result.day.count - unspent } }
-    }
-    return result
+    rates.noteRoom(id, roomOf(result, limits))
+    if (granted === 0) return result
+    const bucketEnd = (Math.floor(result.now / MINUTE_BUCKET_MS) + 1) * MINUTE_BUCKET_MS
+    table.hold(id, {
+      limits,
+      minuteBucket: Math.floor(result.now / MINUTE_BUCKET_MS),
+      dayBucket: Math.floor(result.now / DAY_WINDOW.bucketMs),
+      granted,
+      used: 1,
+      deadline: sentAt + (bucketEnd - result.now) - marginMs,
+      sentAt,
+      result
+    })
+    const unspent = granted - 1
+    return { ...result, minute: { ...result.minute, count: result.minute.count - unspent }, day: { ...result.day, count: result.day.count - unspent } }
+  }
+
+  function take (id: string, limits: Limits): ConsumeResult | undefined {
+    const local = table.take(id, limits)
+    if (local !== undefined) rates.hit(id)
+    return local
   }
 
   async function consume (id: string, limits: Limits, ban: BanPolicy | null): Promise<ConsumeResult> {
     const local = take(id, limits)
     if (local !== undefined) return local
-    const rate = touch(id)
+    const rate = rates.hit(id)
     // Cold, a lease already being asked for, or no room left at the last answer: one decision in Redis.
     if (rate < minRate) return await inner.consume(id, limits, ban)
-    if (pending.has(id) || (room.get(id) ?? 1) <= 0) {
+    if (pending.has(id) || (rates.roomOf(id) ?? 1) <= 0) {
       const result = await inner.consume(id, limits, ban)
-      room.set(id, Math.min(limits.perMinute - result.minute.count, limits.perDay - result.day.count))
+      rates.noteRoom(id, roomOf(result, limits))
       return result
     }
     pending.add(id)
@@ -169,46 +138,39 @@ export function createLeasedStore (inner: RedisStore, opts: LeaseOptions = {}): 
     }
   }
 
-  function sweep (): void {
-    const t = performance.now()
-    for (const [id, lease] of table) {
-      if (t < lease.deadline || pending.has(id)) continue
-      table.delete(id)
-      const unused = unusedOf(lease)
-      if (unused !== undefined) inner.giveBack(id, unused).catch(() => { /* a lost return only under-admits */ })
-    }
-  }
-  const sweeper = setInterval(sweep, opts.sweepMs ?? DEFAULT_LEASE_SWEEP_MS)
+  const sweeper = setInterval(() => { void giveBack(table.retireEnded()) }, opts.sweepMs ?? DEFAULT_LEASE_SWEEP_MS)
   sweeper.unref()
 
   return {
-    ...inner,
+    kind: inner.kind,
+    describe: () => inner.describe(),
     consume,
-    tryLocal: take,
-    leases: () => table.size,
+    peek: (id, limits) => inner.peek(id, limits),
+    listBans: () => inner.listBans(),
+    liftBan: (id) => inner.liftBan(id),
+    escalationLevel: (id) => inner.escalationLevel(id),
+    async reset (id) {
+      // Whatever this lease counted is wiped with the windows: nothing to give back.
+      table.drop(id)
+      return await inner.reset(id)
+    },
     watchBanLifts (onLift) {
       // A lift or reset anywhere: this process's lease for the consumer ends at once (a reset wiped
       // what it counted, so spending it would admit uncounted requests; nothing is handed back).
-      inner.watchBanLifts?.((id) => {
-        if (id === undefined) table.clear()
-        else table.delete(id)
+      inner.watchBanLifts((id) => {
+        table.drop(id)
         onLift(id)
       })
     },
-    async reset (id) {
-      // Whatever this lease counted is wiped with the windows: nothing to give back.
-      table.delete(id)
-      return await inner.reset(id)
-    },
+    ping: () => inner.ping(),
     async close () {
       clearInterval(sweeper)
-      const returns = [...table].map(async ([id, lease]) => {
-        const unused = unusedOf(lease)
-        if (unused !== undefined) await inner.giveBack(id, unused).catch(() => undefined)
-      })
-      table.clear()
-      await Promise.all(returns)
+      await giveBack(table.retireAll())
       await inner.close()
-    }
+    },
+    shardOf: (id) => inner.shardOf(id),
+    maxmemoryPolicy: () => inner.maxmemoryPolicy(),
+    take,
+    leases: () => table.size
   }
 }

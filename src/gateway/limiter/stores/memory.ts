@@ -33,6 +33,7 @@ interface KeyState {
 }
 
 export interface MemoryStoreOptions {
+  /** The gateway clock, Unix ms (default Date.now). */
   now?: () => number
   /** Key (consumer) states kept. */
   maxKeys?: number
@@ -135,6 +136,8 @@ export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore 
       return state !== undefined && state.levelUntil > now() ? state.level : -1
     },
     reset: async (id) => tableOf(id).delete(id),
+    // One process: its lifts go through the limiter plugin, which drops its own cached ban.
+    watchBanLifts: () => {},
     ping: async () => {},
     close: async () => { keyed.clear(); anonymous.clear() }
   }

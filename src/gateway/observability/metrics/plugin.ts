@@ -1,11 +1,12 @@
 // Feeds the gateway's metrics from one onResponse hook per request, and hands the registry to the
 // admin app (GET /metrics is served there only, never on the public port). The limiter's metrics
-// read `request.rateLimit` and `app.limiterStatus` when a limiter is registered, and stay at 0 when not.
+// read `request.rateLimit` and `app.limiterStatus` (the shape of limiter-status.ts, supplied by the
+// limiter plugin) when a limiter is registered, and stay at 0 when not.
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import type { LimiterStatus } from '../../limiter/decision.js'
 import { routeUrlOf } from '../route-url.js'
 import { ANONYMOUS_PLAN } from '../../../shared/labels.js'
+import type { LimiterStatus } from './limiter-status.js'
 import { createGatewayMetrics, type GatewayMetrics } from './registry.js'
 
 declare module 'fastify' {

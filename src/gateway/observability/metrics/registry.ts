@@ -3,9 +3,9 @@
 // from bounded sets (route patterns, methods, statuses, plans, windows, results), and labelled
 // counters start at 0 for their known sets so every name is there from the first scrape.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
-import type { LimiterStatus } from '../../limiter/decision.js'
 import { OPERATIONS, type Operation } from '../../proxy/operations.js'
 import { registerKeyExpiryGauges, type KeyExpirySource } from './key-expiry-gauges.js'
+import type { LimiterStatus } from './limiter-status.js'
 import { ANONYMOUS_PLAN, UNMATCHED_ROUTE } from '../../../shared/labels.js'
 
 /** Seconds, from a cache-hot sub-millisecond answer to the 10 s upstream timeout. */
@@ -243,16 +243,14 @@ export function createGatewayMetrics (opts: MetricsOptions): GatewayMetrics {
   })
   new Gauge({
     name: 'gateway_banned_keys',
-    help: 'Bans in force in the shared limiter store (all processes), read at scrape time',
+    help: 'Bans in force in the shared limiter store (all processes), counted in the background every 15 s ' +
+      'and after each ban this process starts, lifts or resets; a scrape never reads the store',
     registers,
-    async collect () {
+    collect () {
+      // Before the first count, or while the store is unreachable, the last value stays.
       const status = limiter()
-      if (status === undefined) { this.set(0); return }
-      try {
-        this.set(await status.bannedKeys())
-      } catch {
-        // The store is unreachable: keep the last value; gateway_store_fallback_active tells why.
-      }
+      const count = status === undefined ? 0 : status.bannedKeys()
+      if (count !== undefined) this.set(count)
     }
   })
 

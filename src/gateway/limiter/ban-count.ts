@@ -1,0 +1,52 @@
+// The number of bans in force in the shared store, for the gateway_banned_keys gauge. Counting them
+// SCANs every Redis master, so it is done in the background — at start, every
+// DEFAULT_BAN_COUNT_REFRESH_MS, and soon after this process starts, lifts or resets a ban — and a
+// scrape reads the last count without touching Redis.
+import type { BanEntry } from './store.js'
+
+/** How old the count may get (Prometheus's default scrape interval in deploy/prometheus). */
+export const DEFAULT_BAN_COUNT_REFRESH_MS = 15_000
+
+export interface BanCount {
+  /** Bans at the last count that succeeded; undefined before the first. */
+  value: () => number | undefined
+  /** Counts again as soon as the count under way (if any) ends. */
+  refreshSoon: () => void
+  /** Stops counting. */
+  close: () => void
+}
+
+export function createBanCount (listBans: () => Promise<BanEntry[]>, refreshMs = DEFAULT_BAN_COUNT_REFRESH_MS): BanCount {
+  let value: number | undefined
+  let running: Promise<void> | undefined
+  let again = false
+  let closed = false
+
+  function refresh (): void {
+    if (closed) return
+    if (running !== undefined) {
+      again = true
+      return
+    }
+    running = listBans().then((bans) => { value = bans.length }, () => { /* the store is unreachable: keep the last count */ })
+      .finally(() => {
+        running = undefined
+        if (again) {
+          again = false
+          refresh()
+        }
+      })
+  }
+
+  const timer = setInterval(refresh, refreshMs)
+  timer.unref()
+  refresh()
+  return {
+    value: () => value,
+    refreshSoon: refresh,
+    close () {
+      closed = true
+      clearInterval(timer)
+    }
+  }
+}

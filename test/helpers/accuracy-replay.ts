@@ -1,0 +1,191 @@
+// The accuracy replay: traffic patterns on a virtual clock (deterministic, no sleeping) through the
+// stores themselves — the in-process store's consume, and the Redis store's decide script run in an
+// embedded Lua VM (lua-redis.ts) whose TIME is the virtual clock — a fixed window (Kong OSS, Envoy
+// ratelimit, @fastify/rate-limit) and the two-counter estimate (Cloudflare), against an exact
+// per-request log as the ideal. Over-admission: most admissions in any rolling window beyond the
+// limit (ours must be 0). Under-admission: admissions the ideal makes and the model refuses, in %.
+// test/gateway/limiter/accuracy.test.ts and bench/accuracy.ts (the full replay's table) run it.
+import { DAY_WINDOW, MINUTE_WINDOW, type WindowSpec } from '../../src/gateway/limiter/arithmetic.js'
+import { createMemoryStore } from '../../src/gateway/limiter/stores/memory.js'
+import { redisKeys, SCRIPTS } from '../../src/gateway/limiter/stores/redis-scripts.js'
+import { createLuaRedis } from './lua-redis.js'
+
+export const MINUTE_LIMIT = 60
+export const DAY_LIMIT = 1000
+const HOUR = 3_600_000
+const START = Date.UTC(2030, 0, 1) + 12_345
+
+type Admit = (t: number) => boolean | Promise<boolean>
+
+interface Model { name: string, make: (spec: WindowSpec, limit: number) => Admit }
+
+/** Limits that make `spec`'s window the binding one. */
+function limitsFor (spec: WindowSpec, limit: number): { perMinute: number, perDay: number } {
+  return spec.name === 'minute' ? { perMinute: limit, perDay: 1e9 } : { perMinute: 1e9, perDay: limit }
+}
+
+const models: Model[] = [
+  {
+    name: 'exact log (ideal)',
+    make: (spec, limit) => {
+      const log: number[] = []
+      let head = 0
+      return (t) => {
+        while (head < log.length && log[head]! <= t - spec.windowMs) head++
+        if (log.length - head >= limit) return false
+        log.push(t)
+        return true
+      }
+    }
+  },
+  {
+    name: 'ours: in-process store',
+    make: (spec, limit) => {
+      const clock = { now: 0 }
+      const store = createMemoryStore({ now: () => clock.now })
+      const limits = limitsFor(spec, limit)
+      return async (t) => {
+        clock.now = t
+        return (await store.consume('replay', limits, null)).outcome === 'ok'
+      }
+    }
+  },
+  {
+    name: 'ours: Redis script',
+    make: (spec, limit) => {
+      const clock = { now: 0 }
+      const redis = createLuaRedis(() => clock.now)
+      const { perMinute, perDay } = limitsFor(spec, limit)
+      const keys = redisKeys('replay')
+      return (t) => {
+        clock.now = t
+        return (redis.run(SCRIPTS.decide, keys, [perMinute, perDay, '']) as number[])[0] === 0
+      }
+    }
+  },
+  {
+    name: 'fixed window',
+    make: (spec, limit) => {
+      let window = -1
+      let count = 0
+      return (t) => {
+        const w = Math.floor(t / spec.windowMs)
+        if (w !== window) { window = w; count = 0 }
+        if (count >= limit) return false
+        count++
+        return true
+      }
+    }
+  },
+  {
+    name: 'two counters',
+    make: (spec, limit) => {
+      let window = -1
+      let current = 0
+      let previous = 0
+      return (t) => {
+        const w = Math.floor(t / spec.windowMs)
+        if (w !== window) { previous = w === window + 1 ? current : 0; current = 0; window = w }
+        const elapsed = (t - w * spec.windowMs) / spec.windowMs
+        if (previous * (1 - elapsed) + current >= limit) return false
+        current++
+        return true
+      }
+    }
+  }
+]
+
+function prng (seed: number): () => number {
+  let s = seed >>> 0
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0
+    let x = Math.imul(s ^ (s >>> 15), 1 | s)
+    x ^= x + Math.imul(x ^ (x >>> 7), 61 | x)
+    return ((x ^ (x >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+function poisson (ratePerMs: number, durationMs: number, seed: number): number[] {
+  const random = prng(seed)
+  const times: number[] = []
+  for (let t = START; t < START + durationMs;) {
+    t += Math.max(1, Math.round(-Math.log(1 - random()) / ratePerMs))
+    times.push(t)
+  }
+  return times
+}
+
+function every (intervalMs: number, durationMs: number): number[] {
+  const times: number[] = []
+  for (let t = START; t < START + durationMs; t += intervalMs) times.push(t)
+  return times
+}
+
+/** `size` requests just before and just after each window edge. */
+function edgeBursts (spec: WindowSpec, size: number, windows: number): number[] {
+  const times: number[] = []
+  const first = Math.ceil(START / spec.windowMs) * spec.windowMs
+  for (let k = 1; k <= windows; k++) {
+    const edge = first + k * spec.windowMs
+    for (let i = 0; i < size; i++) times.push(edge - 100 + i % 50)
+    for (let i = 0; i < size; i++) times.push(edge + 100 + i % 50)
+  }
+  return times.sort((a, b) => a - b)
+}
+
+interface Pattern { name: string, spec: WindowSpec, limit: number, times: number[] }
+
+/** The replayed patterns; `scale` shortens them (the test replays a quarter: same shapes, fewer windows). */
+function patternsAt (scale: number): Pattern[] {
+  const hours = 6 * HOUR * scale
+  const days = Math.max(3, Math.round(10 * scale)) * 24 * HOUR
+  const dayEdges = Math.max(3, Math.round(10 * scale))
+  return [
+    { name: 'steady at the minute limit', spec: MINUTE_WINDOW, limit: MINUTE_LIMIT, times: every(60_000 / MINUTE_LIMIT, hours) },
+    { name: 'steady at 2x the minute limit', spec: MINUTE_WINDOW, limit: MINUTE_LIMIT, times: every(30_000 / MINUTE_LIMIT, hours) },
+    { name: 'bursts at minute edges', spec: MINUTE_WINDOW, limit: MINUTE_LIMIT, times: edgeBursts(MINUTE_WINDOW, MINUTE_LIMIT, Math.round(120 * scale)) },
+    { name: 'Poisson at the minute limit', spec: MINUTE_WINDOW, limit: MINUTE_LIMIT, times: poisson(MINUTE_LIMIT / 60_000, hours, 1) },
+    { name: 'Poisson at 3x the minute limit', spec: MINUTE_WINDOW, limit: MINUTE_LIMIT, times: poisson(3 * MINUTE_LIMIT / 60_000, hours, 2) },
+    { name: 'steady at the day limit', spec: DAY_WINDOW, limit: DAY_LIMIT, times: every(86_400_000 / DAY_LIMIT, days) },
+    { name: 'bursts at day edges', spec: DAY_WINDOW, limit: DAY_LIMIT, times: edgeBursts(DAY_WINDOW, DAY_LIMIT, dayEdges) },
+    { name: 'Poisson at 2x the day limit', spec: DAY_WINDOW, limit: DAY_LIMIT, times: poisson(2 * DAY_LIMIT / 86_400_000, days, 3) }
+  ]
+}
+
+/** Most admissions in any rolling window (t - w, t]. */
+function fullestWindow (admitted: number[], windowMs: number): number {
+  let worst = 0
+  for (let i = 0, j = 0; i < admitted.length; i++) {
+    while (admitted[j]! <= admitted[i]! - windowMs) j++
+    worst = Math.max(worst, i - j + 1)
+  }
+  return worst
+}
+
+export interface Row { pattern: string, model: string, offered: number, admitted: number, over: number, underPct: number }
+
+export async function runAccuracy (scale = 1): Promise<Row[]> {
+  const rows: Row[] = []
+  for (const pattern of patternsAt(scale)) {
+    const results: Array<{ model: string, admitted: number[] }> = []
+    for (const model of models) {
+      const admit = model.make(pattern.spec, pattern.limit)
+      const admitted: number[] = []
+      for (const t of pattern.times) if (await admit(t)) admitted.push(t)
+      results.push({ model: model.name, admitted })
+    }
+    const ideal = results[0]!.admitted.length
+    for (const { model, admitted } of results) {
+      rows.push({
+        pattern: pattern.name,
+        model,
+        offered: pattern.times.length,
+        admitted: admitted.length,
+        over: Math.max(0, fullestWindow(admitted, pattern.spec.windowMs) - pattern.limit),
+        underPct: Math.max(0, (ideal - admitted.length) / ideal * 100)
+      })
+    }
+  }
+  return rows
+}
+
