@@ -44,7 +44,8 @@ export const requestErrors = {
   invalid: (where: 'invalid_body' | 'invalid_parameter', message: string) => new ApiError(400, where, message),
   invalidParameter: (message: string) => new ApiError(400, 'invalid_parameter', message),
   invalidBody: (message: string) => new ApiError(400, 'invalid_body', message),
-  notJson: (detail: string) => new ApiError(400, 'invalid_body', `Request body is not valid JSON: ${detail}`),
+  notJson: () => new ApiError(400, 'invalid_body', 'Request body is not valid JSON'),
+  emptyJson: () => new ApiError(400, 'invalid_body', 'Request body is empty but content-type is application/json'),
   payloadTooLarge: () => new ApiError(413, 'payload_too_large', 'Request body is larger than the limit'),
   unsupportedMediaType: () => new ApiError(415, 'unsupported_media_type', 'Request body must be application/json'),
   internal: () => new ApiError(500, 'internal_error', 'The server could not complete the request')
@@ -82,7 +83,7 @@ export const gatewayErrors = {
   badUrl: () => requestErrors.invalidParameter('The URL is not valid'),
   paramTooLong: () => requestErrors.invalidParameter('A path parameter is longer than the limit'),
   duplicateAuthorization: () => new ApiError(400, 'invalid_request', 'Send exactly one Authorization header'),
-  jsonTooDeep: (maxDepth: number) => requestErrors.notJson(`nested deeper than ${maxDepth} levels`),
+  jsonTooDeep: (maxDepth: number) => requestErrors.invalidBody(`Request body JSON is nested deeper than ${maxDepth} levels`),
   // What Node's HTTP parser refuses, answered on the raw socket.
   headersTooLarge: () => new ApiError(431, 'headers_too_large', 'Request headers are larger than the limit'),
   requestTimeout: () => new ApiError(408, 'request_timeout', 'The request was not received in time'),
@@ -112,10 +113,14 @@ export function toApiError (err: unknown): ApiError {
   if (typeof e.code === 'string' && e.code.startsWith('FST_ERR_CTP_')) {
     if (status === 413) return requestErrors.payloadTooLarge()
     if (status === 415) return requestErrors.unsupportedMediaType()
-    return requestErrors.notJson(e.message ?? 'parse error')
+    // Fastify's own messages for these repeat ours ("Body is not valid JSON but content-type is set
+    // to 'application/json'"): one sentence is said instead.
+    if (e.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') return requestErrors.emptyJson()
+    if (e.code === 'FST_ERR_CTP_INVALID_JSON_BODY') return requestErrors.notJson()
+    return requestErrors.invalidBody(e.message ?? 'Request body could not be read')
   }
   if (e instanceof SyntaxError && status === 400) {
-    return requestErrors.notJson(e.message)
+    return requestErrors.notJson()
   }
   if (status >= 400 && status < 500) {
     return requestErrors.invalidParameter(e.message ?? 'Bad request')
