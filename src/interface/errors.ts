@@ -34,6 +34,11 @@ export class ApiError extends Error {
 }
 
 const REALM = 'Bearer realm="petstore"'
+/**
+ * Where a client without a key learns the API: the docs page and the OpenAPI description, both
+ * public. Sent on every keyless 401, whatever the path, so it tells nobody which paths exist.
+ */
+export const DOCS_LINK = '</docs>; rel="help", </v1/openapi.json>; rel="service-desc"'
 
 /** Errors of the request itself, which both services answer the same way. */
 export const requestErrors = {
@@ -61,7 +66,8 @@ export const backendErrors = {
 
 /** Every error the gateway itself answers on its public port. */
 export const gatewayErrors = {
-  missingKey: () => new ApiError(401, 'unauthorized', 'Missing API key: send "Authorization: Bearer <key>"', { 'www-authenticate': REALM }),
+  missingKey: () => new ApiError(401, 'unauthorized', 'Missing API key: send "Authorization: Bearer <key>"; the API is documented at /docs',
+    { 'www-authenticate': REALM, link: DOCS_LINK }),
   invalidKey: () => new ApiError(401, 'unauthorized', 'Invalid API key', { 'www-authenticate': `${REALM}, error="invalid_token"` }),
   disabledKey: () => new ApiError(401, 'unauthorized', 'API key is disabled', { 'www-authenticate': `${REALM}, error="invalid_token"` }),
   keyExpired: (expiredAt: number) => new ApiError(401, 'key_expired', `API key expired at ${new Date(expiredAt).toISOString()}`,
