@@ -209,7 +209,11 @@ function findCommand (group: string, sub: string | undefined): CommandHelp {
 function parseArgsMessage (e: TypeError & { code: string }, command: string): string {
   const option = /'(-[^' ]*)/.exec(e.message)?.[1]
   if (e.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && option !== undefined) return `${command}: unknown option ${option}`
-  if (e.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && option !== undefined) return `${command}: ${option} needs a value`
+  if (e.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && option !== undefined) {
+    return `${command}: ${option} ${e.message.includes('does not take an argument') ? 'takes no value' : 'needs a value'}`
+  }
+  const positional = /argument '([^']*)'/.exec(e.message)?.[1]
+  if (e.code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL' && positional !== undefined) return `${command}: unexpected argument "${positional}"`
   return `${command}: ${e.message.split('. ')[0] ?? e.message}`
 }
 

@@ -49,7 +49,9 @@ t.test('mistakes are one line on stderr and exit 1', async (t) => {
     [['keys', 'show'], 'keys show needs exactly one id (petstore-gateway keys show --help)'],
     [['keys', 'show', 'a', 'b'], 'keys show needs exactly one id (petstore-gateway keys show --help)'],
     [['keys', 'rotate', '--id', 'demo-pro', '--grace'], 'keys rotate: --grace needs a value (petstore-gateway keys rotate --help)'],
-    [['keys', 'reset', 'demo-pro', '--force'], 'keys reset: unknown option --force (petstore-gateway keys reset --help)']
+    [['keys', 'reset', 'demo-pro', '--force'], 'keys reset: unknown option --force (petstore-gateway keys reset --help)'],
+    [['keys', 'show', 'demo-pro', '--json=yes'], 'keys show: --json takes no value (petstore-gateway keys show --help)'],
+    [['keys', 'create', '--id', 'x', '--plan', 'pro', 'extra'], 'keys create: unexpected argument "extra" (petstore-gateway keys create --help)']
   ] as const) {
     t.same(await cliInProcess([...args]), { code: 1, stdout: '', stderr: `petstore-gateway: ${line}\n` }, args.join(' '))
   }
