@@ -3,7 +3,9 @@
 // every failure in full at the end, and the totals as the last line — the line .ci/run reads. And
 // through the real tap runner, configured by package.json, on a file with one failing check.
 import { spawn } from 'node:child_process'
-import { dirname } from 'node:path'
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join, resolve } from 'node:path'
 import t from 'tap'
 import TerseReporter from '../helpers/terse-reporter.js'
 import { REPO_ROOT } from '../helpers/processes.js'
@@ -102,11 +104,19 @@ t.test('skips and todos are counted; a stream without totals says so', async (t)
   t.equal(await report('TAP version 14\n1..0\n'), '\ntotals: unknown (tap wrote none) — 0 files\n')
 })
 
-t.test('through the real tap runner, as npm test configures it: the failure at the end, totals last, exit 1', async (t) => {
-  // The child is a tap run of its own: none of this test process's TAP_* settings may leak into it.
+t.test('through the real tap runner, as package.json configures it: the failure at the end, totals last, exit 1', async (t) => {
+  // A project of its own in a temp dir (a tap run clears its project's .tap/, coverage included: not
+  // this one's), with this repository's tap settings, its node_modules, and one failing check.
+  const dir = mkdtempSync(join(tmpdir(), 'terse-reporter-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const { tap } = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { tap: { reporter: string } }
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ type: 'module', tap: { ...tap, reporter: resolve(REPO_ROOT, tap.reporter) } }))
+  symlinkSync(join(REPO_ROOT, 'node_modules'), join(dir, 'node_modules'))
+  copyFileSync(join(REPO_ROOT, 'test/fixtures/reporter/one-failure.ts'), join(dir, 'one-failure.test.ts'))
+  // None of this test process's TAP_* settings may leak into the child run.
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(TAP|_TAPJS)/.test(k) && k !== 'NODE_OPTIONS'))
-  const child = spawn('npx', ['--no-install', 'tap', '--disable-coverage', 'test/fixtures/reporter/one-failure.ts'], {
-    cwd: REPO_ROOT,
+  const child = spawn(join(REPO_ROOT, 'node_modules/.bin/tap'), ['--disable-coverage', 'one-failure.test.ts'], {
+    cwd: dir,
     env: { ...env, PATH: `${dirname(process.execPath)}:${process.env.PATH ?? ''}` },
     stdio: ['ignore', 'pipe', 'ignore']
   })
@@ -115,11 +125,11 @@ t.test('through the real tap runner, as npm test configures it: the failure at t
   const code = await new Promise((resolve) => child.once('exit', resolve))
   t.equal(code, 1)
   const lines = out.trimEnd().split('\n')
-  t.match(lines[0], /^FAIL test\/fixtures\/reporter\/one-failure\.ts {2}[\d.]+ s$/)
-  t.equal(lines[1], '     ✖ test/fixtures/reporter/one-failure.ts > fails on purpose > arithmetic broken on purpose')
+  t.match(lines[0], /^FAIL one-failure\.test\.ts {2}[\d.]+ s$/)
+  t.equal(lines[1], '     ✖ one-failure.test.ts > fails on purpose > arithmetic broken on purpose')
   const failures = lines.indexOf('1 failure:')
   t.ok(failures > 1, 'the failure list follows the file lines')
-  t.equal(lines[failures + 2], '✖ test/fixtures/reporter/one-failure.ts > fails on purpose > arithmetic broken on purpose')
+  t.equal(lines[failures + 2], '✖ one-failure.test.ts > fails on purpose > arithmetic broken on purpose')
   t.same(lines.slice(failures + 3, failures + 6), ['    diff: |', '      --- expected', '      +++ actual'], 'its diff first')
   t.match(lines.at(-1), /^totals: 1 passed, 1 failed — 2 checks in 1 file, [\d.]+ s$/, 'the totals are the last line')
 })
