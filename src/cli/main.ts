@@ -17,20 +17,7 @@ import { CommandError, UsageError } from './errors.js'
 import { formatConsumer, formatReset } from './format-consumer.js'
 import { generateKey } from './key-material.js'
 import { DEFAULT_GRACE, isoSeconds, parseGrace, rotateKeysText } from './rotate.js'
-
-const USAGE = `usage: petstore-gateway <command>
-  keys create --id ID --plan PLAN [--per-minute N --per-day N] [--config DIR]
-  keys rotate --id ID [--grace 7d] [--config DIR]
-                                  new key for ID's consumer; ID keeps working for the grace (s, m, h, d)
-  keys hash [KEY]                 digest of KEY (or of the first line of stdin)
-  keys show ID [--json]           a consumer (or key) on the running gateway: credentials, usage, ban
-  keys reset ID                   clear a consumer's windows, ban and escalation on the running gateway
-  config check [DIR]              validate a config directory (default CONFIG_DIR or ./config)
-  bans list                       bans in force
-  bans lift ID                    end a consumer's (or key's) ban
-Commands on the running gateway call its admin API: --admin URL (default ${DEFAULT_ADMIN_URL}),
-ADMIN_TOKEN sent as bearer. bans list/lift read Redis directly when REDIS_URL (or
-REDIS_CLUSTER_NODES / REDIS_SENTINELS) is set and --admin is not given.`
+import { COMMANDS, commandUsage, groupUsage, PROGRAM, usage, type CommandHelp } from './usage.js'
 
 type Out = (line: string) => void
 
@@ -55,9 +42,9 @@ function keysCreate (args: string[], out: Out): number {
   if ((perMinute === undefined) !== (perDay === undefined)) throw new UsageError('--per-minute and --per-day go together')
 
   const snapshot = loadConfigDir(values.config ?? process.env.CONFIG_DIR ?? './config')
-  if (!snapshot.plans.has(plan)) throw new UsageError(`unknown plan "${plan}" (known: ${[...snapshot.plans.keys()].join(', ')})`)
+  if (!snapshot.plans.has(plan)) throw new CommandError(`unknown plan "${plan}" (known: ${[...snapshot.plans.keys()].join(', ')})`)
   if (snapshot.plans.get(plan) === undefined && perMinute === undefined) throw new UsageError(`plan "${plan}" is custom: give --per-minute and --per-day`)
-  if (snapshot.keysById.has(id)) throw new UsageError(`a key with id "${id}" already exists`)
+  if (snapshot.keysById.has(id)) throw new CommandError(`a key with id "${id}" already exists`)
 
   const key = generateKey()
   out(`API key (shown once, store it now): ${key}`)
@@ -145,7 +132,7 @@ function configCheck (args: string[], out: Out, err: Out): number {
 
 interface BanView { keyId: string, until: string, secondsLeft: number }
 
-async function bansViaAdmin (sub: string | undefined, args: string[], out: Out): Promise<number> {
+async function bansViaAdmin (sub: 'list' | 'lift', args: string[], out: Out): Promise<number> {
   const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { admin: { type: 'string' } } })
   const target = adminTarget(values.admin)
   if (sub === 'list') {
@@ -154,22 +141,19 @@ async function bansViaAdmin (sub: string | undefined, args: string[], out: Out):
     for (const ban of list) out(`${ban.keyId}\tuntil ${ban.until}\t(${ban.secondsLeft} s left)`)
     return 0
   }
-  if (sub === 'lift') {
-    const id = oneId(positionals, 'bans lift')
-    try {
-      const body = await adminCall(target, 'DELETE', `/admin/bans/${id}`)
-      out(`ban on ${String(body.consumerId ?? id)} lifted`)
-      return 0
-    } catch (err) {
-      // 404 is "not banned": the old command's answer, kept.
-      if (err instanceof CommandError && err.message.endsWith('is not banned')) { out(`${id} is not banned`); return 1 }
-      throw err
-    }
+  const id = oneId(positionals, 'bans lift')
+  try {
+    const body = await adminCall(target, 'DELETE', `/admin/bans/${id}`)
+    out(`ban on ${String(body.consumerId ?? id)} lifted`)
+    return 0
+  } catch (err) {
+    // 404 is "not banned": the old command's answer, kept.
+    if (err instanceof CommandError && err.message.endsWith('is not banned')) { out(`${id} is not banned`); return 1 }
+    throw err
   }
-  throw new UsageError(`unknown bans command "${sub ?? ''}"`)
 }
 
-async function bans (sub: string | undefined, args: string[], out: Out): Promise<number> {
+async function bans (sub: 'list' | 'lift', args: string[], out: Out): Promise<number> {
   const settings = settingsFromEnv()
   const redisConfigured = settings.redisUrl !== undefined || settings.redisClusterNodes !== undefined || settings.redisSentinels !== undefined
   // The admin API is the one way in; reading Redis directly stays for scripts written before it
@@ -186,47 +170,105 @@ async function bans (sub: string | undefined, args: string[], out: Out): Promise
       }
       return 0
     }
-    if (sub === 'lift') {
-      const id = args[0]
-      if (id === undefined) throw new UsageError('bans lift needs a key id')
-      const lifted = await store.liftBan(id)
-      out(lifted ? `ban on ${id} lifted` : `${id} is not banned`)
-      return lifted ? 0 : 1
-    }
-    throw new UsageError(`unknown bans command "${sub ?? ''}"`)
+    const id = args[0]
+    if (id === undefined) throw new UsageError('bans lift needs a key id')
+    const lifted = await store.liftBan(id)
+    out(lifted ? `ban on ${id} lifted` : `${id} is not banned`)
+    return lifted ? 0 : 1
   } finally {
     await store.close()
   }
 }
 
+type Handler = (args: string[], out: Out, err: Out) => number | Promise<number>
+
+const HANDLERS: Readonly<Record<string, Handler>> = {
+  'keys create': (args, out) => keysCreate(args, out),
+  'keys rotate': (args, out) => keysRotate(args, out),
+  'keys hash': (args, out) => keysHash(args, out),
+  'keys show': async (args, out) => await keysShow(args, out),
+  'keys reset': async (args, out) => await keysReset(args, out),
+  'config check': (args, out, err) => configCheck(args, out, err),
+  'bans list': async (args, out) => await bans('list', args, out),
+  'bans lift': async (args, out) => await bans('lift', args, out)
+}
+
+const HELP_FLAGS = new Set(['--help', '-h'])
+
+/** The command `argv` names, or the one line that says why there is none. */
+function findCommand (group: string, sub: string | undefined): CommandHelp {
+  const command = COMMANDS.find((c) => c.name === `${group} ${sub ?? ''}`)
+  if (command !== undefined) return command
+  const inGroup = COMMANDS.filter((c) => c.name.startsWith(`${group} `)).map((c) => c.name.slice(group.length + 1))
+  if (inGroup.length === 0) throw new CommandError(`unknown command "${group}" (${PROGRAM} --help lists the commands)`)
+  if (sub === undefined) throw new CommandError(`${group} needs a command: ${inGroup.join(', ')} (${PROGRAM} ${group} --help)`)
+  throw new CommandError(`unknown command "${group} ${sub}" (${PROGRAM} ${group} --help lists its commands)`)
+}
+
+/** Node's parseArgs errors, reworded as one line that names the command. */
+function parseArgsMessage (e: TypeError & { code: string }, command: string): string {
+  const option = /'(-[^' ]*)/.exec(e.message)?.[1]
+  if (e.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && option !== undefined) return `${command}: unknown option ${option}`
+  if (e.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && option !== undefined) {
+    return `${command}: ${option} ${e.message.includes('does not take an argument') ? 'takes no value' : 'needs a value'}`
+  }
+  const positional = /argument '([^']*)'/.exec(e.message)?.[1]
+  if (e.code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL' && positional !== undefined) return `${command}: unexpected argument "${positional}"`
+  return `${command}: ${e.message.split('. ')[0] ?? e.message}`
+}
+
+function isParseArgsError (e: unknown): e is TypeError & { code: string } {
+  return e instanceof TypeError && (e as { code?: string }).code?.startsWith('ERR_PARSE_ARGS') === true
+}
+
+/**
+ * Runs one command line. Exit codes: 0 done (and every `--help`, on stdout); 1 any error, said in
+ * one line on stderr (a bad config: one line per problem); 2 nothing asked (no arguments: the
+ * usage on stderr).
+ */
 export async function run (argv: string[], out: Out = console.log, err: Out = console.error): Promise<number> {
   const [group, sub, ...rest] = argv
+  if (group === undefined) {
+    err(usage())
+    return 2
+  }
+  if (HELP_FLAGS.has(group) || group === 'help') {
+    out(usage())
+    return 0
+  }
+  let name: string = group
   try {
-    if (group === 'keys' && sub === 'create') return keysCreate(rest, out)
-    if (group === 'keys' && sub === 'rotate') return keysRotate(rest, out)
-    if (group === 'keys' && sub === 'show') return await keysShow(rest, out)
-    if (group === 'keys' && sub === 'reset') return await keysReset(rest, out)
-    if (group === 'keys' && sub === 'hash') return keysHash(rest, out)
-    if (group === 'config' && sub === 'check') return configCheck(rest, out, err)
-    if (group === 'bans') return await bans(sub, rest, out)
-    if (group === undefined || group === 'help' || group === '--help') {
-      out(USAGE)
+    if (sub !== undefined && HELP_FLAGS.has(sub)) {
+      const text = groupUsage(group)
+      if (text === undefined) throw new CommandError(`unknown command "${group}" (${PROGRAM} --help lists the commands)`)
+      out(text)
       return 0
     }
-    throw new UsageError(`unknown command "${argv.join(' ')}"`)
+    const command = findCommand(group, sub)
+    name = command.name
+    if (rest.some((arg) => HELP_FLAGS.has(arg))) {
+      out(commandUsage(command))
+      return 0
+    }
+    const handler = HANDLERS[command.name]
+    if (handler === undefined) throw new Error(`no handler for ${command.name}`)
+    return await handler(rest, out, err)
   } catch (e) {
+    if (e instanceof UsageError) {
+      err(`${PROGRAM}: ${e.message} (${PROGRAM} ${name} --help)`)
+      return 1
+    }
     if (e instanceof CommandError) {
-      err(`petstore-gateway: ${e.message}`)
+      err(`${PROGRAM}: ${e.message}`)
       return 1
     }
-    if (e instanceof ConfigError && group === 'keys' && sub === 'rotate') {
-      for (const problem of e.problems) err(`petstore-gateway: ${problem}`)
+    if (e instanceof ConfigError) {
+      for (const problem of e.problems) err(`${PROGRAM}: ${problem}`)
       return 1
     }
-    if (e instanceof UsageError || e instanceof ConfigError || (e instanceof TypeError && (e as { code?: string }).code?.startsWith('ERR_PARSE_ARGS') === true)) {
-      err(`petstore-gateway: ${e.message}`)
-      if (e instanceof UsageError) err(USAGE)
-      return 2
+    if (isParseArgsError(e)) {
+      err(`${PROGRAM}: ${parseArgsMessage(e, name)} (${PROGRAM} ${name} --help)`)
+      return 1
     }
     throw e
   }

@@ -7,13 +7,17 @@
 //   reaches only this launcher and the order holds (otherwise the backend would stop with the
 //   gateway and the requests being drained would get 502s).
 // - SIGHUP: forwarded to the gateway, which reloads its config.
-// - If either child dies, the other is stopped and the launcher exits 1.
+// - A child that exits on its own is restarted (supervisor.ts, restart-policy.ts): a dead backend is
+//   exactly what the gateway is there to survive — it answers 502 upstream_unavailable meanwhile and
+//   200 again once the backend is back. A child that crashes in a loop stops the launcher: one line
+//   says which and why, the other child is stopped, exit 1.
 // package.json runs it with `exec`, so the signal npm forwards reaches this process, not a shell.
 import '../shared/runtime-guard.js'
 import { spawn, type ChildProcess } from 'node:child_process'
 import { dirname, join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { DEFAULT_SHUTDOWN_GRACE_MS } from '../gateway/runtime/settings.js'
+import { Supervisor } from './supervisor.js'
 
 /** After the gateway's own bound (drain delay + grace), how long it may take to close before it is killed. */
 const CLOSE_MARGIN_MS = 7_000
@@ -46,46 +50,30 @@ let stopping = false
 let forcedAt: number | undefined
 let firstSignalAt = 0
 
-function alive (child: ChildProcess): boolean {
-  return child.exitCode === null && child.signalCode === null
-}
-
-function exited (child: ChildProcess): Promise<void> {
-  if (!alive(child)) return Promise.resolve()
-  return new Promise((resolve) => child.once('exit', () => resolve()))
-}
-
-function run (name: string, file: string): ChildProcess {
+function spawnChild (file: string): ChildProcess {
   // detached: a process group of its own, out of reach of the terminal's Ctrl-C (see above).
-  const child = spawn(process.execPath, [...nodeArgs, join(here, '..', file + ext)], { stdio: 'inherit', env, detached: true })
-  child.on('exit', (code, signal) => {
-    if (!stopping) {
-      console.error(`${name} exited (${signal ?? code}); stopping`)
-      void stop(1)
-    }
-  })
-  return child
+  return spawn(process.execPath, [...nodeArgs, join(here, '..', file + ext)], { stdio: 'inherit', env, detached: true })
 }
 
-/** Sends SIGTERM and waits for the exit, killing the child if it takes longer than `withinMs`. */
-async function stopChild (child: ChildProcess, withinMs: number): Promise<void> {
-  if (!alive(child)) return
-  child.kill('SIGTERM')
-  const timer = setTimeout(() => { if (alive(child)) child.kill('SIGKILL') }, withinMs)
-  await exited(child)
-  clearTimeout(timer)
+function onGiveUp (line: string): void {
+  console.error(`${line}: stopping`)
+  void stop(1)
 }
 
-const backend = run('backend', 'backend/server')
-const gateway = run('gateway', 'gateway/server')
+const log = (line: string): void => { console.error(line) }
+const backend = new Supervisor({ name: 'backend', start: () => spawnChild('backend/server'), log, onGiveUp })
+const gateway = new Supervisor({ name: 'gateway', start: () => spawnChild('gateway/server'), log, onGiveUp })
 
 async function stop (exitCode: number): Promise<void> {
   if (stopping) return
   stopping = true
   process.exitCode = exitCode
-  await stopChild(gateway, gatewayStopMs)
-  await stopChild(backend, BACKEND_STOP_MS)
-  if (gateway.exitCode !== 0 || backend.exitCode !== 0) process.exitCode = 1
+  // Neither child is restarted from here on, whichever exits first.
+  backend.stopRestarting()
+  gateway.stopRestarting()
+  const gatewayClean = await gateway.stop(gatewayStopMs)
+  const backendClean = await backend.stop(BACKEND_STOP_MS)
+  if (!gatewayClean || !backendClean) process.exitCode = 1
 }
 
 function onStopSignal (signal: NodeJS.Signals): void {
@@ -100,9 +88,10 @@ function onStopSignal (signal: NodeJS.Signals): void {
   forcedAt = now
   console.error(`second ${signal}: killing the gateway and the backend`)
   process.exitCode = 1
-  for (const child of [gateway, backend]) if (alive(child)) child.kill('SIGKILL')
+  gateway.kill()
+  backend.kill()
 }
 
 process.on('SIGTERM', onStopSignal)
 process.on('SIGINT', onStopSignal)
-process.on('SIGHUP', () => { if (alive(gateway)) gateway.kill('SIGHUP') })
+process.on('SIGHUP', () => { gateway.signal('SIGHUP') })

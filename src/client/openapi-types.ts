@@ -298,6 +298,11 @@ export interface operations {
                      * @example Bearer realm="petstore"
                      */
                     "WWW-Authenticate": string;
+                    /**
+                     * @description Sent when no API key was presented: where the API is documented (this description, and the docs page)
+                     * @example </docs>; rel="help", </v1/openapi.json>; rel="service-desc"
+                     */
+                    Link?: "</docs>; rel=\"help\", </v1/openapi.json>; rel=\"service-desc\"";
                     [name: string]: unknown;
                 };
                 content: {
@@ -737,6 +742,11 @@ export interface operations {
                      * @example Bearer realm="petstore"
                      */
                     "WWW-Authenticate": string;
+                    /**
+                     * @description Sent when no API key was presented: where the API is documented (this description, and the docs page)
+                     * @example </docs>; rel="help", </v1/openapi.json>; rel="service-desc"
+                     */
+                    Link?: "</docs>; rel=\"help\", </v1/openapi.json>; rel=\"service-desc\"";
                     [name: string]: unknown;
                 };
                 content: {
@@ -1292,6 +1302,11 @@ export interface operations {
                      * @example Bearer realm="petstore"
                      */
                     "WWW-Authenticate": string;
+                    /**
+                     * @description Sent when no API key was presented: where the API is documented (this description, and the docs page)
+                     * @example </docs>; rel="help", </v1/openapi.json>; rel="service-desc"
+                     */
+                    Link?: "</docs>; rel=\"help\", </v1/openapi.json>; rel=\"service-desc\"";
                     [name: string]: unknown;
                 };
                 content: {
@@ -1909,6 +1924,11 @@ export interface operations {
                      * @example Bearer realm="petstore"
                      */
                     "WWW-Authenticate": string;
+                    /**
+                     * @description Sent when no API key was presented: where the API is documented (this description, and the docs page)
+                     * @example </docs>; rel="help", </v1/openapi.json>; rel="service-desc"
+                     */
+                    Link?: "</docs>; rel=\"help\", </v1/openapi.json>; rel=\"service-desc\"";
                     [name: string]: unknown;
                 };
                 content: {

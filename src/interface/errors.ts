@@ -34,6 +34,11 @@ export class ApiError extends Error {
 }
 
 const REALM = 'Bearer realm="petstore"'
+/**
+ * Where a client without a key learns the API: the docs page and the OpenAPI description, both
+ * public. Sent on every keyless 401, whatever the path, so it tells nobody which paths exist.
+ */
+export const DOCS_LINK = '</docs>; rel="help", </v1/openapi.json>; rel="service-desc"'
 
 /** Errors of the request itself, which both services answer the same way. */
 export const requestErrors = {
@@ -44,7 +49,8 @@ export const requestErrors = {
   invalid: (where: 'invalid_body' | 'invalid_parameter', message: string) => new ApiError(400, where, message),
   invalidParameter: (message: string) => new ApiError(400, 'invalid_parameter', message),
   invalidBody: (message: string) => new ApiError(400, 'invalid_body', message),
-  notJson: (detail: string) => new ApiError(400, 'invalid_body', `Request body is not valid JSON: ${detail}`),
+  notJson: () => new ApiError(400, 'invalid_body', 'Request body is not valid JSON'),
+  emptyJson: () => new ApiError(400, 'invalid_body', 'Request body is empty but content-type is application/json'),
   payloadTooLarge: () => new ApiError(413, 'payload_too_large', 'Request body is larger than the limit'),
   unsupportedMediaType: () => new ApiError(415, 'unsupported_media_type', 'Request body must be application/json'),
   internal: () => new ApiError(500, 'internal_error', 'The server could not complete the request')
@@ -60,7 +66,8 @@ export const backendErrors = {
 
 /** Every error the gateway itself answers on its public port. */
 export const gatewayErrors = {
-  missingKey: () => new ApiError(401, 'unauthorized', 'Missing API key: send "Authorization: Bearer <key>"', { 'www-authenticate': REALM }),
+  missingKey: () => new ApiError(401, 'unauthorized', 'Missing API key: send "Authorization: Bearer <key>"; the API is documented at /docs',
+    { 'www-authenticate': REALM, link: DOCS_LINK }),
   invalidKey: () => new ApiError(401, 'unauthorized', 'Invalid API key', { 'www-authenticate': `${REALM}, error="invalid_token"` }),
   disabledKey: () => new ApiError(401, 'unauthorized', 'API key is disabled', { 'www-authenticate': `${REALM}, error="invalid_token"` }),
   keyExpired: (expiredAt: number) => new ApiError(401, 'key_expired', `API key expired at ${new Date(expiredAt).toISOString()}`,
@@ -82,7 +89,7 @@ export const gatewayErrors = {
   badUrl: () => requestErrors.invalidParameter('The URL is not valid'),
   paramTooLong: () => requestErrors.invalidParameter('A path parameter is longer than the limit'),
   duplicateAuthorization: () => new ApiError(400, 'invalid_request', 'Send exactly one Authorization header'),
-  jsonTooDeep: (maxDepth: number) => requestErrors.notJson(`nested deeper than ${maxDepth} levels`),
+  jsonTooDeep: (maxDepth: number) => requestErrors.invalidBody(`Request body JSON is nested deeper than ${maxDepth} levels`),
   // What Node's HTTP parser refuses, answered on the raw socket.
   headersTooLarge: () => new ApiError(431, 'headers_too_large', 'Request headers are larger than the limit'),
   requestTimeout: () => new ApiError(408, 'request_timeout', 'The request was not received in time'),
@@ -116,10 +123,14 @@ export function toApiError (err: unknown): ApiError {
   if (typeof e.code === 'string' && e.code.startsWith('FST_ERR_CTP_')) {
     if (status === 413) return requestErrors.payloadTooLarge()
     if (status === 415) return requestErrors.unsupportedMediaType()
-    return requestErrors.notJson(e.message ?? 'parse error')
+    // Fastify's own messages for these repeat ours ("Body is not valid JSON but content-type is set
+    // to 'application/json'"): one sentence is said instead.
+    if (e.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') return requestErrors.emptyJson()
+    if (e.code === 'FST_ERR_CTP_INVALID_JSON_BODY') return requestErrors.notJson()
+    return requestErrors.invalidBody(e.message ?? 'Request body could not be read')
   }
   if (e instanceof SyntaxError && status === 400) {
-    return requestErrors.notJson(e.message)
+    return requestErrors.notJson()
   }
   if (status >= 400 && status < 500) {
     return requestErrors.invalidParameter(e.message ?? 'Bad request')

@@ -116,7 +116,7 @@ t.test('unknown fields are rejected, not stripped', async (t) => {
 t.test('prototype-pollution keys are rejected and never stored', async (t) => {
   const backend = await startBackend(t)
   const url = `${backend.url}/v1/pets`
-  const notJson = "Request body is not valid JSON: Body is not valid JSON but content-type is set to 'application/json'"
+  const notJson = 'Request body is not valid JSON'
   assertError(t, await request(url, postJson('{"name":"Rex","categoryId":1,"__proto__":{"polluted":true}}')),
     400, 'invalid_body', notJson)
   assertError(t, await request(url, postJson('{"name":"Rex","categoryId":1,"constructor":{"prototype":{"polluted":true}}}')),
@@ -132,10 +132,10 @@ t.test('prototype-pollution keys are rejected and never stored', async (t) => {
 t.test('malformed or empty JSON is 400 invalid_body', async (t) => {
   const backend = await startBackend(t)
   const url = `${backend.url}/v1/pets`
-  assertError(t, await request(url, postJson('{"name":')), 400, 'invalid_body',
-    "Request body is not valid JSON: Body is not valid JSON but content-type is set to 'application/json'")
-  assertError(t, await request(url, postJson('')), 400, 'invalid_body',
-    "Request body is not valid JSON: Body cannot be empty when content-type is set to 'application/json'")
+  // One sentence each: Fastify's own wording ("Body is not valid JSON but content-type is set to
+  // 'application/json'") used to follow ours and say it twice.
+  assertError(t, await request(url, postJson('{"name":')), 400, 'invalid_body', 'Request body is not valid JSON')
+  assertError(t, await request(url, postJson('')), 400, 'invalid_body', 'Request body is empty but content-type is application/json')
 })
 
 t.test('a body that is not application/json is 415 unsupported_media_type', async (t) => {

@@ -3,90 +3,16 @@
 // them and frees every port; a Ctrl-C (SIGINT to the whole foreground process group, which npm also
 // forwards) under load stops the gateway first, so no request in flight gets a 502; a second signal
 // forces; SIGHUP reaches the gateway as a config reload.
-import { spawn } from 'node:child_process'
 import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { connect } from 'node:net'
-import { dirname, join } from 'node:path'
-import t, { type Test } from 'tap'
+import { join } from 'node:path'
+import t from 'tap'
 import { DEMO_KEYS, FIXTURE_CONFIG_DIR } from '../helpers/gateway.js'
+import { alive, bound, npmStart } from '../helpers/npm-start.js'
 import { until } from '../helpers/poll.js'
-import { freePort, waitForHttp } from '../helpers/ports.js'
-import { childPids, CHILD_ENV, commandLine, REPO_ROOT } from '../helpers/processes.js'
+import { commandLine } from '../helpers/processes.js'
 
 const AUTH = { authorization: `Bearer ${DEMO_KEYS.enterprise}` }
-
-interface Started {
-  npm: ReturnType<typeof spawn>
-  env: Record<string, string>
-  base: string
-  adminUrl: string
-  output: () => string
-  exited: Promise<{ code: number | null, signal: NodeJS.Signals | null }>
-  /** The launcher (the process npm created), and its two children. */
-  launcher: number
-  gateway: number
-  backend: number
-}
-
-/** Runs `npm start` in its own process group (as a terminal runs a foreground job). */
-async function npmStart (t: Test, extra: Record<string, string> = {}): Promise<Started> {
-  const dir = t.testdir()
-  const env: Record<string, string> = {
-    GATEWAY_HOST: '127.0.0.1',
-    GATEWAY_PORT: String(await freePort()),
-    ADMIN_PORT: String(await freePort()),
-    BACKEND_PORT: String(await freePort()),
-    PETS_DB: join(dir, 'pets.db'),
-    CONFIG_DIR: FIXTURE_CONFIG_DIR,
-    CONFIG_WATCH: 'false',
-    SHUTDOWN_GRACE_MS: '2000',
-    ...extra
-  }
-  env.BACKEND_URL = `http://127.0.0.1:${env.BACKEND_PORT}`
-  const npm = spawn('npm', ['start', '--silent'], {
-    cwd: REPO_ROOT,
-    // The node running this test first on PATH: npm runs the script with it.
-    env: { ...process.env, ...CHILD_ENV, LOG_LEVEL: 'info', PATH: `${dirname(process.execPath)}:${process.env.PATH ?? ''}`, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true
-  })
-  let out = ''
-  npm.stdout?.on('data', (c: Buffer) => { out += c.toString() })
-  npm.stderr?.on('data', (c: Buffer) => { out += c.toString() })
-  const exited = new Promise<{ code: number | null, signal: NodeJS.Signals | null }>((resolve) => {
-    npm.once('exit', (code, signal) => resolve({ code, signal }))
-  })
-  const pids: number[] = []
-  t.teardown(async () => {
-    for (const pid of [npm.pid ?? 0, ...pids]) {
-      try { process.kill(pid, 'SIGKILL') } catch { /* already gone */ }
-    }
-    await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 2000))])
-  })
-  const adminUrl = `http://127.0.0.1:${env.ADMIN_PORT}`
-  await waitForHttp(`${adminUrl}/healthz`, 15_000)
-  await waitForHttp(`${env.BACKEND_URL}/v1/pets`, 15_000)
-  const launcher = await until('the launcher', () => childPids(npm.pid ?? 0)[0])
-  const children = childPids(launcher)
-  pids.push(launcher, ...children)
-  const gateway = children.find((pid) => commandLine(pid)?.includes('gateway/server') === true)
-  const backend = children.find((pid) => commandLine(pid)?.includes('backend/server') === true)
-  if (gateway === undefined || backend === undefined) throw new Error(`launcher children: ${children.map((p) => commandLine(p)).join(' | ')}`)
-  return { npm, env, base: `http://127.0.0.1:${env.GATEWAY_PORT}`, adminUrl, output: () => out, exited, launcher, gateway, backend }
-}
-
-function alive (pid: number): boolean {
-  return commandLine(pid) !== undefined
-}
-
-async function bound (port: string): Promise<boolean> {
-  return await new Promise((resolve) => {
-    const socket = connect(Number(port), '127.0.0.1')
-    socket.once('connect', () => { socket.destroy(); resolve(true) })
-    socket.once('error', () => resolve(false))
-  })
-}
 
 t.test('npm start: the launcher is the process npm created (no shell between), and serves all four routes behind auth', async (t) => {
   const s = await npmStart(t)
@@ -176,14 +102,6 @@ t.test('SIGHUP to the launcher reloads the gateway config', async (t) => {
   await until('the reload', () => /"trigger":"SIGHUP".*"msg":"config reloaded"/.test(s.output()) ? true : undefined, 5000)
   t.equal((await fetch(`${s.base}/v1/pets`, { headers: AUTH })).status, 401, 'the demo key is gone after the reload')
   t.ok(alive(s.launcher) && alive(s.backend), 'SIGHUP stops nothing')
-})
-
-t.test('the launcher stops the gateway when the backend dies, and exits 1', async (t) => {
-  const s = await npmStart(t)
-  process.kill(s.backend, 'SIGKILL')
-  await until('every process gone', () => [s.launcher, s.gateway].some(alive) ? undefined : true, 5000)
-  t.match(s.output(), 'backend exited (SIGKILL); stopping')
-  t.equal((await s.exited).code, 1)
 })
 
 t.test('children of a killed launcher stop by themselves', async (t) => {

@@ -20,7 +20,7 @@ const KEY = DEMO_KEYS.pro
 const DIGEST = createHash('sha256').update(KEY).digest('hex')
 const ALL_SECRETS = [...Object.values(DEMO_KEYS), ...Object.values(DEMO_KEYS).map((k) => createHash('sha256').update(k).digest('hex'))]
 const INVALID = { code: 'unauthorized', message: 'Invalid API key', status: 401 }
-const MISSING = { code: 'unauthorized', message: 'Missing API key: send "Authorization: Bearer <key>"', status: 401 }
+const MISSING = { code: 'unauthorized', message: 'Missing API key: send "Authorization: Bearer <key>"; the API is documented at /docs', status: 401 }
 
 t.test('crafted tokens are all the same 401: prefixes, extensions, case, the digest itself', async (t) => {
   const upstream = await startEchoUpstream(t)

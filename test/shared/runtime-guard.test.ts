@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process'
 import { join } from 'node:path'
 import t from 'tap'
 import { REQUIRED_NODE, runtimeProblem } from '../../src/shared/runtime-guard.js'
-import { REPO_ROOT } from '../helpers/processes.js'
+import { CHILD_ENV, REPO_ROOT } from '../helpers/processes.js'
 
 t.test('Node 22.13 and later are supported; anything older is refused in one line naming the version it needs', async (t) => {
   for (const supported of ['22.13.0', '22.23.3', '24.1.0', '26.10.0']) t.equal(runtimeProblem(supported), undefined, supported)
@@ -22,7 +22,8 @@ for (const entry of ['src/gateway/server.ts', 'src/backend/server.ts', 'src/cli/
       cwd: REPO_ROOT,
       encoding: 'utf8',
       timeout: 20_000,
-      env: { ...process.env, GATEWAY_PORT: '0', ADMIN_PORT: '0', BACKEND_PORT: '0' }
+      // CHILD_ENV: these children load the sources through tsx; their coverage would garble tap's.
+      env: { ...process.env, ...CHILD_ENV, GATEWAY_PORT: '0', ADMIN_PORT: '0', BACKEND_PORT: '0' }
     })
     t.equal(run.status, 1)
     t.equal(run.stdout, '')

@@ -2,6 +2,7 @@
 // validates with (src/backend/schemas.ts), the shared Error schema and the gateway's operation table,
 // so there is no hand-kept copy to drift. Lifecycle marks (deprecation, sunset, stability) and the
 // plan limits come from a config snapshot: a reload that changes them changes the document.
+import { DOCS_LINK } from '../../interface/errors.js'
 import { errorBodySchema, interfaceSchemas, petIdParamsSchema, orderListQuerySchema, petListQuerySchema } from '../../interface/schemas.js'
 import type { ConfigSnapshot, RouteRule } from '../config/types.js'
 import { deprecationValue, successorLink, sunsetValue } from '../lifecycle/rules.js'
@@ -167,6 +168,7 @@ const HEADERS: Readonly<Record<string, JsonObject>> = {
   'WWW-Authenticate': header('The bearer challenge; with `error="invalid_token"` when a token was presented (and `error_description="The API key expired"` for an expired one), `error="insufficient_scope"` on a 403', { type: 'string' }, 'Bearer realm="petstore"'),
   'X-API-Key-Expires': header('When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.', { type: 'string' }, 'Wed, 02 Jan 2030 03:04:05 GMT'),
   Location: header('Path of the animal created', { type: 'string' }, '/v1/pets/1'),
+  'Link-Help': header('Sent when no API key was presented: where the API is documented (this description, and the docs page)', { type: 'string', const: DOCS_LINK }, DOCS_LINK),
   'Link-Next': header('Announces the next page: `<…?cursor=…&limit=…>; rel="next"`. Absent on the last page.', { type: 'string' }, '</v1/pets?cursor=cGV0czoyMA&limit=20>; rel="next"')
 }
 
@@ -213,6 +215,7 @@ function errorResponse (status: number, lifecycle: JsonObject): JsonObject {
   // Not on a 401: there is no valid key whose expiry could be told.
   if (status !== 401) headers['X-API-Key-Expires'] = use('X-API-Key-Expires', false)
   if (status === 401 || status === 403) headers['WWW-Authenticate'] = use('WWW-Authenticate', true)
+  if (status === 401) headers.Link = use('Link-Help', false)
   if (status === 429) headers['Retry-After'] = use('Retry-After', true)
   return {
     description: `${entry.description} (\`${entry.codes.join('` / `')}\`)`,

@@ -1,8 +1,9 @@
-// The two public documents of docs/decisions.md §1 on the public port, without a key (counted under the
-// anonymous policy like any unauthenticated request): the OpenAPI description at /v1/openapi.json,
-// built once per config snapshot, and the docs page at /docs, Swagger UI served from the
-// swagger-ui-dist package (no CDN). A cold page load costs 4 requests of the anonymous budget
-// (page, stylesheet, script, description); the assets are immutable, so a reload costs 2.
+// The two public documents of docs/decisions.md §1 on the public port, without a key (counted under
+// the anonymous policy like any unauthenticated request): the OpenAPI description at
+// /v1/openapi.json, built once per config snapshot, and the docs page at /docs (/docs/ redirects to
+// it), Swagger UI served from the swagger-ui-dist package (no CDN). A cold page load costs 4 requests
+// of the anonymous budget (page, stylesheet, script, description); the assets are immutable, so a
+// reload costs 2.
 import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
@@ -134,6 +135,11 @@ async function publicDocuments (scope: FastifyInstance, opts: OpenApiPluginOptio
       .send(page.html)
   })
   registerMethodNotAllowed(scope, DOCS_PATH, ['GET'])
+  // `/docs/` is what people type; it is public too, so sending them on reveals nothing.
+  scope.get(`${DOCS_PATH}/`, async function docsSlash (_request, reply) {
+    return reply.redirect(DOCS_PATH, 301)
+  })
+  registerMethodNotAllowed(scope, `${DOCS_PATH}/`, ['GET'])
   for (const [name, asset] of assets) {
     const url = DOCS_ASSET_PREFIX + name
     scope.get(url, async function docsAsset (request, reply) { return sendAsset(request, reply, asset) })

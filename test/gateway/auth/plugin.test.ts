@@ -35,7 +35,7 @@ t.test('a request without Authorization is 401 unauthorized with a Bearer challe
   t.equal(res.status, 401)
   t.equal(res.headers.get('www-authenticate'), REALM)
   t.match(res.headers.get('content-type'), /^application\/json/)
-  t.same(await res.json(), { code: 'unauthorized', message: 'Missing API key: send "Authorization: Bearer <key>"', status: 401 })
+  t.same(await res.json(), { code: 'unauthorized', message: 'Missing API key: send "Authorization: Bearer <key>"; the API is documented at /docs', status: 401 })
 })
 
 t.test('malformed and unknown keys are 401 with error="invalid_token"', async (t) => {

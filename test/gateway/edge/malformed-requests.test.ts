@@ -8,6 +8,7 @@ import t from 'tap'
 import { startEchoUpstream } from '../../helpers/echo-upstream.js'
 import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
 import { sampleValue, scrape } from '../../helpers/scrape.js'
+import { DEFAULT_MAX_JSON_DEPTH } from '../../../src/gateway/edge/limits.js'
 
 const ANONYMOUS_PER_MINUTE = 6
 const FREE_PER_MINUTE = 4
@@ -121,10 +122,15 @@ t.test('bad JSON is counted against the key and logged on its route', async (t) 
   const gw = await startGateway(t, { config })
   const res = await raw(gw, ['POST /v1/pets HTTP/1.1', `authorization: Bearer ${DEMO_KEYS.free}`, 'content-type: application/json'], '{"name": ')
   t.equal(res.status, 400)
-  t.equal(res.body.code, 'invalid_body')
+  t.strictSame(res.body, { code: 'invalid_body', message: 'Request body is not valid JSON', status: 400 }, 'said once, in one sentence')
   t.equal(res.headers['x-ratelimit-remaining'], String(FREE_PER_MINUTE - 1))
   t.match(res.headers['ratelimit-policy'], `"minute";q=${FREE_PER_MINUTE}`)
   t.match(requestLines(gw), [{ route: '/v1/pets', status: 400, keyId: 'demo-free' }])
+  const headers = ['POST /v1/pets HTTP/1.1', `authorization: Bearer ${DEMO_KEYS.free}`, 'content-type: application/json']
+  t.strictSame((await raw(gw, headers, '')).body,
+    { code: 'invalid_body', message: 'Request body is empty but content-type is application/json', status: 400 })
+  t.strictSame((await raw(gw, headers, '{"a":'.repeat(40) + '1' + '}'.repeat(40))).body,
+    { code: 'invalid_body', message: `Request body JSON is nested deeper than ${DEFAULT_MAX_JSON_DEPTH} levels`, status: 400 })
 })
 
 t.test('two Authorization headers are 400 invalid_request, counted against the client address', async (t) => {

@@ -1,4 +1,5 @@
 import t, { type Test } from 'tap'
+import { DOCS_LINK } from '../../../src/interface/errors.js'
 import { createConfigHolder } from '../../../src/gateway/config/plugin.js'
 import { startEchoUpstream } from '../../helpers/echo-upstream.js'
 import { bearer, DEMO_KEYS, startGateway, testConfig } from '../../helpers/gateway.js'
@@ -92,7 +93,8 @@ t.test('pipeline order: no key is 401 (not 410) and carries no lifecycle headers
 
   const anonymous = await fetch(`${gw.url}/v1/pets/1`)
   t.equal(anonymous.status, 401)
-  t.same(lifecycleHeaders(anonymous), NO_LIFECYCLE_HEADERS)
+  // Its only Link is the pointer to the documentation every keyless 401 carries, not the successor.
+  t.same(lifecycleHeaders(anonymous), { ...NO_LIFECYCLE_HEADERS, link: DOCS_LINK })
   t.equal((await anonymous.json() as { code: string }).code, 'unauthorized')
 
   const wrongMethod = await fetch(`${gw.url}/v1/pets/1`, { method: 'DELETE', headers: PRO })

@@ -94,7 +94,7 @@ t.test('edge checks answer 413, 415 and 400 before the backend is called', async
 
   const broken = await fetch(`${gw.url}/v1/pets`, { method: 'POST', headers: JSON_KEY, body: '{"name": "Rex", ' })
   t.equal(broken.status, 400)
-  t.match(await broken.json(), { code: 'invalid_body', status: 400, message: /^Request body is not valid JSON/ })
+  t.strictSame(await broken.json(), { code: 'invalid_body', message: 'Request body is not valid JSON', status: 400 })
 
   const proto = await fetch(`${gw.url}/v1/pets`, { method: 'POST', headers: JSON_KEY, body: '{"name":"Rex","categoryId":1,"__proto__":{"admin":true}}' })
   t.equal(proto.status, 400)

@@ -1,0 +1,108 @@
+// What the command line says about itself: one help text per command (`petstore-gateway keys create
+// --help`), the commands of a group (`petstore-gateway keys --help`) and the whole list
+// (`petstore-gateway --help`, and on stderr when it is run with nothing to do). Kept apart from the
+// commands so main.ts reads as what they do, and so every command is described in one place.
+import { DEFAULT_ADMIN_URL } from './admin-client.js'
+
+export const PROGRAM = 'petstore-gateway'
+
+export interface CommandHelp {
+  /** `keys create` */
+  readonly name: string
+  /** What follows the name on the usage line. */
+  readonly args: string
+  /** One line for the list of commands. */
+  readonly summary: string
+  /** The rest of `<command> --help`: options and what they mean. */
+  readonly details: readonly string[]
+}
+
+const ADMIN_OPTION = `  --admin URL      the gateway's admin port (default ${DEFAULT_ADMIN_URL}); ADMIN_TOKEN is sent as bearer`
+const CONFIG_OPTION = '  --config DIR     the config directory (default CONFIG_DIR, else ./config)'
+
+export const COMMANDS: readonly CommandHelp[] = [
+  {
+    name: 'keys create',
+    args: '--id ID --plan PLAN [--per-minute N --per-day N] [--config DIR]',
+    summary: 'a new key: prints it once, and the keys.yaml entry to add',
+    details: [
+      '  --id ID          the key\'s id: letters, digits, . _ - (at most 64)',
+      '  --plan PLAN      a plan of plans.yaml',
+      '  --per-minute N, --per-day N',
+      '                   the limits of a custom plan (enterprise); given together',
+      CONFIG_OPTION
+    ]
+  },
+  {
+    name: 'keys rotate',
+    args: '--id ID [--grace 7d] [--config DIR]',
+    summary: 'a new key for ID\'s consumer; ID keeps working for the grace',
+    details: [
+      '  --id ID          the key to replace',
+      '  --grace TIME     how long ID keeps working: 30s, 15m, 12h, 7d (default 7d)',
+      CONFIG_OPTION,
+      'Edits keys.yaml in place (written atomically); a watching gateway picks it up.'
+    ]
+  },
+  {
+    name: 'keys hash',
+    args: '[KEY]',
+    summary: 'the SHA-256 digest of KEY (or of the first line of stdin)',
+    details: []
+  },
+  {
+    name: 'keys show',
+    args: 'ID [--json] [--admin URL]',
+    summary: 'a consumer (or key) on the running gateway: credentials, usage, ban',
+    details: ['  --json           the admin API\'s answer as it is', ADMIN_OPTION]
+  },
+  {
+    name: 'keys reset',
+    args: 'ID [--admin URL]',
+    summary: 'clear a consumer\'s windows, ban and escalation on the running gateway',
+    details: [ADMIN_OPTION]
+  },
+  {
+    name: 'config check',
+    args: '[DIR]',
+    summary: 'validate a config directory (default CONFIG_DIR, else ./config)',
+    details: ['Prints every problem, one a line, and exits 1 when there is any.']
+  },
+  {
+    name: 'bans list',
+    args: '[--admin URL]',
+    summary: 'bans in force',
+    details: [ADMIN_OPTION, 'With REDIS_URL (or REDIS_CLUSTER_NODES / REDIS_SENTINELS) set and no --admin, reads Redis directly.']
+  },
+  {
+    name: 'bans lift',
+    args: 'ID [--admin URL]',
+    summary: 'end a consumer\'s (or key\'s) ban',
+    details: [ADMIN_OPTION, 'With REDIS_URL (or REDIS_CLUSTER_NODES / REDIS_SENTINELS) set and no --admin, writes Redis directly.']
+  }
+]
+
+const NAME_WIDTH = Math.max(...COMMANDS.map((c) => c.name.length)) + 2
+
+/** Every command, one a line: `petstore-gateway --help`. */
+export function usage (): string {
+  return [
+    `usage: ${PROGRAM} <command> [options]      (${PROGRAM} <command> --help for one command)`,
+    ...COMMANDS.map((c) => `  ${c.name.padEnd(NAME_WIDTH)}${c.summary}`)
+  ].join('\n')
+}
+
+/** The commands of one group (`keys`, `config`, `bans`), or undefined for an unknown group. */
+export function groupUsage (group: string): string | undefined {
+  const commands = COMMANDS.filter((c) => c.name.startsWith(`${group} `))
+  if (commands.length === 0) return undefined
+  return [
+    `usage: ${PROGRAM} ${group} <command> [options]`,
+    ...commands.map((c) => `  ${c.name.padEnd(NAME_WIDTH)}${c.summary}`)
+  ].join('\n')
+}
+
+/** `<command> --help`. */
+export function commandUsage (command: CommandHelp): string {
+  return [`usage: ${PROGRAM} ${command.name} ${command.args}`, command.summary, ...command.details].join('\n')
+}

@@ -1,0 +1,128 @@
+// The supervisor of one launcher child, with real child processes (tiny `node -e` programs) and short
+// delays: restarts with the policy's delays and one log line each, gives up once on a crash loop,
+// stops (SIGTERM, then SIGKILL past the bound) and kills for good, forwards signals, and counts a
+// child that could not be started as a crash.
+import { spawn } from 'node:child_process'
+import t from 'tap'
+import { Supervisor, alive } from '../../src/cli/supervisor.js'
+import { until } from '../helpers/poll.js'
+
+const FAST = { firstDelayMs: 20, maxDelayMs: 40, crashLoopCrashes: 4, crashLoopWindowMs: 30_000 }
+
+function node (program: string): () => ReturnType<typeof spawn> {
+  return () => spawn(process.execPath, ['-e', program], { stdio: ['ignore', 'pipe', 'inherit'] })
+}
+
+/** A child that runs until SIGTERM (then exits 0) and says when it is ready. */
+const LONG_RUNNING = "process.on('SIGTERM', () => process.exit(0)); process.on('SIGHUP', () => console.log('hup')); console.log('ready'); setInterval(() => {}, 1000)"
+
+async function ready (child: ReturnType<typeof spawn>): Promise<void> {
+  await new Promise<void>((resolve) => child.stdout?.on('data', (c: Buffer) => { if (c.toString().includes('ready')) resolve() }))
+}
+
+t.test('a child that keeps exiting is restarted with growing delays, then given up on once', async (t) => {
+  const lines: string[] = []
+  const gaveUp: string[] = []
+  let starts = 0
+  const supervisor = new Supervisor({
+    name: 'worker',
+    start: () => { starts++; return node('process.exit(3)')() },
+    log: (line) => lines.push(line),
+    onGiveUp: (line) => gaveUp.push(line),
+    policy: FAST
+  })
+  await until('the give-up', () => gaveUp.length > 0, 10_000)
+  t.same(gaveUp, ['worker exited 4 times within 30 s (last: code 3); not restarting it again'])
+  t.equal(starts, 4)
+  t.same(lines.filter((l) => l.includes('restarting')), [
+    'worker exited (code 3); restarting it in 20 ms',
+    'worker exited (code 3); restarting it in 40 ms',
+    'worker exited (code 3); restarting it in 40 ms'
+  ], 'doubling, capped at 40 ms')
+  t.equal(lines.filter((l) => /^worker restarted \(pid \d+\)$/.test(l)).length, 3)
+  t.notOk(supervisor.running)
+  t.equal(await supervisor.stop(1000), true, 'nothing running: a clean stop')
+})
+
+t.test('a killed child is restarted and runs again; stop ends it with SIGTERM, for good', async (t) => {
+  const lines: string[] = []
+  const supervisor = new Supervisor({ name: 'svc', start: node(LONG_RUNNING), log: (line) => lines.push(line), onGiveUp: () => t.fail('no loop'), policy: FAST })
+  await ready(supervisor.child)
+  const first = supervisor.child
+  first.kill('SIGKILL')
+  await until('a new child', () => supervisor.child !== first && supervisor.running, 5_000)
+  await ready(supervisor.child)
+  t.equal(lines[0], 'svc exited (SIGKILL); restarting it in 20 ms')
+  t.match(lines[1], new RegExp(`^svc restarted \\(pid ${supervisor.child.pid ?? 0}\\)$`))
+  const second = supervisor.child
+  t.equal(await supervisor.stop(5_000), true, 'exited 0 on SIGTERM')
+  t.equal(second.exitCode, 0)
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  t.equal(supervisor.child, second, 'not restarted after the stop')
+  t.equal(lines.length, 2)
+})
+
+t.test('stop kills a child that ignores SIGTERM after the bound, and says it was not clean', async (t) => {
+  const supervisor = new Supervisor({
+    name: 'stubborn',
+    start: node("process.on('SIGTERM', () => {}); console.log('ready'); setInterval(() => {}, 1000)"),
+    log: () => {},
+    onGiveUp: () => t.fail('no loop'),
+    policy: FAST
+  })
+  await ready(supervisor.child)
+  const started = Date.now()
+  t.equal(await supervisor.stop(300), false)
+  t.equal(supervisor.child.signalCode, 'SIGKILL')
+  t.ok(Date.now() - started >= 250, 'after the bound, not before')
+})
+
+t.test('stopRestarting cancels a pending restart; kill ends a running child at once, for good', async (t) => {
+  let starts = 0
+  const waiting = new Supervisor({
+    name: 'w',
+    start: () => { starts++; return node('process.exit(1)')() },
+    log: () => {},
+    onGiveUp: () => t.fail('no loop'),
+    policy: { ...FAST, firstDelayMs: 300 }
+  })
+  await until('the first exit', () => !alive(waiting.child), 5_000)
+  waiting.stopRestarting()
+  await new Promise((resolve) => setTimeout(resolve, 500))
+  t.equal(starts, 1, 'the restart 300 ms later never came')
+
+  const running = new Supervisor({ name: 'r', start: node(LONG_RUNNING), log: () => {}, onGiveUp: () => t.fail('no loop'), policy: FAST })
+  await ready(running.child)
+  const child = running.child
+  running.kill()
+  await until('killed', () => child.signalCode === 'SIGKILL', 5_000)
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  t.equal(running.child, child, 'not restarted')
+})
+
+t.test('signals reach the running child only', async (t) => {
+  const supervisor = new Supervisor({ name: 's', start: node(LONG_RUNNING), log: () => {}, onGiveUp: () => t.fail('no loop'), policy: FAST })
+  t.teardown(() => supervisor.kill())
+  await ready(supervisor.child)
+  let out = ''
+  supervisor.child.stdout?.on('data', (c: Buffer) => { out += c.toString() })
+  supervisor.signal('SIGHUP')
+  await until('the SIGHUP', () => out.includes('hup'), 5_000)
+  t.pass('forwarded')
+})
+
+t.test('a child that cannot be started counts as a crash', async (t) => {
+  const lines: string[] = []
+  const gaveUp: string[] = []
+  const supervisor = new Supervisor({
+    name: 'missing',
+    start: () => spawn('/nonexistent/program', [], { stdio: 'ignore' }),
+    log: (line) => lines.push(line),
+    onGiveUp: (line) => gaveUp.push(line),
+    policy: FAST
+  })
+  await until('the give-up', () => gaveUp.length > 0, 10_000)
+  t.match(lines[0], /^missing exited \(spawn \/nonexistent\/program ENOENT\); restarting it in 20 ms$/)
+  t.same(gaveUp, ['missing exited 4 times within 30 s (last: spawn /nonexistent/program ENOENT); not restarting it again'])
+  t.notOk(supervisor.running)
+})
