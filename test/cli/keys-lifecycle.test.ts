@@ -66,8 +66,12 @@ t.test('keys rotate: new key for the same consumer, old one kept for the grace, 
     usage: { minute: { count: 5 }, day: { count: 5 } }
   })
 
+  // One clock for the whole gateway: ten minutes on, the minute window is empty again (remaining
+  // 59) while the day window still holds the consumer's 5 requests (both keys').
   clock.now = graceEnd - 1000
-  t.equal(await remaining(gw.url, DEMO_KEYS.free), 54, 'the old key still works one second before its grace ends')
+  t.equal(await remaining(gw.url, DEMO_KEYS.free), 59, 'the old key still works one second before its grace ends')
+  const dayCount = async (): Promise<unknown> => ((await (await fetch(`${gw.adminUrl}/admin/consumers/demo-free`)).json()) as { usage: { day: { count: number } } }).usage.day.count
+  t.equal(await dayCount(), 6, 'the day window goes on across the rotation and the ten minutes')
   const later = await (await fetch(`${gw.adminUrl}/admin/consumers/demo-free`)).json() as { credentials: Array<{ expired: boolean }> }
   t.same(later.credentials.map((c) => c.expired), [false, false])
   clock.now = graceEnd
@@ -77,7 +81,8 @@ t.test('keys rotate: new key for the same consumer, old one kept for the grace, 
   t.equal(refused.status, 401, 'the old key is refused the instant its grace ends, with no reload')
   t.same(await refused.json(), { code: 'key_expired', message: `API key expired at ${new Date(graceEnd).toISOString()}`, status: 401 })
   t.equal(refused.headers.get('www-authenticate'), 'Bearer realm="petstore", error="invalid_token", error_description="The API key expired"')
-  t.equal(await remaining(gw.url, key!), 53, 'the new key goes on with the consumer\'s window (the refused request counted against the address)')
+  t.equal(await remaining(gw.url, key!), 58, 'the new key goes on with the consumer\'s window (the refused request counted against the address)')
+  t.equal(await dayCount(), 7, 'and with its day window')
 
   const again = await cliInProcess(['keys', 'rotate', '--id', 'demo-free', '--grace', '30d', '--config', dir])
   t.equal(again.code, 0)
