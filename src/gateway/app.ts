@@ -18,6 +18,8 @@ import { ReadinessRegistry } from './runtime/readiness.js'
 import { lifecyclePlugin } from './lifecycle/plugin.js'
 import { limiterPlugin, type LimiterOptions } from './limiter/plugin.js'
 import { metricsPlugin } from './observability/metrics/plugin.js'
+import { limiterSpanEnd, limiterSpanStart } from './observability/tracing/limiter-spans.js'
+import { tracingPlugin, type TracingOptions } from './observability/tracing/plugin.js'
 import { upstreamTimingPlugin } from './observability/metrics/upstream-timing.js'
 import { openApiPlugin, type OpenApiPluginOptions } from './openapi/plugin.js'
 import { proxyPlugin } from './proxy/plugin.js'
@@ -50,6 +52,8 @@ export interface GatewayOptions {
   openApi?: OpenApiPluginOptions
   /** The readiness registry the plugins register their checks in; give one to hand it to buildAdmin too. */
   readiness?: ReadinessRegistry
+  /** Traces (docs/tracing.md): OTLP export settings and whether a client's trace is continued; default off. */
+  tracing?: TracingOptions
 }
 
 function isHolder (config: ConfigSnapshot | ConfigHolder): config is ConfigHolder {
@@ -101,12 +105,15 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
 
   const holder = isHolder(options.config) ? options.config : createConfigHolder(options.config)
   const readiness = options.readiness ?? new ReadinessRegistry()
+  await app.register(tracingPlugin, options.tracing ?? {})
   await app.register(shutdownPlugin, { readiness })
   await app.register(clockPlugin, { now: options.now })
   await app.register(configPlugin, { holder })
   await app.register(screenRequest)
   await app.register(authenticate)
+  await app.register(limiterSpanStart)
   await app.register(limiterPlugin, { ...options.limiter, readiness })
+  await app.register(limiterSpanEnd)
   await app.register(rejectScreened)
   await app.register(requireKey)
   await app.register(lifecyclePlugin)

@@ -1,5 +1,7 @@
 // Every setting the gateway reads from the environment, typed, with its default beside its name.
 // The rest of the gateway receives a GatewaySettings and never reads process.env itself.
+import { tracingSettingsFromEnv, type TracingSettings } from '../../shared/tracing/settings.js'
+
 export const DEFAULT_GATEWAY_HOST = '0.0.0.0'
 export const DEFAULT_GATEWAY_PORT = 8080
 export const DEFAULT_ADMIN_HOST = '127.0.0.1'
@@ -31,6 +33,10 @@ export const DEFAULT_GATEWAY_WORKERS = 1
 export const MAX_GATEWAY_WORKERS = 64
 /** Anonymous clients whose windows the in-process store keeps (its own table: never evicts a key's state). */
 export const DEFAULT_ANONYMOUS_STATE_MAX = 100_000
+/** TRACE_INCOMING_CONTEXT: `continue` a client's W3C trace context, or `restart` the trace at the edge (docs/tracing.md). */
+export const TRACE_INCOMING_POLICIES = ['continue', 'restart'] as const
+export const DEFAULT_TRACE_INCOMING_CONTEXT: (typeof TRACE_INCOMING_POLICIES)[number] = 'continue'
+export const DEFAULT_GATEWAY_SERVICE_NAME = 'petstore-gateway'
 
 export interface GatewaySettings {
   readonly host: string
@@ -76,6 +82,10 @@ export interface GatewaySettings {
   /** PUBLIC_BASE_URL / STAGING_BASE_URL: public origins the OpenAPI document lists as servers. */
   readonly publicBaseUrl: string | undefined
   readonly stagingBaseUrl: string | undefined
+  /** OTLP export (the standard OTEL_* variables); off without an endpoint. */
+  readonly tracing: TracingSettings
+  /** TRACE_INCOMING_CONTEXT: whether a client's `traceparent` is continued or the trace restarts at the edge. */
+  readonly traceIncoming: (typeof TRACE_INCOMING_POLICIES)[number]
 }
 
 type Env = Record<string, string | undefined>
@@ -157,6 +167,8 @@ export function settingsFromEnv (env: Env = process.env): GatewaySettings {
     workers: int(env, 'GATEWAY_WORKERS', DEFAULT_GATEWAY_WORKERS, 1, MAX_GATEWAY_WORKERS),
     production,
     publicBaseUrl: optional(env, 'PUBLIC_BASE_URL'),
-    stagingBaseUrl: optional(env, 'STAGING_BASE_URL')
+    stagingBaseUrl: optional(env, 'STAGING_BASE_URL'),
+    tracing: tracingSettingsFromEnv(env, DEFAULT_GATEWAY_SERVICE_NAME),
+    traceIncoming: oneOf(env, 'TRACE_INCOMING_CONTEXT', DEFAULT_TRACE_INCOMING_CONTEXT, TRACE_INCOMING_POLICIES)
   })
 }

@@ -1,5 +1,6 @@
 import t from 'tap'
 import { settingsFromEnv } from '../../../src/gateway/runtime/settings.js'
+import { tracingSettingsFromEnv } from '../../../src/shared/tracing/settings.js'
 
 t.test('defaults follow docs/decisions.md §8', async (t) => {
   t.same(settingsFromEnv({}), {
@@ -30,8 +31,11 @@ t.test('defaults follow docs/decisions.md §8', async (t) => {
     workers: 1,
     production: false,
     publicBaseUrl: undefined,
-    stagingBaseUrl: undefined
+    stagingBaseUrl: undefined,
+    tracing: tracingSettingsFromEnv({}, 'petstore-gateway'),
+    traceIncoming: 'continue'
   })
+  t.equal(settingsFromEnv({}).tracing.tracesUrl, undefined, 'tracing off')
 })
 
 t.test('values from the environment are parsed and checked', async (t) => {
@@ -53,4 +57,7 @@ t.test('values from the environment are parsed and checked', async (t) => {
   t.equal(settingsFromEnv({ STORE_LEASES: 'false' }).storeLeases, false)
   t.throws(() => settingsFromEnv({ STORE_ON_ERROR: 'fail-open' }), { message: 'STORE_ON_ERROR: expected one of local, open, closed, got "fail-open"' })
   t.throws(() => settingsFromEnv({ BACKEND_URL: 'ftp://x' }), { message: 'BACKEND_URL: expected http(s)://host:port, got "ftp://x"' })
+  t.equal(settingsFromEnv({ TRACE_INCOMING_CONTEXT: 'restart' }).traceIncoming, 'restart')
+  t.throws(() => settingsFromEnv({ TRACE_INCOMING_CONTEXT: 'trust' }), { message: 'TRACE_INCOMING_CONTEXT: expected one of continue, restart, got "trust"' })
+  t.equal(settingsFromEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }).tracing.tracesUrl, 'http://collector:4318/v1/traces')
 })
