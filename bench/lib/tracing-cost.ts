@@ -1,0 +1,148 @@
+// The tracing rows of `npm run bench`: what tracing costs the gateway (on Redis, info logs, metrics —
+// what users run) in process CPU per request, at one constant request rate for every row so no row
+// gets cheaper per request by batching more. Rows: tracing off (propagation only, the default),
+// tracing on at 100 % and at 1 % (parentbased_traceidratio) exporting to a collector that accepts and
+// drops (bench/servers/otlp-sink.ts), and — with BENCH_BASELINE — the same gateway of another checkout
+// (today's, before tracing). Rounds interleave the rows, the order reversed every other round; per
+// row the median of the rounds, and the noise: each row's spread over its rounds, and per-round
+// ratios to the reference row (same round, so a neighbour's load hits both alike).
+import type { ChildProcess } from 'node:child_process'
+import { fixedRate, median } from './load.js'
+import { cpuMicros } from './proc-cpu.js'
+import { firstLine, freePort, REPO_ROOT, startNode, stop } from './processes.js'
+import { join } from 'node:path'
+
+export const DEFAULT_TRACING_RATE = 1_500
+export const DEFAULT_TRACING_ROUNDS = 6
+/** Enough connections that the rate never queues behind itself. */
+export const DEFAULT_TRACING_CONNECTIONS = 16
+/** Targets of the tracing issue, as ratios of process CPU per request to the reference row. */
+export const TARGET_OFF = 1.02
+export const TARGET_ONE_PERCENT = 1.05
+
+export interface TracingTarget { name: string, url: string, child: ChildProcess | undefined, pid: number | undefined, adminUrl: string }
+
+export interface TracingCostOptions {
+  /** Starts the gateway under test (on Redis) with this extra environment; `root`: another checkout's. */
+  startGateway: (name: string, env: Record<string, string>, root?: string) => Promise<TracingTarget>
+  baselineRoot: string | undefined
+  token: string
+  path: string
+  seconds: number
+  rounds: number
+  rate: number
+  /** How the processes are pinned, for the text. */
+  pinning: string
+  log: (line: string) => void
+}
+
+interface RoundRun { processUs: number, requests: number, non2xx: number, errors: number, spansExported: number, spansDropped: number }
+
+export interface TracingRow {
+  name: string
+  processUs: number
+  processUsRounds: number[]
+  /** (max − min) / median of the row's rounds. */
+  spread: number
+  /** Median and range of the per-round ratios to the reference row. */
+  ratio: { median: number, min: number, max: number }
+  spansPerRequest: number
+  dropped: number
+  non2xx: number
+  errors: number
+}
+
+const round1 = (x: number): number => Math.round(x * 10) / 10
+const round3 = (x: number): number => Math.round(x * 1000) / 1000
+const fmt = (x: number, digits = 2): string => Number.isFinite(x) ? x.toFixed(digits) : 'n/a'
+
+async function spanCounts (adminUrl: string): Promise<{ exported: number, dropped: number }> {
+  try {
+    const text = await (await fetch(`${adminUrl}/metrics`)).text()
+    const value = (re: RegExp): number => [...text.matchAll(re)].reduce((a, m) => a + Number(m[1]), 0)
+    return { exported: value(/^gateway_trace_spans_exported_total (\S+)$/gm), dropped: value(/^gateway_trace_spans_dropped_total\{[^}]*\} (\S+)$/gm) }
+  } catch {
+    // A baseline checkout from before tracing has no such metric.
+    return { exported: NaN, dropped: NaN }
+  }
+}
+
+export async function tracingCost (opts: TracingCostOptions): Promise<{ md: string[], report: Record<string, unknown>, checks: Array<{ target: string, value: number, ok: boolean }> }> {
+  const sink = startNode([join(REPO_ROOT, 'bench', 'servers', 'otlp-sink.ts')], { stdout: 'pipe' })
+  const { port } = JSON.parse(await firstLine(sink)) as { port: number }
+  const endpoint = { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`, OTEL_TRACES_SAMPLER: 'parentbased_traceidratio' }
+  const off = 'tracing off (propagation only)'
+  const baseline = opts.baselineRoot === undefined ? undefined : `before tracing (baseline: ${opts.baselineRoot})`
+  const targets: TracingTarget[] = [
+    ...baseline === undefined || opts.baselineRoot === undefined ? [] : [await opts.startGateway(baseline, {}, opts.baselineRoot)],
+    await opts.startGateway(off, {}),
+    await opts.startGateway('tracing on, 1 % sampled', { ...endpoint, OTEL_TRACES_SAMPLER_ARG: '0.01' }),
+    await opts.startGateway('tracing on, 100 % sampled', { ...endpoint, OTEL_TRACES_SAMPLER_ARG: '1' })
+  ]
+  const reference = baseline ?? off
+  const url = (t: TracingTarget): string => `${t.url}${opts.path}`
+  const runs = new Map<string, RoundRun[]>(targets.map((t) => [t.name, []]))
+  try {
+    opts.log(`tracing: ${opts.rate} req/s constant, ${opts.rounds} rounds × ${opts.seconds} s, rows ${targets.map((t) => t.name).join(' · ')}`)
+    for (const t of targets) await fixedRate({ url: url(t), seconds: 2, connections: DEFAULT_TRACING_CONNECTIONS, tokens: [opts.token], rate: opts.rate })
+    for (let round = 0; round < opts.rounds; round++) {
+      for (const t of round % 2 === 0 ? targets : [...targets].reverse()) {
+        const spansBefore = await spanCounts(t.adminUrl)
+        const cpuBefore = cpuMicros(t.pid)
+        const run = await fixedRate({ url: url(t), seconds: opts.seconds, connections: DEFAULT_TRACING_CONNECTIONS, tokens: [opts.token], rate: opts.rate })
+        const processUs = (cpuMicros(t.pid) - cpuBefore) / Math.max(1, run.total)
+        const spansAfter = await spanCounts(t.adminUrl)
+        const r = { processUs, requests: run.total, non2xx: run.non2xx, errors: run.errors, spansExported: spansAfter.exported - spansBefore.exported, spansDropped: spansAfter.dropped - spansBefore.dropped }
+        runs.get(t.name)?.push(r)
+        opts.log(`  round ${round + 1}/${opts.rounds}  ${t.name.padEnd(44)} ${fmt(processUs, 1)} µs/req  ${run.total} requests  spans exported ${r.spansExported} dropped ${r.spansDropped}  non-2xx ${run.non2xx}  errors ${run.errors}`)
+      }
+    }
+  } finally {
+    await Promise.all([sink, ...targets.map((t) => t.child)].map(async (child) => { if (child !== undefined) await stop(child) }))
+  }
+
+  const refRounds = (runs.get(reference) ?? []).map((r) => r.processUs)
+  const rows: TracingRow[] = targets.map((t) => {
+    const rs = runs.get(t.name) ?? []
+    const us = rs.map((r) => r.processUs)
+    const ratios = us.map((x, i) => x / (refRounds[i] ?? NaN))
+    const requests = rs.reduce((a, r) => a + r.requests, 0)
+    return {
+      name: t.name,
+      processUs: round1(median(us)),
+      processUsRounds: us.map(round1),
+      spread: round3((Math.max(...us) - Math.min(...us)) / median(us)),
+      ratio: { median: round3(median(ratios)), min: round3(Math.min(...ratios)), max: round3(Math.max(...ratios)) },
+      spansPerRequest: round3(rs.reduce((a, r) => a + r.spansExported, 0) / Math.max(1, requests)),
+      dropped: rs.reduce((a, r) => a + r.spansDropped, 0),
+      non2xx: rs.reduce((a, r) => a + r.non2xx, 0),
+      errors: rs.reduce((a, r) => a + r.errors, 0)
+    }
+  })
+  const row = (name: string): TracingRow | undefined => rows.find((r) => r.name === name)
+  const onePercent = row('tracing on, 1 % sampled')?.ratio.median ?? NaN
+  const offRatio = row(off)?.ratio.median ?? NaN
+  const checks = [
+    ...baseline === undefined ? [] : [{ target: `tracing off: process CPU per request ≤ ${TARGET_OFF} × before tracing (median of per-round ratios)`, value: offRatio, ok: offRatio <= TARGET_OFF }],
+    { target: `tracing on at 1 %: process CPU per request ≤ ${TARGET_ONE_PERCENT} × ${baseline === undefined ? 'tracing off' : 'before tracing'} (median of per-round ratios)`, value: onePercent, ok: onePercent <= TARGET_ONE_PERCENT }
+  ]
+  const md = [
+    `## Tracing cost (GET ${opts.path}, hot key, gateway on Redis)`, '',
+    `${opts.rate} req/s constant for every row (autocannon, ${DEFAULT_TRACING_CONNECTIONS} connections), ${opts.rounds} interleaved rounds × ${opts.seconds} s; ` +
+    'process CPU of the gateway per request (utime+stime from /proc), median of the rounds. Requests carry no `traceparent`, so the sampler decides at the edge. ' +
+    `"Spread": (max − min) / median of the row's own rounds. "÷ ${reference}": per-round ratio to that row (median, and min–max over rounds) — the noise to read the targets against. ` +
+    'Spans: exported per request and dropped, from the gateway\'s own counters; the collector accepts and drops (bench/servers/otlp-sink.ts).',
+    opts.pinning, '',
+    `| configuration | process µs/req | per round | spread | ÷ ${reference} (median) | min–max | spans exported/req | dropped | non-2xx | errors |`,
+    '|---|---:|---|---:|---:|---|---:|---:|---:|---:|',
+    ...rows.map((r) => `| ${r.name} | ${fmt(r.processUs, 1)} | ${r.processUsRounds.join(' / ')} | ${fmt(r.spread * 100, 1)} % | ${fmt(r.ratio.median, 3)} | ${fmt(r.ratio.min, 3)}–${fmt(r.ratio.max, 3)} | ${fmt(r.spansPerRequest, 3)} | ${Number.isFinite(r.dropped) ? r.dropped : 'n/a'} | ${r.non2xx} | ${r.errors} |`),
+    ''
+  ]
+  return { md, report: { rate: opts.rate, rounds: opts.rounds, seconds: opts.seconds, reference, rows }, checks }
+}
+
+/** A free admin port for a gateway child, so its /metrics can be read. */
+export async function adminPortEnv (): Promise<{ env: Record<string, string>, adminUrl: string }> {
+  const port = await freePort()
+  return { env: { ADMIN_PORT: String(port) }, adminUrl: `http://127.0.0.1:${port}` }
+}
