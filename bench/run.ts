@@ -28,7 +28,7 @@
 //      BENCH_WORKLOADS=hot|keys  only that throughput workload;  BENCH_LATENCY=0  no constant-rate section
 //      BENCH_TRACING=0  no tracing rows;  BENCH_TRACING=only  the tracing rows alone (bench/lib/tracing-cost.ts),
 //                   written to bench/results/tracing.md (+ .json) instead of latest.*
-//      BENCH_TRACING_ROUNDS [6]  BENCH_TRACING_RATE [1500]  (with BENCH_BASELINE, its gateway is the reference row)
+//      BENCH_TRACING_ROUNDS [6]  (with BENCH_BASELINE, its gateway is the reference row of the tracing rows)
 import type { ChildProcess } from 'node:child_process'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
@@ -38,7 +38,7 @@ import { writeConfigWithKeys } from './config-load.js'
 import { parseEnvList, parseVariants } from './lib/env-list.js'
 import { closedLoop, fixedRate, loaderName, median, type RateRun, type Run } from './lib/load.js'
 import { cpuMicros, pinProcess, taskset } from './lib/proc-cpu.js'
-import { adminPortEnv, DEFAULT_TRACING_RATE, DEFAULT_TRACING_ROUNDS, tracingCost } from './lib/tracing-cost.js'
+import { adminPortEnv, DEFAULT_TRACING_ROUNDS, tracingCost } from './lib/tracing-cost.js'
 import {
   commandCalls, commandDelta, firstLine, freePort, REPO_ROOT, startBackend, startNode, startRedis, stop, stopAll,
   unboundPlans, waitForHttp, type RedisServer
@@ -435,7 +435,7 @@ async function main (): Promise<void> {
         path: DEFAULT_PATH,
         seconds: p.seconds,
         rounds: intFromEnv('BENCH_TRACING_ROUNDS', DEFAULT_TRACING_ROUNDS),
-        rate: intFromEnv('BENCH_TRACING_RATE', DEFAULT_TRACING_RATE),
+        connections: p.connections,
         pinning: pinned ? `Pinned with taskset: the gateways on CPU ${SERVER_CPUS}; the backend, Redis, the collector and the load generator on CPU ${REST_CPUS}.` : 'Not pinned.',
         log
       })

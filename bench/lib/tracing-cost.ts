@@ -1,21 +1,20 @@
 // The tracing rows of `npm run bench`: what tracing costs the gateway (on Redis, info logs, metrics —
-// what users run) in process CPU per request, at one constant request rate for every row so no row
-// gets cheaper per request by batching more. Rows: tracing off (propagation only, the default),
+// what users run) in process CPU per request, closed loop (wrk when installed): the gateway's core
+// busy, so per-second work (timers, log flushes, GC) is a small share of each request's CPU whatever
+// the neighbours leave the load generator — at a constant rate that share swung with the rate a
+// starved generator reached. Rows: tracing off (propagation only, the default),
 // tracing on at 100 % and at 1 % (parentbased_traceidratio) exporting to a collector that accepts and
 // drops (bench/servers/otlp-sink.ts), and — with BENCH_BASELINE — the same gateway of another checkout
 // (today's, before tracing). Rounds interleave the rows, the order reversed every other round; per
 // row the median of the rounds, and the noise: each row's spread over its rounds, and per-round
 // ratios to the reference row (same round, so a neighbour's load hits both alike).
 import type { ChildProcess } from 'node:child_process'
-import { fixedRate, median } from './load.js'
+import { closedLoop, loaderName, median } from './load.js'
 import { cpuMicros } from './proc-cpu.js'
 import { firstLine, freePort, REPO_ROOT, startNode, stop } from './processes.js'
 import { join } from 'node:path'
 
-export const DEFAULT_TRACING_RATE = 1_500
 export const DEFAULT_TRACING_ROUNDS = 6
-/** Enough connections that the rate never queues behind itself. */
-export const DEFAULT_TRACING_CONNECTIONS = 16
 /** Targets of the tracing issue, as ratios of process CPU per request to the reference row. */
 export const TARGET_OFF = 1.02
 export const TARGET_ONE_PERCENT = 1.05
@@ -30,7 +29,7 @@ export interface TracingCostOptions {
   path: string
   seconds: number
   rounds: number
-  rate: number
+  connections: number
   /** How the processes are pinned, for the text. */
   pinning: string
   log: (line: string) => void
@@ -83,18 +82,18 @@ export async function tracingCost (opts: TracingCostOptions): Promise<{ md: stri
   const url = (t: TracingTarget): string => `${t.url}${opts.path}`
   const runs = new Map<string, RoundRun[]>(targets.map((t) => [t.name, []]))
   try {
-    opts.log(`tracing: ${opts.rate} req/s constant, ${opts.rounds} rounds × ${opts.seconds} s, rows ${targets.map((t) => t.name).join(' · ')}`)
-    for (const t of targets) await fixedRate({ url: url(t), seconds: 2, connections: DEFAULT_TRACING_CONNECTIONS, tokens: [opts.token], rate: opts.rate })
+    opts.log(`tracing: closed loop, ${opts.connections} connections, ${opts.rounds} rounds × ${opts.seconds} s, rows ${targets.map((t) => t.name).join(' · ')}`)
+    for (const t of targets) await closedLoop({ url: url(t), seconds: 2, connections: opts.connections, tokens: [opts.token] })
     for (let round = 0; round < opts.rounds; round++) {
       for (const t of round % 2 === 0 ? targets : [...targets].reverse()) {
         const spansBefore = await spanCounts(t.adminUrl)
         const cpuBefore = cpuMicros(t.pid)
-        const run = await fixedRate({ url: url(t), seconds: opts.seconds, connections: DEFAULT_TRACING_CONNECTIONS, tokens: [opts.token], rate: opts.rate })
+        const run = await closedLoop({ url: url(t), seconds: opts.seconds, connections: opts.connections, tokens: [opts.token] })
         const processUs = (cpuMicros(t.pid) - cpuBefore) / Math.max(1, run.total)
         const spansAfter = await spanCounts(t.adminUrl)
         const r = { processUs, requests: run.total, non2xx: run.non2xx, errors: run.errors, spansExported: spansAfter.exported - spansBefore.exported, spansDropped: spansAfter.dropped - spansBefore.dropped }
         runs.get(t.name)?.push(r)
-        opts.log(`  round ${round + 1}/${opts.rounds}  ${t.name.padEnd(44)} ${fmt(processUs, 1)} µs/req  ${run.total} requests  spans exported ${r.spansExported} dropped ${r.spansDropped}  non-2xx ${run.non2xx}  errors ${run.errors}`)
+        opts.log(`  round ${round + 1}/${opts.rounds}  ${t.name.padEnd(44)} ${fmt(processUs, 1)} µs/req  ${run.requestsPerSecond.toFixed(0)} req/s  spans exported ${r.spansExported} dropped ${r.spansDropped}  non-2xx ${run.non2xx}  errors ${run.errors}`)
       }
     }
   } finally {
@@ -128,7 +127,7 @@ export async function tracingCost (opts: TracingCostOptions): Promise<{ md: stri
   ]
   const md = [
     `## Tracing cost (GET ${opts.path}, hot key, gateway on Redis)`, '',
-    `${opts.rate} req/s constant for every row (autocannon, ${DEFAULT_TRACING_CONNECTIONS} connections), ${opts.rounds} interleaved rounds × ${opts.seconds} s; ` +
+    `Closed loop, ${opts.connections} connections, ${loaderName()}; ${opts.rounds} interleaved rounds × ${opts.seconds} s; ` +
     'process CPU of the gateway per request (utime+stime from /proc), median of the rounds. Requests carry no `traceparent`, so the sampler decides at the edge. ' +
     `"Spread": (max − min) / median of the row's own rounds. "÷ ${reference}": per-round ratio to that row (median, and min–max over rounds) — the noise to read the targets against. ` +
     'Spans: exported per request and dropped, from the gateway\'s own counters; the collector accepts and drops (bench/servers/otlp-sink.ts).',
@@ -138,7 +137,7 @@ export async function tracingCost (opts: TracingCostOptions): Promise<{ md: stri
     ...rows.map((r) => `| ${r.name} | ${fmt(r.processUs, 1)} | ${r.processUsRounds.join(' / ')} | ${fmt(r.spread * 100, 1)} % | ${fmt(r.ratio.median, 3)} | ${fmt(r.ratio.min, 3)}–${fmt(r.ratio.max, 3)} | ${fmt(r.spansPerRequest, 3)} | ${Number.isFinite(r.dropped) ? r.dropped : 'n/a'} | ${r.non2xx} | ${r.errors} |`),
     ''
   ]
-  return { md, report: { rate: opts.rate, rounds: opts.rounds, seconds: opts.seconds, reference, rows }, checks }
+  return { md, report: { loadGenerator: loaderName(), connections: opts.connections, rounds: opts.rounds, seconds: opts.seconds, reference, rows }, checks }
 }
 
 /** A free admin port for a gateway child, so its /metrics can be read. */

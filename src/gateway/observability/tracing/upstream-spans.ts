@@ -28,7 +28,7 @@ interface UndiciRequest {
   readonly origin: string | URL
   readonly method: string
   readonly path: string
-  /** undici 7: [name, value, name, value…]; older: `name: value\r\n` text. */
+  /** undici 7 (the proxy's): [name, value, name, value…]; Node's own fetch (undici 6) writes text. */
   readonly headers: string[] | string
   addHeader: (name: string, value: string) => unknown
 }
@@ -38,14 +38,9 @@ interface Call {
   connection: Span | undefined
 }
 
+/** The gateway's request id among an undici request's headers; undefined for anything not the proxy's. */
 function requestIdOf (headers: string[] | string): string | undefined {
-  if (typeof headers === 'string') {
-    const at = headers.indexOf(`${REQUEST_ID_HEADER}: `)
-    if (at < 0) return undefined
-    const start = at + REQUEST_ID_HEADER.length + 2
-    const end = headers.indexOf('\r\n', start)
-    return headers.slice(start, end < 0 ? undefined : end)
-  }
+  if (!Array.isArray(headers)) return undefined
   for (let i = 0; i < headers.length; i += 2) if (headers[i] === REQUEST_ID_HEADER) return headers[i + 1]
   return undefined
 }
