@@ -1,6 +1,7 @@
 // buildGateway: the public gateway as a Fastify instance, never listening (server.ts does that,
 // tests build it with options). Plugins are registered in the order of the request pipeline:
-// config snapshot → screen (malformed URL, doubled Authorization) → authenticate → limit → 400 for
+// tracing (server span, trace id of the log lines) → config snapshot → screen (malformed URL, doubled
+// Authorization) → authenticate → limit (inside its span) → 400 for
 // what was screened → require a key (401) → route (404/405) → lifecycle
 // → edge checks (413/415, by Fastify's body parsing) → proxy.
 import { randomUUID } from 'node:crypto'

@@ -32,7 +32,7 @@ declare module 'fastify' {
 }
 
 /** Tracing off, TRACE_INCOMING_CONTEXT=continue: the client's trace id in the request's log lines. */
-function logClientTraceId (request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void {
+export function logClientTraceId (request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void {
   const traceId = traceIdOf(request.headers.traceparent)
   if (traceId !== undefined) bindRequestLog(request, { traceId })
   done()
