@@ -28,7 +28,8 @@
 //      BENCH_WORKLOADS=hot|keys  only that throughput workload;  BENCH_LATENCY=0  no constant-rate section
 //      BENCH_TRACING=0  no tracing rows;  BENCH_TRACING=only  the tracing rows alone (bench/lib/tracing-cost.ts),
 //                   written to bench/results/tracing.md (+ .json) instead of latest.*
-//      BENCH_TRACING_ROUNDS [6]  (with BENCH_BASELINE, its gateway is the reference row of the tracing rows)
+//      BENCH_TRACING_ROUNDS [6]  BENCH_TRACING_RATE [closed loop]  (with BENCH_BASELINE, its gateway is the
+//                   reference row of the tracing rows)
 import type { ChildProcess } from 'node:child_process'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
@@ -436,6 +437,7 @@ async function main (): Promise<void> {
         seconds: p.seconds,
         rounds: intFromEnv('BENCH_TRACING_ROUNDS', DEFAULT_TRACING_ROUNDS),
         connections: p.connections,
+        rate: process.env.BENCH_TRACING_RATE === undefined || process.env.BENCH_TRACING_RATE === '' ? undefined : intFromEnv('BENCH_TRACING_RATE', 0),
         pinning: pinned ? `Pinned with taskset: the gateways on CPU ${SERVER_CPUS}; the backend, Redis, the collector and the load generator on CPU ${REST_CPUS}.` : 'Not pinned.',
         log
       })

@@ -9,13 +9,15 @@
 // row the median of the rounds, and the noise: each row's spread over its rounds, and per-round
 // ratios to the reference row (same round, so a neighbour's load hits both alike).
 import type { ChildProcess } from 'node:child_process'
-import { closedLoop, loaderName, median } from './load.js'
+import { closedLoop, fixedRate, loaderName, median, type Run } from './load.js'
 import { cpuMicros } from './proc-cpu.js'
 import { firstLine, freePort, REPO_ROOT, startNode, stop } from './processes.js'
 import { tracingHookCost, type HookCost } from './tracing-hooks.js'
 import { join } from 'node:path'
 
 export const DEFAULT_TRACING_ROUNDS = 6
+/** Connections of a constant-rate run: enough that the rate never queues behind itself. */
+const RATE_CONNECTIONS = 16
 /** Per row before the rounds: a row measured half-warm reads as slower than its neighbours. */
 export const DEFAULT_TRACING_WARMUP_SECONDS = 5
 /** Targets of the tracing issue, as ratios of process CPU per request to the reference row. */
@@ -33,6 +35,13 @@ export interface TracingCostOptions {
   seconds: number
   rounds: number
   connections: number
+  /**
+   * Requests per second for every row (BENCH_TRACING_RATE), at or below what the slowest row and the
+   * load generator reach on this machine; unset: closed loop. In closed loop a row that slows the
+   * machine's other core (the backend reading `traceparent`, the collector) batches less per event-loop
+   * turn and pays more CPU per request for it; at one rate every row batches alike.
+   */
+  rate: number | undefined
   /** How the processes are pinned, for the text. */
   pinning: string
   log: (line: string) => void
@@ -83,16 +92,21 @@ export async function tracingCost (opts: TracingCostOptions): Promise<{ md: stri
   ]
   const reference = baseline ?? off
   const url = (t: TracingTarget): string => `${t.url}${opts.path}`
+  const rate = opts.rate
+  const load = async (t: TracingTarget, seconds: number): Promise<Run> => rate === undefined
+    ? await closedLoop({ url: url(t), seconds, connections: opts.connections, tokens: [opts.token] })
+    : await fixedRate({ url: url(t), seconds, connections: RATE_CONNECTIONS, tokens: [opts.token], rate })
+  const mode = rate === undefined ? `Closed loop, ${opts.connections} connections, ${loaderName()}` : `${rate} req/s constant for every row (autocannon, ${RATE_CONNECTIONS} connections)`
   const runs = new Map<string, RoundRun[]>(targets.map((t) => [t.name, []]))
   let hookCosts: HookCost[] = []
   try {
-    opts.log(`tracing: closed loop, ${opts.connections} connections, ${opts.rounds} rounds × ${opts.seconds} s, rows ${targets.map((t) => t.name).join(' · ')}`)
-    for (const t of targets) await closedLoop({ url: url(t), seconds: DEFAULT_TRACING_WARMUP_SECONDS, connections: opts.connections, tokens: [opts.token] })
+    opts.log(`tracing: ${mode}, ${opts.rounds} rounds × ${opts.seconds} s, rows ${targets.map((t) => t.name).join(' · ')}`)
+    for (const t of targets) await load(t, DEFAULT_TRACING_WARMUP_SECONDS)
     for (let round = 0; round < opts.rounds; round++) {
       for (const t of round % 2 === 0 ? targets : [...targets].reverse()) {
         const spansBefore = await spanCounts(t.adminUrl)
         const cpuBefore = cpuMicros(t.pid)
-        const run = await closedLoop({ url: url(t), seconds: opts.seconds, connections: opts.connections, tokens: [opts.token] })
+        const run = await load(t, opts.seconds)
         const processUs = (cpuMicros(t.pid) - cpuBefore) / Math.max(1, run.total)
         const spansAfter = await spanCounts(t.adminUrl)
         const r = { processUs, requests: run.total, non2xx: run.non2xx, errors: run.errors, spansExported: spansAfter.exported - spansBefore.exported, spansDropped: spansAfter.dropped - spansBefore.dropped }
@@ -138,7 +152,7 @@ export async function tracingCost (opts: TracingCostOptions): Promise<{ md: stri
   ]
   const md = [
     `## Tracing cost (GET ${opts.path}, hot key, gateway on Redis)`, '',
-    `Closed loop, ${opts.connections} connections, ${loaderName()}; ${opts.rounds} interleaved rounds × ${opts.seconds} s; ` +
+    `${mode}; ${opts.rounds} interleaved rounds × ${opts.seconds} s; ` +
     'process CPU of the gateway per request (utime+stime from /proc), median of the rounds. Requests carry no `traceparent`, so the sampler decides at the edge. ' +
     `"Spread": (max − min) / median of the row's own rounds. "÷ ${reference}": per-round ratio to that row (median, and min–max over rounds) — the noise to read the targets against. ` +
     'Spans: exported per request and dropped, from the gateway\'s own counters; the collector accepts and drops (bench/servers/otlp-sink.ts).',
@@ -158,7 +172,7 @@ export async function tracingCost (opts: TracingCostOptions): Promise<{ md: stri
     ...hookCosts.map((h) => `| ${h.name} | ${h.nsPerRequest} | ${h.rounds.join(' / ')} | ${fmt(h.nsPerRequest / 10 / (row(off)?.processUs ?? NaN), 2)} % |`),
     ''
   ]
-  return { md, report: { loadGenerator: loaderName(), connections: opts.connections, rounds: opts.rounds, seconds: opts.seconds, reference, rows, hooksAlone: hookCosts }, checks }
+  return { md, report: { mode, connections: opts.connections, rounds: opts.rounds, seconds: opts.seconds, reference, rows, hooksAlone: hookCosts }, checks }
 }
 
 /** A free admin port for a gateway child, so its /metrics can be read. */
