@@ -69,6 +69,16 @@ t.test('anonymous, unknown method, ban, backend 404 — and the waiting table em
   t.equal(gw.app.tracingHooks?.upstream.size, 0, 'no request left waiting for an upstream call')
 })
 
+t.test('client.address is the client\'s, as TRUST_PROXY reads X-Forwarded-For, not the proxy\'s', async (t) => {
+  const receiver = await startOtlpReceiver(t)
+  const gw = await startGateway(t, { trustProxy: 1, tracing: { settings: tracingTo(receiver.url, GATEWAY) } })
+  const res = await fetch(`${gw.url}/v1/pets`, { headers: { ...bearer(DEMO_KEYS.pro), traceparent: `00-${traceOf(8)}-${PARENT}-01`, 'x-forwarded-for': '203.0.113.7' } })
+  t.equal(res.status, 200)
+  await res.arrayBuffer()
+  const server = theSpan(await traceSpans(receiver, traceOf(8), 4), traceOf(8), GATEWAY, 'GET /v1/pets')
+  t.equal(server.attributes['client.address'], '203.0.113.7')
+})
+
 t.test('the waiting table is bounded: the oldest entry goes first', async (t) => {
   const upstream = new UpstreamSpans(trace.getTracer('test'), 2)
   t.teardown(() => upstream.close())
