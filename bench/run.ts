@@ -26,6 +26,10 @@
 //                   older commit with node_modules linked in), interleaved with this one: before/after
 //      BENCH_BASELINE_REDIS=1  with BENCH_BASELINE, its gateway on Redis too (compared with stock like ours)
 //      BENCH_WORKLOADS=hot|keys  only that throughput workload;  BENCH_LATENCY=0  no constant-rate section
+//      BENCH_TRACING=0  no tracing rows;  BENCH_TRACING=only  the tracing rows alone (bench/lib/tracing-cost.ts),
+//                   written to bench/results/tracing.md (+ .json) instead of latest.*
+//      BENCH_TRACING_ROUNDS [6]  BENCH_TRACING_RATE [closed loop]  (with BENCH_BASELINE, its gateway is the
+//                   reference row of the tracing rows)
 import type { ChildProcess } from 'node:child_process'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
@@ -35,6 +39,7 @@ import { writeConfigWithKeys } from './config-load.js'
 import { parseEnvList, parseVariants } from './lib/env-list.js'
 import { closedLoop, fixedRate, loaderName, median, type RateRun, type Run } from './lib/load.js'
 import { cpuMicros, pinProcess, taskset } from './lib/proc-cpu.js'
+import { adminPortEnv, DEFAULT_TRACING_ROUNDS, tracingCost } from './lib/tracing-cost.js'
 import {
   commandCalls, commandDelta, firstLine, freePort, REPO_ROOT, startBackend, startNode, startRedis, stop, stopAll,
   unboundPlans, waitForHttp, type RedisServer
@@ -249,6 +254,7 @@ async function main (): Promise<void> {
     warmup: DEFAULT_WARMUP_SECONDS,
     rate: intFromEnv('BENCH_RATE', DEFAULT_RATE)
   }
+  const tracingOnly = process.env.BENCH_TRACING === 'only'
   const scale = process.env.BENCH_SCALE === undefined || process.env.BENCH_SCALE === '' ? !quick : process.env.BENCH_SCALE === '1'
   const gatewayEnv = parseEnvList(process.env.BENCH_GATEWAY_ENV)
   const variants = parseVariants(process.env.BENCH_VARIANTS)
@@ -319,13 +325,13 @@ async function main (): Promise<void> {
     const perWorkload: Record<string, { rows: Row[], ratios: Record<string, unknown> }> = {}
     const checks: Array<{ target: string, value: number, ok: boolean }> = []
     const processRowsOf = (rows: Row[], name: string): Row | undefined => rows.find((r) => r.name === name)
-    md.push(`## Throughput (GET ${DEFAULT_PATH}, closed loop)`, '',
+    if (!tracingOnly) md.push(`## Throughput (GET ${DEFAULT_PATH}, closed loop)`, '',
       `${p.rounds} interleaved rounds × ${p.seconds} s per workload, ${p.connections} connections, ${loaderName()}; medians. ` +
       'Ratio columns: this row ÷ the named row (ratio of median req/s). CPU columns: µs per request served, medians of the rounds — ' +
       '"process": utime+stime of the server process (the backend for "direct"); "Redis": of redis-server; "cmds": Redis commands the server sent per request (INFO commandstats; a script\'s inner calls are not counted again).',
       pinned ? `Pinned with taskset: servers under test on CPU ${SERVER_CPUS}; the backend, Redis and the load generator on CPU ${REST_CPUS}.` : 'Not pinned (no taskset, one core, or BENCH_PIN=0).', '')
     const only = process.env.BENCH_WORKLOADS
-    for (const w of workloads.filter((x) => only === undefined || only === '' || (only === 'hot') === (x.tokens.length === 1))) {
+    for (const w of workloads.filter((x) => !tracingOnly && (only === undefined || only === '' || (only === 'hot') === (x.tokens.length === 1)))) {
       log(`throughput, ${w.name}: ${p.rounds} rounds × ${p.seconds} s, ${p.connections} connections, GET ${DEFAULT_PATH}`)
       for (const t of targets) await closedLoop({ url: `${t.url}${DEFAULT_PATH}`, seconds: p.warmup, connections: p.connections, tokens: w.tokens })
       const rows = summarize(await interleave(targets, p, async (t) => await measure(t, w.tokens)))
@@ -371,7 +377,7 @@ async function main (): Promise<void> {
     report.throughput = perWorkload
 
     // ---- latency at a constant rate --------------------------------------------------------
-    if (process.env.BENCH_LATENCY !== '0') {
+    if (process.env.BENCH_LATENCY !== '0' && !tracingOnly) {
       log(`latency: ${p.rate} req/s constant, ${p.rounds} rounds × ${p.seconds} s`)
       const latencyTargets = targets.filter((t) => t.name === direct || t.name === bare || t.name.startsWith(gwMemory) || t.name === stock || redisGateways.includes(t.name))
       const rateRuns = new Map<string, Array<RateRun & { processUs: number, redisUs: number }>>(latencyTargets.map((t) => [t.name, []]))
@@ -417,9 +423,32 @@ async function main (): Promise<void> {
 
     for (const t of targets) if (t.child !== undefined) await stop(t.child)
 
+    // ---- tracing ---------------------------------------------------------------------------
+    if (process.env.BENCH_TRACING !== '0') {
+      const tracing = await tracingCost({
+        startGateway: async (name, env, root) => {
+          const admin = await adminPortEnv()
+          const target = await startGateway(name, { configDir, backendUrl, redisUrl: redis.url, env: { ...gatewayEnv, ...env, ...admin.env }, ...(root === undefined ? {} : { root }) })
+          return { ...target, adminUrl: admin.adminUrl }
+        },
+        baselineRoot: baseline === undefined || baseline === '' ? undefined : baseline,
+        token: 'bench-key-0',
+        path: DEFAULT_PATH,
+        seconds: p.seconds,
+        rounds: intFromEnv('BENCH_TRACING_ROUNDS', DEFAULT_TRACING_ROUNDS),
+        connections: p.connections,
+        rate: process.env.BENCH_TRACING_RATE === undefined || process.env.BENCH_TRACING_RATE === '' ? undefined : intFromEnv('BENCH_TRACING_RATE', 0),
+        pinning: pinned ? `Pinned with taskset: the gateways on CPU ${SERVER_CPUS}; the backend, Redis, the collector and the load generator on CPU ${REST_CPUS}.` : 'Not pinned.',
+        log
+      })
+      md.push(...tracing.md)
+      report.tracing = tracing.report
+      checks.push(...tracing.checks)
+    }
+
     // ---- scale -----------------------------------------------------------------------------
     let scaleReport: Record<string, unknown> | undefined
-    if (scale) {
+    if (scale && !tracingOnly) {
       log(`scale: keys in config ${CONFIG_KEY_COUNTS.join(' / ')}, active keys ${ACTIVE_KEY_COUNTS.join(' / ')}`)
       const dirs = CONFIG_KEY_COUNTS.map((n) => {
         const dir = writeConfigWithKeys(n, mkdirAndReturn(join(work, `config-${n}`)))
@@ -490,10 +519,12 @@ async function main (): Promise<void> {
       ...[...checks, ...scaleChecks].map((c) => `| ${c.target} | ${Number.isFinite(c.value) ? c.value : 'n/a'} | ${c.ok ? 'yes' : '**no**'} |`), ''
     ]
     mkdirSync(RESULTS_DIR, { recursive: true })
-    writeFileSync(join(RESULTS_DIR, 'latest.md'), [...head, ...md, ''].join('\n'))
-    writeFileSync(join(RESULTS_DIR, 'latest.json'), `${JSON.stringify(report, null, 2)}\n`)
+    // A run of the tracing rows alone does not replace the full run's results.
+    const results = tracingOnly ? 'tracing' : 'latest'
+    writeFileSync(join(RESULTS_DIR, `${results}.md`), [...head, ...md, ''].join('\n'))
+    writeFileSync(join(RESULTS_DIR, `${results}.json`), `${JSON.stringify(report, null, 2)}\n`)
     log([...head, ...md].join('\n'))
-    log(`\nwritten to ${join(RESULTS_DIR, 'latest.md')} and latest.json in ${report.durationSeconds} s`)
+    log(`\nwritten to ${join(RESULTS_DIR, `${results}.md`)} and ${results}.json in ${report.durationSeconds} s`)
   } finally {
     await stopAll()
     rmSync(work, { recursive: true, force: true })

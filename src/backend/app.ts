@@ -9,7 +9,9 @@ import { ordersRoutes } from './routes/orders.js'
 import { petsRoutes } from './routes/pets.js'
 import { errorBodySchema, interfaceSchemas, MAX_NAME_LENGTH } from '../interface/schemas.js'
 import { UNMATCHED_ROUTE } from '../shared/labels.js'
+import type { TracingSettings } from '../shared/tracing/settings.js'
 import { openStore } from './store.js'
+import { backendTracing, childLoggerWithTraceId, tracedStatements, tracingEnabled } from './tracing.js'
 
 export const DEFAULT_BODY_LIMIT = 16 * 1024
 const MAX_REQUEST_ID_LENGTH = 128
@@ -19,6 +21,8 @@ export interface BackendOptions {
   dbPath: string
   logger?: FastifyServerOptions['logger'] | boolean
   bodyLimit?: number
+  /** OTLP export (docs/tracing.md); absent or without an endpoint: no spans (the trace id is logged either way). */
+  tracing?: TracingSettings
 }
 
 /** Keeps the gateway's request id so both services log the same one; printable ASCII only, else a new id. */
@@ -59,11 +63,13 @@ export function buildBackend (options: BackendOptions): FastifyInstance {
     bodyLimit: options.bodyLimit ?? DEFAULT_BODY_LIMIT,
     requestIdHeader: false,
     genReqId: requestIdOf,
+    childLoggerFactory: childLoggerWithTraceId,
     schemaErrorFormatter: formatSchemaErrors,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: true, useDefaults: true, allErrors: false } }
   })
 
-  const store = openStore(options.dbPath)
+  const statements = tracingEnabled(options.tracing) ? tracedStatements() : undefined
+  const store = openStore(options.dbPath, { wrapStatement: statements?.wrap })
   app.addHook('onClose', async function closeStore () {
     store.close()
   })
@@ -87,6 +93,7 @@ export function buildBackend (options: BackendOptions): FastifyInstance {
   app.addSchema(errorBodySchema)
   for (const schema of interfaceSchemas) app.addSchema(schema)
 
+  if (statements !== undefined) app.register(backendTracing, { settings: options.tracing, statements })
   app.register(petsRoutes, { store })
   app.register(ordersRoutes, { store })
   return app

@@ -3,7 +3,9 @@
 import '../shared/runtime-guard.js'
 import closeWithGrace from 'close-with-grace'
 import { portInUseMessage } from '../shared/port-in-use.js'
+import { tracingSettingsFromEnv } from '../shared/tracing/settings.js'
 import { buildBackend } from './app.js'
+import { DEFAULT_BACKEND_SERVICE_NAME } from './tracing.js'
 
 const DEFAULT_HOST = '127.0.0.1'
 const DEFAULT_PORT = 3001
@@ -24,11 +26,12 @@ const settings = {
   host: process.env.BACKEND_HOST ?? DEFAULT_HOST,
   port: portFrom(process.env.BACKEND_PORT),
   dbPath: process.env.PETS_DB ?? DEFAULT_DB_PATH,
-  logLevel: process.env.LOG_LEVEL ?? DEFAULT_LOG_LEVEL
+  logLevel: process.env.LOG_LEVEL ?? DEFAULT_LOG_LEVEL,
+  tracing: tracingSettingsFromEnv(process.env, DEFAULT_BACKEND_SERVICE_NAME)
 }
 
 // `service` tells the backend's lines from the gateway's when both write to one stream (`npm start`).
-const app = buildBackend({ dbPath: settings.dbPath, logger: { level: settings.logLevel, base: { service: 'backend', pid: process.pid } } })
+const app = buildBackend({ dbPath: settings.dbPath, logger: { level: settings.logLevel, base: { service: 'backend', pid: process.pid } }, tracing: settings.tracing })
 
 closeWithGrace({ delay: DEFAULT_CLOSE_TIMEOUT_MS, logger: app.log }, async function closeBackend ({ signal, err }) {
   if (err !== undefined) app.log.error({ err }, 'backend stopping after an error')

@@ -1,7 +1,9 @@
 // The backend's persistence: one SQLite file (WAL) holding pets and orders, so the catalogue survives
-// restarts. Statements are prepared once; every list is keyset-paged by id.
+// restarts. Statements are prepared once; every list is keyset-paged by id. A caller may wrap each
+// prepared statement (tracing.ts does, to give every execution a span).
 import { mkdirSync } from 'node:fs'
 import { dirname } from 'node:path'
+import type { SQLInputValue, StatementSync } from 'node:sqlite'
 import type { NewPet, Order, OrderStatus, Pet, PetStatus } from '../interface/schemas.js'
 import { DatabaseSync } from './sqlite.js'
 
@@ -54,6 +56,17 @@ export interface PetStore {
 
 type Row = Record<string, unknown>
 
+/** What the store runs of a prepared statement (positional parameters only). */
+export interface Statement {
+  get: (...params: SQLInputValue[]) => unknown
+  all: (...params: SQLInputValue[]) => unknown[]
+}
+
+export interface StoreOptions {
+  /** Wraps each prepared statement (default: used as it is). */
+  wrapStatement?: (statement: StatementSync) => Statement
+}
+
 // Rows come back with a null prototype and loosely typed columns; the interface's types are built here.
 function toPet (row: Row): Pet {
   return { id: row.id as number, name: row.name as string, categoryId: row.categoryId as number, status: row.status as PetStatus }
@@ -64,24 +77,26 @@ function toOrder (row: Row): Order {
 }
 
 /** Opens (and on first use creates) the store at `path`, creating missing parent directories. */
-export function openStore (path: string): PetStore {
+export function openStore (path: string, opts: StoreOptions = {}): PetStore {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true })
   const db = new DatabaseSync(path, { enableForeignKeyConstraints: true, timeout: DEFAULT_BUSY_TIMEOUT_MS })
   db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;')
   db.exec(SCHEMA_SQL)
+  const wrap = opts.wrapStatement
+  const prepare = (sql: string): Statement => wrap === undefined ? db.prepare(sql) : wrap(db.prepare(sql))
 
   const petColumns = 'id, name, category_id AS categoryId, status'
-  const insertPet = db.prepare(
+  const insertPet = prepare(
     `INSERT INTO pets (name, category_id, status) VALUES (?, ?, ?) RETURNING ${petColumns}`)
-  const selectPet = db.prepare(`SELECT ${petColumns} FROM pets WHERE id = ?`)
-  const selectPets = db.prepare(
+  const selectPet = prepare(`SELECT ${petColumns} FROM pets WHERE id = ?`)
+  const selectPets = prepare(
     `SELECT ${petColumns} FROM pets WHERE id > ? ORDER BY id LIMIT ?`)
-  const selectPetsByStatus = db.prepare(
+  const selectPetsByStatus = prepare(
     `SELECT ${petColumns} FROM pets WHERE status = ? AND id > ? ORDER BY id LIMIT ?`)
   const orderColumns = 'id, pet_id AS petId, quantity, status'
-  const insertOrder = db.prepare(
+  const insertOrder = prepare(
     `INSERT INTO orders (pet_id, quantity, status) VALUES (?, ?, ?) RETURNING ${orderColumns}`)
-  const selectOrders = db.prepare(
+  const selectOrders = prepare(
     `SELECT ${orderColumns} FROM orders WHERE id > ? ORDER BY id LIMIT ?`)
 
   return {

@@ -1,9 +1,9 @@
 // buildGateway: the public gateway as a Fastify instance, never listening (server.ts does that,
 // tests build it with options). Plugins are registered in the order of the request pipeline:
-// client address → config snapshot → screen (malformed URL, doubled Authorization) → authenticate
-// → limit → 400 for what was screened → require a key (401) → route (404/405) → lifecycle
-// → edge checks (413/415, by Fastify's body parsing) → proxy. The connection caps watch the
-// listener beside it (edge/connection-limits.ts).
+// client address → tracing (server span, trace id of the log lines) → config snapshot → screen
+// (malformed URL, doubled Authorization) → authenticate → limit (inside its span) → 400 for what was
+// screened → require a key (401) → route (404/405) → lifecycle → edge checks (413/415, by Fastify's
+// body parsing) → proxy. The connection caps watch the listener beside it (edge/connection-limits.ts).
 import { randomUUID } from 'node:crypto'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import type { LoggerOptions } from 'pino'
@@ -21,6 +21,8 @@ import { ReadinessRegistry } from './runtime/readiness.js'
 import { lifecyclePlugin } from './lifecycle/plugin.js'
 import { limiterPlugin, type LimiterOptions } from './limiter/plugin.js'
 import { metricsPlugin } from './observability/metrics/plugin.js'
+import { limiterSpanEnd, limiterSpanStart } from './observability/tracing/limiter-spans.js'
+import { tracingPlugin, type TracingOptions } from './observability/tracing/plugin.js'
 import { upstreamTimingPlugin } from './observability/metrics/upstream-timing.js'
 import { openApiPlugin, type OpenApiPluginOptions } from './openapi/plugin.js'
 import { proxyPlugin } from './proxy/plugin.js'
@@ -53,6 +55,8 @@ export interface GatewayOptions {
   openApi?: OpenApiPluginOptions
   /** The readiness registry the plugins register their checks in; give one to hand it to buildAdmin too. */
   readiness?: ReadinessRegistry
+  /** Traces (docs/tracing.md): OTLP export settings and whether a client's trace is continued; default off. */
+  tracing?: TracingOptions
 }
 
 function isHolder (config: ConfigSnapshot | ConfigHolder): config is ConfigHolder {
@@ -100,12 +104,15 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
   const holder = isHolder(options.config) ? options.config : createConfigHolder(options.config)
   const readiness = options.readiness ?? new ReadinessRegistry()
   await app.register(clientIpPlugin, { trustProxy })
+  await app.register(tracingPlugin, options.tracing ?? {})
   await app.register(shutdownPlugin, { readiness })
   await app.register(clockPlugin, { now: options.now })
   await app.register(configPlugin, { holder })
   await app.register(screenRequest)
   await app.register(authenticate)
+  await app.register(limiterSpanStart)
   await app.register(limiterPlugin, { ...options.limiter, readiness })
+  await app.register(limiterSpanEnd)
   await app.register(rejectScreened)
   await app.register(requireKey)
   await app.register(lifecyclePlugin)

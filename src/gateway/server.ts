@@ -53,7 +53,8 @@ async function main (): Promise<void> {
     reload: { dir: settings.configDir, watch: settings.configWatch, production: settings.production, maxBytes: settings.configMaxBytes },
     limiter: { settings },
     openApi: { publicBaseUrl: settings.publicBaseUrl, stagingBaseUrl: settings.stagingBaseUrl },
-    readiness
+    readiness,
+    tracing: { settings: settings.tracing, incoming: settings.traceIncoming }
   })
   const admin = await buildAdmin({ gateway, readiness, token: settings.adminToken, hosts: settings.adminHosts })
   if (settings.adminHosts.length === 0 && !isAdminHost(settings.adminHost.toLowerCase(), new Set())) {

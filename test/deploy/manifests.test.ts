@@ -45,13 +45,16 @@ type Json = Record<string, any> // eslint-disable-line @typescript-eslint/no-exp
 // ---------------------------------------------------------------------------------------------
 // Sources of truth read from the application itself
 
-/** Environment names the gateway reads (settings.ts) and the backend reads (backend/server.ts). */
+/** Environment names the gateway reads (settings.ts) and the backend reads (backend/server.ts); both read the tracing ones. */
+const TRACING_ENV = [...readFileSync(join(ROOT, 'src/shared/tracing/settings.ts'), 'utf8').matchAll(/\(env, '([A-Z_]+)'/g)].map((m) => m[1] as string)
 const GATEWAY_ENV = new Set([
   ...[...readFileSync(join(ROOT, 'src/gateway/runtime/settings.ts'), 'utf8').matchAll(/\(env, '([A-Z_]+)'/g)].map((m) => m[1] as string),
+  ...TRACING_ENV,
   'NODE_ENV'
 ])
 const BACKEND_ENV = new Set([
   ...[...readFileSync(join(ROOT, 'src/backend/server.ts'), 'utf8').matchAll(/process\.env\.([A-Z_]+)/g)].map((m) => m[1] as string),
+  ...TRACING_ENV,
   'NODE_ENV'
 ])
 /** Read by the image's HEALTHCHECK, not by the app. */
@@ -276,7 +279,8 @@ function composeFile (vars: Record<string, string>): Json {
 for (const [variant, { vars, configDir }] of Object.entries(COMPOSE_VARIANTS)) t.test(`compose (${variant}): backend, two gateways on one Redis, Prometheus, Grafana, live config volume`, async (t) => {
   const compose = composeFile(vars)
   const services = compose.services as Record<string, Json>
-  t.same(Object.keys(services).sort(), ['backend', 'gateway-1', 'gateway-2', 'grafana', 'prometheus', 'redis'], 'services')
+  // Services of an optional profile (`tracing`: test/deploy/tracing.test.ts) start only when asked for.
+  t.same(Object.keys(services).filter((name) => services[name]?.profiles === undefined).sort(), ['backend', 'gateway-1', 'gateway-2', 'grafana', 'prometheus', 'redis'], 'services')
 
   const appServices = ['backend', 'gateway-1', 'gateway-2']
   for (const name of appServices) {

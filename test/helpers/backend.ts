@@ -3,15 +3,19 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { Writable } from 'node:stream'
 import type { FastifyInstance } from 'fastify'
 import type { Test } from 'tap'
 import { buildBackend } from '../../src/backend/app.js'
+import type { TracingSettings } from '../../src/shared/tracing/settings.js'
 
 export interface StartedBackend {
   url: string
   port: number
   app: FastifyInstance
   dbPath: string
+  /** Every log line the backend wrote, parsed (empty unless `logs` was asked for). */
+  logs: Array<Record<string, unknown>>
   /** Closes the app; safe to call more than once and before the automatic teardown. */
   close (): Promise<void>
 }
@@ -19,6 +23,19 @@ export interface StartedBackend {
 export interface StartBackendOptions {
   dbPath?: string
   bodyLimit?: number
+  tracing?: TracingSettings
+  /** Capture the backend's log lines (info level) in `logs`. */
+  logs?: boolean
+}
+
+/** A stream whose JSON lines land, parsed, in `lines` (a pino destination). */
+export function capturingStream (lines: Array<Record<string, unknown>>): Writable {
+  return new Writable({
+    write (chunk: Buffer, _enc, cb) {
+      for (const line of chunk.toString().split('\n')) if (line !== '') lines.push(JSON.parse(line) as Record<string, unknown>)
+      cb()
+    }
+  })
 }
 
 export async function startBackend (t: Test, opts: StartBackendOptions = {}): Promise<StartedBackend> {
@@ -28,7 +45,13 @@ export async function startBackend (t: Test, opts: StartBackendOptions = {}): Pr
     tempDir = mkdtempSync(join(tmpdir(), 'petstore-backend-'))
     dbPath = join(tempDir, 'pets.db')
   }
-  const app = buildBackend({ dbPath, ...(opts.bodyLimit === undefined ? {} : { bodyLimit: opts.bodyLimit }) })
+  const logs: Array<Record<string, unknown>> = []
+  const app = buildBackend({
+    dbPath,
+    ...(opts.bodyLimit === undefined ? {} : { bodyLimit: opts.bodyLimit }),
+    ...(opts.tracing === undefined ? {} : { tracing: opts.tracing }),
+    ...(opts.logs === true ? { logger: { level: 'info', stream: capturingStream(logs) } } : {})
+  })
   let closing: Promise<void> | undefined
   const close = async (): Promise<void> => {
     closing ??= app.close()
@@ -41,7 +64,7 @@ export async function startBackend (t: Test, opts: StartBackendOptions = {}): Pr
   await app.listen({ port: 0, host: '127.0.0.1' })
   const address = app.server.address()
   if (address === null || typeof address === 'string') throw new Error('backend is not listening on TCP')
-  return { url: `http://127.0.0.1:${address.port}`, port: address.port, app, dbPath, close }
+  return { url: `http://127.0.0.1:${address.port}`, port: address.port, app, dbPath, logs, close }
 }
 
 export interface JsonResponse {

@@ -38,7 +38,13 @@ function forward (logger: FastifyBaseLogger, method: LogFn, args: unknown[]): vo
 export class LazyChildLogger implements FastifyBaseLogger {
   private made: FastifyBaseLogger | undefined
 
-  constructor (readonly parent: FastifyBaseLogger, readonly bindings: Bindings) {}
+  constructor (readonly parent: FastifyBaseLogger, public bindings: Bindings) {}
+
+  /** More bindings for every later line (the trace id): merged before the child exists, else a child of it. */
+  bind (bindings: Bindings): void {
+    if (this.made === undefined) this.bindings = { ...this.bindings, ...bindings }
+    else this.made = this.made.child(bindings)
+  }
 
   private get real (): FastifyBaseLogger {
     this.made ??= this.parent.child(this.bindings)
@@ -66,6 +72,13 @@ export class LazyChildLogger implements FastifyBaseLogger {
 export function lazyChildLoggerFactory (logger: FastifyBaseLogger, bindings: Bindings, opts: ChildLoggerOptions): FastifyBaseLogger {
   for (const _ in opts) return logger.child(bindings, opts)
   return new LazyChildLogger(logger, bindings)
+}
+
+/** Adds `bindings` to every line the request logs from now on, its request line included, after its reqId. */
+export function bindRequestLog (request: FastifyRequest, bindings: Bindings): void {
+  const log = request.log
+  if (log instanceof LazyChildLogger) log.bind(bindings)
+  else request.log = log.child(bindings)
 }
 
 export const requestLogPlugin = fp(async function requestLogPlugin (app) {

@@ -8,6 +8,9 @@ import { DEFAULT_REDIS_SENTINEL_NAME } from '../limiter/create-store.js'
 import { DEFAULT_STORE_ON_ERROR, STORE_ON_ERROR_POLICIES, type StoreOnError } from '../limiter/stores/fallback-policy.js'
 import { DEFAULT_ANONYMOUS_STATE_MAX } from '../limiter/stores/memory.js'
 import { DEFAULT_STORE_TIMEOUT_MS } from '../limiter/stores/resilient.js'
+import { tracingSettingsFromEnv, type TracingSettings } from '../../shared/tracing/settings.js'
+import { DEFAULT_GATEWAY_SERVICE_NAME, DEFAULT_TRACE_INCOMING } from '../observability/tracing/plugin.js'
+import { TRACE_INCOMING_POLICIES, type TraceIncoming } from '../observability/tracing/request-spans.js'
 
 export const DEFAULT_GATEWAY_HOST = '0.0.0.0'
 export const DEFAULT_GATEWAY_PORT = 8080
@@ -82,6 +85,10 @@ export interface GatewaySettings {
   /** PUBLIC_BASE_URL / STAGING_BASE_URL: public origins the OpenAPI document lists as servers. */
   readonly publicBaseUrl: string | undefined
   readonly stagingBaseUrl: string | undefined
+  /** OTLP export (the standard OTEL_* variables); off without an endpoint. */
+  readonly tracing: TracingSettings
+  /** TRACE_INCOMING_CONTEXT: whether a client's `traceparent` is continued or the trace restarts at the edge. */
+  readonly traceIncoming: TraceIncoming
 }
 
 type Env = Record<string, string | undefined>
@@ -166,6 +173,8 @@ export function settingsFromEnv (env: Env = process.env): GatewaySettings {
     workers: int(env, 'GATEWAY_WORKERS', DEFAULT_GATEWAY_WORKERS, 1, MAX_GATEWAY_WORKERS),
     production,
     publicBaseUrl: optional(env, 'PUBLIC_BASE_URL'),
-    stagingBaseUrl: optional(env, 'STAGING_BASE_URL')
+    stagingBaseUrl: optional(env, 'STAGING_BASE_URL'),
+    tracing: tracingSettingsFromEnv(env, DEFAULT_GATEWAY_SERVICE_NAME),
+    traceIncoming: oneOf(env, 'TRACE_INCOMING_CONTEXT', DEFAULT_TRACE_INCOMING, TRACE_INCOMING_POLICIES)
   })
 }

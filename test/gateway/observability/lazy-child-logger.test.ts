@@ -1,7 +1,8 @@
 import { Writable } from 'node:stream'
 import t from 'tap'
 import { pino, type Logger } from 'pino'
-import { LazyChildLogger, lazyChildLoggerFactory } from '../../../src/gateway/observability/request-log.js'
+import type { FastifyRequest } from 'fastify'
+import { bindRequestLog, LazyChildLogger, lazyChildLoggerFactory } from '../../../src/gateway/observability/request-log.js'
 import { ApiError } from '../../../src/interface/errors.js'
 import { gatewayErrors } from '../../../src/interface/errors.js'
 
@@ -45,6 +46,25 @@ t.test('a route with its own log level gets pino\'s child at once', async (t) =>
   const child = lazyChildLoggerFactory(logger, { reqId: 'r-3' }, { level: 'warn' })
   t.notOk(child instanceof LazyChildLogger)
   t.equal(child.level, 'warn')
+})
+
+t.test('bindRequestLog: the trace id right after the request id, before or after the child exists, lazy or not', async (t) => {
+  const { logger, lines } = capture()
+  const early = { log: lazyChildLoggerFactory(logger, { reqId: 'r-4' }, {}) } as FastifyRequest
+  bindRequestLog(early, { traceId: 't-4' })
+  early.log.info('early')
+  const late = { log: lazyChildLoggerFactory(logger, { reqId: 'r-5' }, {}) } as FastifyRequest
+  late.log.info('before')
+  bindRequestLog(late, { traceId: 't-5' })
+  late.log.info('after')
+  const own = { log: lazyChildLoggerFactory(logger, { reqId: 'r-6' }, { level: 'info' }) } as FastifyRequest
+  bindRequestLog(own, { traceId: 't-6' })
+  own.log.info('own level')
+  await new Promise((resolve) => setImmediate(resolve))
+  t.same(lines.map((l) => JSON.parse(l) as Record<string, unknown>).map((l) => [l.msg, l.reqId, l.traceId]), [
+    ['early', 'r-4', 't-4'], ['before', 'r-5', undefined], ['after', 'r-5', 't-5'], ['own level', 'r-6', 't-6']
+  ])
+  t.ok(lines.every((l) => !l.includes('traceId') || /"reqId":"r-\d","traceId"/.test(l)), 'traceId follows reqId')
 })
 
 t.test('ApiError carries no stack frames (none is ever shown or logged) and keeps its shape', async (t) => {

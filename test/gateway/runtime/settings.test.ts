@@ -1,5 +1,6 @@
 import t from 'tap'
 import { settingsFromEnv } from '../../../src/gateway/runtime/settings.js'
+import { tracingSettingsFromEnv } from '../../../src/shared/tracing/settings.js'
 
 t.test('defaults follow docs/decisions.md §8', async (t) => {
   t.same(settingsFromEnv({}), {
@@ -33,8 +34,11 @@ t.test('defaults follow docs/decisions.md §8', async (t) => {
     workers: 1,
     production: false,
     publicBaseUrl: undefined,
-    stagingBaseUrl: undefined
+    stagingBaseUrl: undefined,
+    tracing: tracingSettingsFromEnv({}, 'petstore-gateway'),
+    traceIncoming: 'continue'
   })
+  t.equal(settingsFromEnv({}).tracing.tracesUrl, undefined, 'tracing off')
 })
 
 t.test('values from the environment are parsed and checked', async (t) => {
@@ -59,4 +63,7 @@ t.test('values from the environment are parsed and checked', async (t) => {
   t.same([settingsFromEnv({ MAX_CONNECTIONS: '500', MAX_CONNECTIONS_PER_CLIENT: '0' })].map((x) => [x.maxConnections, x.maxConnectionsPerClient]), [[500, 0]],
     'MAX_CONNECTIONS_PER_CLIENT=0 turns the per-client cap off')
   t.throws(() => settingsFromEnv({ MAX_CONNECTIONS: '0' }), { message: /^MAX_CONNECTIONS: expected an integer from 1/ })
+  t.equal(settingsFromEnv({ TRACE_INCOMING_CONTEXT: 'restart' }).traceIncoming, 'restart')
+  t.throws(() => settingsFromEnv({ TRACE_INCOMING_CONTEXT: 'trust' }), { message: 'TRACE_INCOMING_CONTEXT: expected one of continue, restart, got "trust"' })
+  t.equal(settingsFromEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }).tracing.tracesUrl, 'http://collector:4318/v1/traces')
 })

@@ -32,6 +32,7 @@ export const metricsPlugin = fp<MetricsPluginOptions>(async function metricsPlug
     deprecatedRoutes: snapshot.routes.filter((r) => r.deprecated !== undefined).map((r) => r.path),
     limiterStatus: limiterStatusOf(app),
     keyExpiry: { snapshot: () => app.gatewayConfig.current, now: () => app.clock() },
+    traceSpans: () => app.hasDecorator('tracing') ? app.tracing.counts : undefined,
     defaultMetrics: enabled
   })
   app.decorate('metrics', metrics)

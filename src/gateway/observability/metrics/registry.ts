@@ -7,6 +7,7 @@ import { OPERATIONS, type Operation } from '../../proxy/operations.js'
 import { registerKeyExpiryGauges, type KeyExpirySource } from './key-expiry-gauges.js'
 import type { LimiterStatus } from './limiter-status.js'
 import { ANONYMOUS_PLAN, UNMATCHED_ROUTE } from '../../../shared/labels.js'
+import { DROP_REASONS, type SpanCounts } from '../../../shared/tracing/span-counts.js'
 
 /** Seconds, from a cache-hot sub-millisecond answer to the 10 s upstream timeout. */
 export const DEFAULT_DURATION_BUCKETS: readonly number[] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
@@ -154,6 +155,8 @@ export interface MetricsOptions {
   buckets?: readonly number[]
   /** Config and clock for the key-expiry gauges (key-expiry-gauges.ts), read at scrape time; absent: no such gauges. */
   keyExpiry?: KeyExpirySource
+  /** Spans exported and dropped by the tracing SDK, read at scrape time; undefined while tracing is off (the counters stay at 0). */
+  traceSpans?: () => SpanCounts | undefined
 }
 
 function successStatus (op: Operation): number {
@@ -251,6 +254,35 @@ export function createGatewayMetrics (opts: MetricsOptions): GatewayMetrics {
       const status = limiter()
       const count = status === undefined ? 0 : status.bannedKeys()
       if (count !== undefined) this.set(count)
+    }
+  })
+
+  const spans = opts.traceSpans ?? (() => undefined)
+  let exportedSeen = 0
+  new Counter({
+    name: 'gateway_trace_spans_exported_total',
+    help: 'Spans the tracing SDK exported to the OTLP collector (0 while tracing is off)',
+    registers,
+    collect () {
+      const total = spans()?.exported ?? exportedSeen
+      if (total > exportedSeen) this.inc(total - exportedSeen)
+      exportedSeen = Math.max(total, exportedSeen)
+    }
+  })
+  const droppedSeen: Record<string, number> = {}
+  new Counter<'reason'>({
+    name: 'gateway_trace_spans_dropped_total',
+    help: 'Spans never exported, by reason: queue_full (OTEL_BSP_MAX_QUEUE_SIZE reached) or export_failed (collector down, slow or refusing)',
+    labelNames: ['reason'],
+    registers,
+    collect () {
+      const counts = spans()
+      for (const reason of DROP_REASONS) {
+        const seen = droppedSeen[reason] ?? 0
+        const total = counts?.dropped[reason] ?? seen
+        this.inc({ reason }, Math.max(0, total - seen))
+        droppedSeen[reason] = Math.max(total, seen)
+      }
     }
   })
 

@@ -1,0 +1,174 @@
+// The spans of one gateway request, made by hooks the tracing plugin registers when tracing is on: the
+// server span (first onRequest hook to the response), the limiter decision (hooks on either side of
+// the limiter's own, see limiter-spans.ts) and, through UpstreamSpans, the call to the backend.
+// Contexts are passed explicitly — no context manager, so no AsyncLocalStorage on the hot path. A
+// trace the sampler leaves out gets no child spans at all; its ids still reach the log lines and the
+// backend. Loaded only with tracing on.
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
+import { defaultTextMapGetter, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Link, type Tracer } from '@opentelemetry/api'
+import { W3CTraceContextPropagator } from '@opentelemetry/core'
+import {
+  ATTR_CLIENT_ADDRESS, ATTR_ERROR_TYPE, ATTR_HTTP_REQUEST_METHOD, ATTR_HTTP_REQUEST_METHOD_ORIGINAL, ATTR_HTTP_RESPONSE_STATUS_CODE,
+  ATTR_HTTP_ROUTE, ATTR_URL_PATH, ATTR_URL_SCHEME
+} from '@opentelemetry/semantic-conventions'
+import { toApiError } from '../../../interface/errors.js'
+import { ANONYMOUS_PLAN, UNMATCHED_ROUTE } from '../../../shared/labels.js'
+import { bindRequestLog } from '../request-log.js'
+import { routeUrlOf } from '../route-url.js'
+import {
+  ATTR_CONSUMER_ID, ATTR_PLAN, ATTR_RATELIMIT_BAN_STARTED, ATTR_RATELIMIT_OUTCOME, ATTR_RATELIMIT_REMAINING, ATTR_RATELIMIT_RETRY_AFTER,
+  ATTR_RATELIMIT_SOURCE, ATTR_RATELIMIT_STORE, ATTR_RATELIMIT_WINDOW, ATTR_REQUEST_ID
+} from './attributes.js'
+import type { RequestTrace } from './request-trace.js'
+import { UpstreamSpans } from './upstream-spans.js'
+
+/** TRACE_INCOMING_CONTEXT: `continue` a client's W3C trace context, or `restart` the trace at the edge (docs/tracing.md). */
+export const TRACE_INCOMING_POLICIES = ['continue', 'restart'] as const
+export type TraceIncoming = (typeof TRACE_INCOMING_POLICIES)[number]
+
+/** HTTP semantic conventions: a method outside this set is `_OTHER`, the original kept beside it. */
+const KNOWN_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'CONNECT', 'OPTIONS', 'TRACE', 'PATCH', 'QUERY'])
+const OTHER_METHOD = '_OTHER'
+const propagator = new W3CTraceContextPropagator()
+
+type Done = HookHandlerDoneFunction
+
+export interface RequestSpanHooks {
+  readonly startServerSpan: (request: FastifyRequest, reply: FastifyReply, done: Done) => void
+  readonly startLimiterSpan: (request: FastifyRequest, reply: FastifyReply, done: Done) => void
+  readonly endLimiterSpan: (request: FastifyRequest, reply: FastifyReply, done: Done) => void
+  readonly recordError: (request: FastifyRequest, reply: FastifyReply, error: FastifyError, done: Done) => void
+  readonly endServerSpan: (request: FastifyRequest, reply: FastifyReply, done: Done) => void
+  readonly upstream: UpstreamSpans
+}
+
+function pathOf (url: string): string {
+  const q = url.indexOf('?')
+  return q < 0 ? url : url.slice(0, q)
+}
+
+/**
+ * Where the limiter's decision came from, for ATTR_RATELIMIT_SOURCE. The store does not report it per
+ * decision yet; what is known is its breaker: while it is open every decision is the STORE_ON_ERROR
+ * policy's. `lease`, `batch` and `store` need RateLimitDecision to carry the source (docs/tracing.md).
+ */
+function decisionSource (app: FastifyInstance): string | undefined {
+  return app.hasDecorator('limiterStatus') && app.limiterStatus.fallbackActive() ? 'fallback' : undefined
+}
+
+export function createRequestSpans (app: FastifyInstance, tracer: Tracer, incoming: TraceIncoming): RequestSpanHooks {
+  const upstream = new UpstreamSpans(tracer)
+
+  function finishLimiterSpan (request: FastifyRequest, t: RequestTrace): void {
+    const span = t.limiter
+    if (span === undefined) return
+    t.limiter = undefined
+    const decision = request.rateLimit
+    const consumer = request.consumer
+    if (consumer !== null) span.setAttribute(ATTR_CONSUMER_ID, consumer.consumerId)
+    span.setAttribute(ATTR_PLAN, decision?.policy ?? consumer?.plan ?? ANONYMOUS_PLAN)
+    if (app.hasDecorator('limiter')) span.setAttribute(ATTR_RATELIMIT_STORE, app.limiter.store.kind)
+    const source = decisionSource(app)
+    if (source !== undefined) span.setAttribute(ATTR_RATELIMIT_SOURCE, source)
+    if (decision === null) {
+      // No decision: the store failed under STORE_ON_ERROR=closed and the limiter answered 503.
+      span.setAttribute(ATTR_RATELIMIT_OUTCOME, 'unavailable')
+      span.setStatus({ code: SpanStatusCode.ERROR, message: 'limiter store unavailable' })
+    } else {
+      span.setAttribute(ATTR_RATELIMIT_OUTCOME, decision.outcome)
+      span.setAttribute(ATTR_RATELIMIT_WINDOW, decision.rejectedBy ?? decision.window)
+      span.setAttribute(ATTR_RATELIMIT_REMAINING, decision.remaining)
+      if (!decision.allowed && decision.retryAfter !== undefined) span.setAttribute(ATTR_RATELIMIT_RETRY_AFTER, decision.retryAfter)
+      if (decision.banStarted) span.setAttribute(ATTR_RATELIMIT_BAN_STARTED, true)
+    }
+    span.end()
+  }
+
+  return {
+    upstream,
+
+    startServerSpan (request, _reply, done) {
+      const header = request.headers.traceparent
+      let parent = ROOT_CONTEXT
+      let links: Link[] | undefined
+      if (header !== undefined) {
+        const extracted = propagator.extract(ROOT_CONTEXT, request.headers, defaultTextMapGetter)
+        const remote = trace.getSpanContext(extracted)
+        if (remote !== undefined) {
+          if (incoming === 'continue') parent = extracted
+          else links = [{ context: remote }]
+        }
+      }
+      const span = tracer.startSpan(request.method, { kind: SpanKind.SERVER, links }, parent)
+      const recording = span.isRecording()
+      if (recording) {
+        const method = request.method
+        const known = KNOWN_METHODS.has(method)
+        span.setAttributes({
+          [ATTR_HTTP_REQUEST_METHOD]: known ? method : OTHER_METHOD,
+          [ATTR_URL_PATH]: pathOf(request.url),
+          [ATTR_URL_SCHEME]: request.protocol,
+          [ATTR_CLIENT_ADDRESS]: request.ip,
+          [ATTR_REQUEST_ID]: request.id
+        })
+        if (!known) span.setAttribute(ATTR_HTTP_REQUEST_METHOD_ORIGINAL, method)
+      }
+      const t: RequestTrace = { span, context: recording ? trace.setSpan(parent, span) : undefined, limiter: undefined, errorType: undefined }
+      request.trace = t
+      upstream.expect(request.id, t)
+      bindRequestLog(request, { traceId: span.spanContext().traceId })
+      done()
+    },
+
+    startLimiterSpan (request, _reply, done) {
+      const t = request.trace
+      if (t?.context !== undefined) t.limiter = tracer.startSpan('rate limit', { kind: SpanKind.INTERNAL }, t.context)
+      done()
+    },
+
+    endLimiterSpan (request, _reply, done) {
+      const t = request.trace
+      if (t !== null) finishLimiterSpan(request, t)
+      done()
+    },
+
+    // Runs for every error answered, hooks' included: a 429 or a 503 thrown by the limiter ends its
+    // span here (its after-hook never runs).
+    recordError (request, _reply, error, done) {
+      const t = request.trace
+      if (t !== null) {
+        finishLimiterSpan(request, t)
+        const answered = toApiError(error)
+        if (answered.status >= 500) t.errorType = answered.code
+      }
+      done()
+    },
+
+    endServerSpan (request, reply, done) {
+      const t = request.trace
+      if (t === null) { done(); return }
+      request.trace = null
+      upstream.forget(request.id)
+      finishLimiterSpan(request, t)
+      const span = t.span
+      if (span.isRecording()) {
+        const status = reply.statusCode
+        const route = routeUrlOf(request)
+        span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, status)
+        if (route !== UNMATCHED_ROUTE) {
+          span.setAttribute(ATTR_HTTP_ROUTE, route)
+          span.updateName(`${request.method} ${route}`)
+        }
+        const consumer = request.consumer
+        if (consumer !== null) span.setAttribute(ATTR_CONSUMER_ID, consumer.consumerId)
+        span.setAttribute(ATTR_PLAN, consumer?.plan ?? ANONYMOUS_PLAN)
+        if (status >= 500) {
+          span.setAttribute(ATTR_ERROR_TYPE, t.errorType ?? String(status))
+          span.setStatus({ code: SpanStatusCode.ERROR })
+        }
+        span.end()
+      }
+      done()
+    }
+  }
+}

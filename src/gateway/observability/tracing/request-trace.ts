@@ -1,0 +1,37 @@
+// What a traced request carries between the tracing hooks, and the decorators the tracing plugin
+// adds. Types only (erased at run time): with tracing off nothing here loads the SDK.
+import type { Context, Span } from '@opentelemetry/api'
+import type { SpanCounts } from '../../../shared/tracing/span-counts.js'
+
+export interface RequestTrace {
+  /** The server span; not recording when the sampler left this trace out (it still carries the ids). */
+  readonly span: Span
+  /** The server span's context, parent of the request's other spans; undefined when not recording. */
+  readonly context: Context | undefined
+  /** The limiter decision's span while it runs. */
+  limiter: Span | undefined
+  /** The catalogue code of a 5xx the gateway answered itself (`error.type` of the server span). */
+  errorType: string | undefined
+}
+
+export interface GatewayTracing {
+  /** True when spans are exported (an OTLP endpoint is set). */
+  readonly enabled: boolean
+  /** Exported and dropped spans since start; undefined with tracing off. */
+  readonly counts: SpanCounts | undefined
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Set by the tracing plugin's first onRequest hook with tracing on; null otherwise. */
+    trace: RequestTrace | null
+    /**
+     * True when the gateway decides the backend's `traceparent`/`tracestate` (tracing on, or
+     * TRACE_INCOMING_CONTEXT=restart): a client's own are then not forwarded.
+     */
+    ownsTraceContext: boolean
+  }
+  interface FastifyInstance {
+    tracing: GatewayTracing
+  }
+}

@@ -1,0 +1,87 @@
+// The limiter's span when Redis stops answering, against a real redis-server frozen with SIGSTOP: the
+// timed-out Redis call is visible as the span's length, decisions answered by STORE_ON_ERROR=local
+// once the breaker is open say `fallback`, and under `closed` the 503 is the span's error.
+import t from 'tap'
+import { startBackend } from '../../../helpers/backend.js'
+import { bearer, DEMO_KEYS, startGateway } from '../../../helpers/gateway.js'
+import { STATUS_ERROR, startOtlpReceiver } from '../../../helpers/otlp-receiver.js'
+import { poll } from '../../../helpers/poll.js'
+import { startRedis } from '../../../helpers/redis.js'
+import { theSpan, traceSpans, tracingTo } from '../../../helpers/tracing.js'
+
+const STORE_TIMEOUT_MS = 50
+const GATEWAY = 'petstore-gateway'
+const PARENT_SPAN = '7'.repeat(16)
+
+function traceOf (n: number): string {
+  return n.toString(16).padStart(32, 'a')
+}
+
+async function get (url: string, trace: string): Promise<{ status: number, ms: number }> {
+  const started = performance.now()
+  const res = await fetch(`${url}/v1/pets?limit=1`, { headers: { ...bearer(DEMO_KEYS.pro), traceparent: `00-${trace}-${PARENT_SPAN}-01` } })
+  await res.arrayBuffer()
+  return { status: res.status, ms: performance.now() - started }
+}
+
+function msOf (span: { startNs: bigint, endNs: bigint }): number {
+  return Number(span.endNs - span.startNs) / 1e6
+}
+
+t.test('local: Redis frozen — the timed-out call shows in the limiter span, then decisions say fallback', async (t) => {
+  const receiver = await startOtlpReceiver(t)
+  const redis = await startRedis(t)
+  const backend = await startBackend(t)
+  const gw = await startGateway(t, {
+    backendUrl: backend.url,
+    limiter: { settings: { redisUrl: redis.url, storeOnError: 'local', storeTimeoutMs: STORE_TIMEOUT_MS, storeLeases: false } },
+    tracing: { settings: tracingTo(receiver.url, GATEWAY) }
+  })
+  // Registered after the gateway's close, so it runs first: closing the gateway sends Redis a QUIT.
+  t.teardown(() => redis.signal('SIGCONT'))
+  t.equal((await get(gw.url, traceOf(1))).status, 200)
+  const healthy = theSpan(await traceSpans(receiver, traceOf(1), 4), traceOf(1), GATEWAY, 'rate limit')
+  t.equal(healthy.attributes['petstore.ratelimit.store'], 'redis')
+  t.notOk('petstore.ratelimit.source' in healthy.attributes, 'no source claimed while Redis answers (the store does not report one yet)')
+
+  redis.signal('SIGSTOP')
+  const first = await get(gw.url, traceOf(2))
+  t.equal(first.status, 200, 'the first request after the freeze is answered by the fallback')
+  const timedOut = theSpan(await traceSpans(receiver, traceOf(2), 4), traceOf(2), GATEWAY, 'rate limit')
+  t.ok(msOf(timedOut) >= STORE_TIMEOUT_MS, `its limiter span lasted ${msOf(timedOut).toFixed(1)} ms: the Redis call's timeout is where the time went`)
+  t.equal(timedOut.attributes['petstore.ratelimit.outcome'], 'ok')
+
+  let n = 3
+  const opened = await poll(async () => {
+    t.equal((await get(gw.url, traceOf(n++))).status, 200)
+    return gw.app.limiterStatus.fallbackActive()
+  }, 3_000, 1)
+  t.ok(opened, 'the breaker opened')
+  const answered = await get(gw.url, traceOf(n))
+  t.equal(answered.status, 200)
+  const fallback = theSpan(await traceSpans(receiver, traceOf(n), 4), traceOf(n), GATEWAY, 'rate limit')
+  t.equal(fallback.attributes['petstore.ratelimit.source'], 'fallback', 'a decision of the STORE_ON_ERROR policy says so')
+  t.equal(fallback.attributes['petstore.ratelimit.outcome'], 'ok')
+  t.equal(fallback.attributes['petstore.ratelimit.store'], 'redis', 'the store configured is still Redis')
+  t.ok(msOf(fallback) < STORE_TIMEOUT_MS, `and it did not wait for Redis (${msOf(fallback).toFixed(1)} ms)`)
+})
+
+t.test('closed: the 503 of a frozen Redis is the limiter span\'s error and the server span\'s', async (t) => {
+  const receiver = await startOtlpReceiver(t)
+  const redis = await startRedis(t)
+  const gw = await startGateway(t, {
+    limiter: { settings: { redisUrl: redis.url, storeOnError: 'closed', storeTimeoutMs: STORE_TIMEOUT_MS, storeLeases: false } },
+    tracing: { settings: tracingTo(receiver.url, GATEWAY) }
+  })
+  t.teardown(() => redis.signal('SIGCONT'))
+  redis.signal('SIGSTOP')
+  t.equal((await get(gw.url, traceOf(100))).status, 503)
+  const spans = await traceSpans(receiver, traceOf(100), 2)
+  const limiter = theSpan(spans, traceOf(100), GATEWAY, 'rate limit')
+  t.equal(limiter.attributes['petstore.ratelimit.outcome'], 'unavailable')
+  t.equal(limiter.status.code, STATUS_ERROR)
+  const server = theSpan(spans, traceOf(100), GATEWAY, 'GET /v1/pets')
+  t.equal(server.status.code, STATUS_ERROR)
+  t.equal(server.attributes['error.type'], 'unavailable')
+  t.equal(server.attributes['http.response.status_code'], 503)
+})
