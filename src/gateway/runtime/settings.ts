@@ -9,8 +9,7 @@ import { DEFAULT_STORE_ON_ERROR, STORE_ON_ERROR_POLICIES, type StoreOnError } fr
 import { DEFAULT_ANONYMOUS_STATE_MAX } from '../limiter/stores/memory.js'
 import { DEFAULT_STORE_TIMEOUT_MS } from '../limiter/stores/resilient.js'
 import { tracingSettingsFromEnv, type TracingSettings } from '../../shared/tracing/settings.js'
-import { DEFAULT_GATEWAY_SERVICE_NAME, DEFAULT_TRACE_INCOMING } from '../observability/tracing/plugin.js'
-import { TRACE_INCOMING_POLICIES, type TraceIncoming } from '../observability/tracing/request-spans.js'
+import { DEFAULT_GATEWAY_SERVICE_NAME, DEFAULT_TRACE_INCOMING, TRACE_INCOMING_POLICIES, type TraceIncoming } from '../observability/tracing/plugin.js'
 
 export const DEFAULT_GATEWAY_HOST = '0.0.0.0'
 export const DEFAULT_GATEWAY_PORT = 8080

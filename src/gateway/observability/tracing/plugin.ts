@@ -12,9 +12,12 @@ import type { FastifyRequest, FastifyReply, HookHandlerDoneFunction } from 'fast
 import type { TracingSettings } from '../../../shared/tracing/settings.js'
 import { traceIdOf } from '../../../shared/tracing/traceparent.js'
 import { bindRequestLog } from '../request-log.js'
-import type { RequestSpanHooks, TraceIncoming } from './request-spans.js'
+import type { RequestSpanHooks } from './request-spans.js'
 import type { GatewayTracing } from './request-trace.js'
 
+/** TRACE_INCOMING_CONTEXT: `continue` a client's W3C trace context, or `restart` the trace at the edge (docs/tracing.md). */
+export const TRACE_INCOMING_POLICIES = ['continue', 'restart'] as const
+export type TraceIncoming = (typeof TRACE_INCOMING_POLICIES)[number]
 export const DEFAULT_TRACE_INCOMING: TraceIncoming = 'continue'
 /** OTEL_SERVICE_NAME when unset. */
 export const DEFAULT_GATEWAY_SERVICE_NAME = 'petstore-gateway'

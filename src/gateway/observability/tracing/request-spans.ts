@@ -22,9 +22,7 @@ import {
 import type { RequestTrace } from './request-trace.js'
 import { UpstreamSpans } from './upstream-spans.js'
 
-/** TRACE_INCOMING_CONTEXT: `continue` a client's W3C trace context, or `restart` the trace at the edge (docs/tracing.md). */
-export const TRACE_INCOMING_POLICIES = ['continue', 'restart'] as const
-export type TraceIncoming = (typeof TRACE_INCOMING_POLICIES)[number]
+import type { TraceIncoming } from './plugin.js'
 
 /** HTTP semantic conventions: a method outside this set is `_OTHER`, the original kept beside it. */
 const KNOWN_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'CONNECT', 'OPTIONS', 'TRACE', 'PATCH', 'QUERY'])
