@@ -1,6 +1,6 @@
 // buildGateway: the public gateway as a Fastify instance, never listening (server.ts does that,
 // tests build it with options). Plugins are registered in the order of the request pipeline:
-// config snapshot → screen (malformed URL, doubled Authorization) → authenticate → limit → 400 for
+// config snapshot (and, from a config directory, its first load) → screen (malformed URL, doubled Authorization) → authenticate → limit → 400 for
 // what was screened → require a key (401) → route (404/405) → lifecycle
 // → edge checks (413/415, by Fastify's body parsing) → proxy.
 import { randomUUID } from 'node:crypto'
@@ -27,15 +27,20 @@ import { DEFAULT_BODY_LIMIT_BYTES, DEFAULT_UPSTREAM_TIMEOUT_MS, TRUST_PROXY_TRUE
 
 export { DEFAULT_KEEP_ALIVE_TIMEOUT_MS, DEFAULT_MAX_PARAM_LENGTH, DEFAULT_REQUEST_TIMEOUT_MS } from './edge/limits.js'
 
-export interface GatewayOptions {
-  /** A snapshot (fixed config) or a holder whose snapshot a reloader swaps. */
-  config: ConfigSnapshot | ConfigHolder
+/**
+ * Where the config comes from: a config directory, loaded at registration and reloaded through the
+ * same path (config/reload.ts), or a snapshot fixed for the gateway's life (a holder, for a caller
+ * that swaps snapshots itself).
+ */
+export type GatewayConfigSource =
+  | { reload: ReloadOptions, config?: undefined }
+  | { config: ConfigSnapshot | ConfigHolder, reload?: undefined }
+
+export interface GatewayOptionsBase {
   backendUrl: string
   upstreamTimeoutMs?: number
   bodyLimit?: number
   trustProxy?: boolean | number | string
-  /** Reload the config from this directory on change / SIGHUP / admin request. */
-  reload?: ReloadOptions
   /** A pino logger, pino options, or false for none. */
   logger?: FastifyBaseLogger | LoggerOptions | false
   /** Wall clock in Unix ms (lifecycle sunset); tests inject one. Default Date.now. */
@@ -51,6 +56,8 @@ export interface GatewayOptions {
   /** The readiness registry the plugins register their checks in; give one to hand it to buildAdmin too. */
   readiness?: ReadinessRegistry
 }
+
+export type GatewayOptions = GatewayOptionsBase & GatewayConfigSource
 
 function isHolder (config: ConfigSnapshot | ConfigHolder): config is ConfigHolder {
   return 'swap' in config
@@ -99,11 +106,14 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
     done()
   })
 
-  const holder = isHolder(options.config) ? options.config : createConfigHolder(options.config)
+  const holder = options.config === undefined ? createConfigHolder() : isHolder(options.config) ? options.config : createConfigHolder(options.config)
   const readiness = options.readiness ?? new ReadinessRegistry()
   await app.register(shutdownPlugin, { readiness })
   await app.register(clockPlugin, { now: options.now })
   await app.register(configPlugin, { holder })
+  // The first load of a config directory, before anything that reads the config; it throws the
+  // ConfigError of a directory that does not load.
+  if (options.reload !== undefined) await app.register(reloadPlugin, options.reload)
   await app.register(screenRequest)
   await app.register(authenticate)
   await app.register(limiterPlugin, { ...options.limiter, readiness })
@@ -113,7 +123,6 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
   await app.register(upstreamTimingPlugin)
   await app.register(metricsPlugin, { enabled: options.metrics })
   await app.register(requestLogPlugin)
-  if (options.reload !== undefined) await app.register(reloadPlugin, options.reload)
   await app.register(openApiPlugin, options.openApi ?? {})
   await app.register(proxyPlugin, {
     backendUrl: options.backendUrl,
