@@ -9,6 +9,7 @@ import type { LimiterStore } from '../../../src/gateway/limiter/store.js'
 import { createMemoryStore } from '../../../src/gateway/limiter/stores/memory.js'
 import { BAN_LIFT_CHANNEL, createRedisStore } from '../../../src/gateway/limiter/stores/redis.js'
 import { createResilientStore } from '../../../src/gateway/limiter/stores/resilient.js'
+import { poll, sleep } from '../../helpers/poll.js'
 import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 
 const T0 = Date.UTC(2030, 0, 1)
@@ -23,7 +24,7 @@ interface Harness {
 
 async function sleepPast (until: number): Promise<void> {
   const left = until - Date.now() + 20
-  if (left > 0) await new Promise((resolve) => setTimeout(resolve, left))
+  if (left > 0) await sleep(left)
 }
 
 const factories: Record<string, (t: Test) => Promise<Harness>> = {
@@ -92,8 +93,7 @@ t.test('redis reset tells every process to drop its cached ban', async (t) => {
   await subscriber.subscribe(BAN_LIFT_CHANNEL)
   subscriber.on('message', (_channel: string, id: string) => heard.push(id))
   await store.reset('acme')
-  const started = Date.now()
-  while (heard.length === 0 && Date.now() - started < 2000) await new Promise((resolve) => setTimeout(resolve, 10))
+  await poll(() => heard.length > 0, 2000, 10)
   t.same(heard, ['acme'])
 })
 

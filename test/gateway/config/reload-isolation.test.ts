@@ -6,6 +6,7 @@ import { execFileSync } from 'node:child_process'
 import { cpSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { bearer, DEMO_KEYS, FIXTURE_CONFIG_DIR, startGateway, type StartedGateway } from '../../helpers/gateway.js'
+import { sleep } from '../../helpers/poll.js'
 
 const PING_EVERY_MS = 50
 const SLOWEST_ALLOWED_MS = 100
@@ -18,7 +19,7 @@ t.setTimeout(300_000)
  * just before. Parsing on the event loop stalls requests for seconds, which fails either way.
  */
 async function slowestAllowed (gw: StartedGateway): Promise<number> {
-  const { latencies } = await pingThroughout(gw, async () => await new Promise((resolve) => setTimeout(resolve, 3000)))
+  const { latencies } = await pingThroughout(gw, async () => { await sleep(3000) })
   return Math.max(SLOWEST_ALLOWED_MS, Math.max(...latencies) + SLOWEST_ALLOWED_MS)
 }
 
@@ -44,7 +45,7 @@ async function pingThroughout<T> (gw: StartedGateway, during: () => Promise<T>):
   const timer = setInterval(ping, PING_EVERY_MS)
   try {
     const result = await during()
-    await new Promise((resolve) => setTimeout(resolve, 200))
+    await sleep(200)
     return { result, latencies, statuses }
   } finally {
     clearInterval(timer)
