@@ -10,7 +10,7 @@ import { parseArgs } from 'node:util'
 import { keyDigest } from '../gateway/auth/bearer.js'
 import { ConfigError, parseConfig } from '../gateway/config/loader.js'
 import { loadConfigOnce } from '../gateway/config/provider.js'
-import { loadConfigDir, readConfigTexts } from '../gateway/config/read-files.js'
+import { DEFAULT_CONFIG_DIR, loadConfigDir, readConfigTexts } from '../gateway/config/read-files.js'
 import { createStore } from '../gateway/limiter/create-store.js'
 import { settingsFromEnv } from '../gateway/runtime/settings.js'
 import { adminCall, DEFAULT_ADMIN_URL, type AdminTarget } from './admin-client.js'
@@ -134,7 +134,7 @@ function keysHash (args: string[], out: Out): number {
 
 /** Loads the directory as the gateway does at start-up and on every reload (config/provider.ts), so it reports the same problems. */
 async function configCheck (args: string[], out: Out, err: Out): Promise<number> {
-  const dir = args[0] ?? process.env.CONFIG_DIR ?? './config'
+  const dir = args[0] ?? process.env.CONFIG_DIR ?? DEFAULT_CONFIG_DIR
   try {
     const snapshot = await loadConfigOnce({ dir, maxBytes: settingsFromEnv().configMaxBytes, now: Date.now })
     out(`${dir}: ok (version ${snapshot.version}, ${snapshot.plans.size} plans, ${snapshot.keysById.size} keys, ${snapshot.routes.length} routes)`)

@@ -9,7 +9,7 @@ import type { Test } from 'tap'
 import { buildAdmin } from '../../src/gateway/admin/app.js'
 import { ReadinessRegistry } from '../../src/gateway/runtime/readiness.js'
 import { buildGateway, type GatewayOptionsBase } from '../../src/gateway/app.js'
-import { CONFIG_FILES, parseConfig, type ConfigTexts } from '../../src/gateway/config/loader.js'
+import { CONFIG_FILES, ConfigError, parseConfig, type ConfigTexts } from '../../src/gateway/config/loader.js'
 import type { ConfigHolder } from '../../src/gateway/config/plugin.js'
 import type { ReloadOptions } from '../../src/gateway/config/reload.js'
 import type { ConfigSnapshot } from '../../src/gateway/config/types.js'
@@ -41,6 +41,17 @@ export function configTexts (overrides: Partial<ConfigTexts> = {}): ConfigTexts 
 
 export function testConfig (overrides: Partial<ConfigTexts> = {}): ConfigSnapshot {
   return parseConfig(configTexts(overrides))
+}
+
+/** The problems the loader reports for the fixture config with these files replaced; [] when it is accepted. */
+export function configProblems (overrides: Partial<ConfigTexts> = {}): readonly string[] {
+  try {
+    parseConfig(configTexts(overrides))
+  } catch (err) {
+    if (err instanceof ConfigError) return err.problems
+    throw err
+  }
+  return []
 }
 
 export interface StartedGateway {

@@ -1,22 +1,14 @@
 import t from 'tap'
 import { cpSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { ConfigError, parseConfig } from '../../../src/gateway/config/loader.js'
+import { parseConfig } from '../../../src/gateway/config/loader.js'
 import { loadConfigDir } from '../../../src/gateway/config/read-files.js'
 import { assertNoDemoKeys } from '../../../src/gateway/config/demo-keys.js'
-import { configTexts, FIXTURE_CONFIG_DIR } from '../../helpers/gateway.js'
+import { configProblems, configTexts, FIXTURE_CONFIG_DIR } from '../../helpers/gateway.js'
 
 const D1 = 'a'.repeat(64)
 
-function problemsOf (overrides: Parameters<typeof configTexts>[0]): readonly string[] {
-  try {
-    parseConfig(configTexts(overrides))
-  } catch (err) {
-    if (err instanceof ConfigError) return err.problems
-    throw err
-  }
-  throw new Error('config was accepted')
-}
+const problemsOf = configProblems
 
 t.test('the shipped config loads: four plans, anonymous policy, ban policy, routes', async (t) => {
   const snapshot = loadConfigDir(FIXTURE_CONFIG_DIR)
