@@ -4,33 +4,9 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { join, posix, relative, resolve } from 'node:path'
 import t from 'tap'
-import { parseAllDocuments } from 'yaml'
 import { CONFIG_FILES, type ConfigTexts } from '../../src/gateway/config/loader.js'
 import { DEFAULT_ADMIN_PORT, DEFAULT_GATEWAY_PORT, DEFAULT_SHUTDOWN_GRACE_MS } from '../../src/gateway/runtime/settings.js'
-import { BACKEND_ENV, BACKEND_PORT, checkGatewayConfig, COMPOSE_DIR, DEPLOY, GATEWAY_ENV, IMAGE_ENV, loadYaml, ROOT, walk, type Json } from '../helpers/deploy.js'
-
-/** `${VAR}` and `${VAR:-default}` as docker compose interpolates them. */
-function interpolate (text: string, vars: Record<string, string>): string {
-  return text.replace(/\$\{([A-Z0-9_]+)(?::-([^}]*))?\}/g, (_all, name: string, fallback: string | undefined) => vars[name] ?? fallback ?? '')
-}
-
-/** KEY=value lines of a compose --env-file. */
-function envFile (path: string): Record<string, string> {
-  return Object.fromEntries(readFileSync(path, 'utf8').split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'))
-    .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]))
-}
-
-const COMPOSE_VARIANTS = {
-  default: { vars: {} as Record<string, string>, configDir: join(COMPOSE_DIR, 'config') },
-  staging: { vars: envFile(join(COMPOSE_DIR, 'staging.env')), configDir: join(COMPOSE_DIR, 'config-staging') }
-}
-
-function composeFile (vars: Record<string, string>): Json {
-  const file = join(COMPOSE_DIR, 'docker-compose.yml')
-  const docs = parseAllDocuments(interpolate(readFileSync(file, 'utf8'), vars), { merge: true })
-  if (!Array.isArray(docs) || docs.length !== 1) throw new Error('docker-compose.yml: one document expected')
-  return (docs[0] as { toJS: () => Json }).toJS()
-}
+import { BACKEND_ENV, BACKEND_PORT, checkGatewayConfig, COMPOSE_DIR, COMPOSE_VARIANTS, composeFile, DEPLOY, GATEWAY_ENV, IMAGE_ENV, loadYaml, ROOT, walk, type Json } from '../helpers/deploy.js'
 
 for (const [variant, { vars, configDir }] of Object.entries(COMPOSE_VARIANTS)) t.test(`compose (${variant}): backend, two gateways on one Redis, Prometheus, Grafana, live config volume`, async (t) => {
   const compose = composeFile(vars)

@@ -23,7 +23,7 @@ import { buildAdmin } from '../../src/gateway/admin/app.js'
 import { CONFIG_FILES, type ConfigTexts } from '../../src/gateway/config/loader.js'
 import { ReadinessRegistry } from '../../src/gateway/runtime/readiness.js'
 import { DEFAULT_ADMIN_PORT, DEFAULT_GATEWAY_PORT, DEFAULT_SHUTDOWN_GRACE_MS } from '../../src/gateway/runtime/settings.js'
-import { BACKEND_ENV, BACKEND_PORT, checkGatewayConfig, envOf, envValue, GATEWAY_ENV, K8S_DIR, kustomize, loadYaml, parseDockerfile, ROOT, walk, type Json } from '../helpers/deploy.js'
+import { BACKEND_ENV, BACKEND_PORT, checkGatewayConfig, containerOf, envOf, envValue, GATEWAY_ENV, K8S_DIR, kustomize, loadYaml, parseDockerfile, ROOT, walk, type Json } from '../helpers/deploy.js'
 
 type Validate = (data: unknown) => boolean
 // The operator package exports its models but not their compiled schemas; load the schema file itself.
@@ -99,9 +99,6 @@ function rendered (which: Rendering): K8sDoc[] {
   const namespace = docs.find((d) => d.doc.kind === 'Namespace')?.doc.metadata.name as string | undefined
   const secrets = loadYaml(SECRET_EXAMPLE).map((doc) => ({ file: 'secret.example.yaml', doc: namespace === undefined ? doc : { ...doc, metadata: { ...doc.metadata, namespace } } }))
   return [...docs, ...secrets]
-}
-function containerOf (deployment: Json | undefined): Json {
-  return deployment?.spec.template.spec.containers[0] as Json
 }
 function portNumber (container: Json, port: string | number): number | undefined {
   return typeof port === 'number' ? port : (container.ports as Json[]).find((p) => p.name === port)?.containerPort as number | undefined

@@ -118,3 +118,31 @@ export function kustomize (dir: string): Json[] {
   }
   return structuredClone(docs)
 }
+
+/** `${VAR}` and `${VAR:-default}` as docker compose interpolates them. */
+export function interpolate (text: string, vars: Record<string, string>): string {
+  return text.replace(/\$\{([A-Z0-9_]+)(?::-([^}]*))?\}/g, (_all, name: string, fallback: string | undefined) => vars[name] ?? fallback ?? '')
+}
+
+/** KEY=value lines of a compose --env-file. */
+export function envFile (path: string): Record<string, string> {
+  return Object.fromEntries(readFileSync(path, 'utf8').split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'))
+    .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]))
+}
+
+export const COMPOSE_VARIANTS = {
+  default: { vars: {} as Record<string, string>, configDir: join(COMPOSE_DIR, 'config') },
+  staging: { vars: envFile(join(COMPOSE_DIR, 'staging.env')), configDir: join(COMPOSE_DIR, 'config-staging') }
+}
+
+export function composeFile (vars: Record<string, string>): Json {
+  const file = join(COMPOSE_DIR, 'docker-compose.yml')
+  const docs = parseAllDocuments(interpolate(readFileSync(file, 'utf8'), vars), { merge: true })
+  if (!Array.isArray(docs) || docs.length !== 1) throw new Error('docker-compose.yml: one document expected')
+  return (docs[0] as { toJS: () => Json }).toJS()
+}
+
+/** The first container of a Deployment's pods. */
+export function containerOf (deployment: Json | undefined): Json {
+  return deployment?.spec.template.spec.containers[0] as Json
+}
