@@ -33,7 +33,8 @@ t.test('a writer pausing 1.5 s mid-file: the prefix is never applied; the whole 
   cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
   const path = join(dir, 'keys.yaml')
   const fd0 = openSync(path, 'w')
-  writeSync(fd0, keysYaml('free'))
+  // business (1,000 a minute): the probes below never reach a limit, whatever their pace.
+  writeSync(fd0, keysYaml('business'))
   closeSync(fd0)
   const gw = await startGateway(t, { reload: { dir } })
   const old = await startGateway(t, { reload: { dir, quietMs: OLD_WAIT_MS } })
