@@ -8,13 +8,13 @@
 // BENCH_BASELINE=<dir>: also the gateway of another checkout (src/ of an older commit with
 // node_modules linked in): before/after in the same run.
 // Env: BENCH_ROUNDS [15] BENCH_BATCH [2000] BENCH_CONCURRENCY [16]. Writes bench/results/policy-cost.json.
-import { openSync, mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs'
+import { existsSync, openSync, mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Fastify, { type FastifyInstance } from 'fastify'
 import httpProxy from '@fastify/http-proxy'
 import type * as AppModule from '../src/gateway/app.js'
-import type * as LoaderModule from '../src/gateway/config/loader.js'
+import type * as ReadFilesModule from '../src/gateway/config/read-files.js'
 import type * as LoggerModule from '../src/gateway/observability/logger.js'
 import { writeConfigWithKeys } from './config-load.js'
 import { median } from './lib/load.js'
@@ -44,7 +44,9 @@ async function bare (backendUrl: string): Promise<FastifyInstance> {
 /** The gateway of the checkout at `root`, built as server.ts builds it (in-process store, info logs). */
 async function gateway (root: string, backendUrl: string, configDir: string, logFd: number): Promise<FastifyInstance> {
   const { buildGateway } = await import(join(root, 'src', 'gateway', 'app.ts')) as typeof AppModule
-  const { loadConfigDir } = await import(join(root, 'src', 'gateway', 'config', 'loader.ts')) as typeof LoaderModule
+  // loadConfigDir moved from loader.ts to read-files.ts; a baseline checkout may predate that.
+  const configDirModule = join(root, 'src', 'gateway', 'config', existsSync(join(root, 'src', 'gateway', 'config', 'read-files.ts')) ? 'read-files.ts' : 'loader.ts')
+  const { loadConfigDir } = await import(configDirModule) as typeof ReadFilesModule
   const { createGatewayLogger } = await import(join(root, 'src', 'gateway', 'observability', 'logger.ts')) as typeof LoggerModule
   const app = await buildGateway({ config: loadConfigDir(configDir), backendUrl, logger: createGatewayLogger({ level: 'info', fd: logFd }) })
   await app.ready()

@@ -8,7 +8,9 @@ import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { parseArgs } from 'node:util'
 import { keyDigest } from '../gateway/auth/bearer.js'
-import { ConfigError, loadConfigDir, parseConfig, readConfigTexts } from '../gateway/config/loader.js'
+import { ConfigError, parseConfig } from '../gateway/config/loader.js'
+import { loadConfigOnce } from '../gateway/config/provider.js'
+import { DEFAULT_CONFIG_DIR, loadConfigDir, readConfigTexts } from '../gateway/config/read-files.js'
 import { createStore } from '../gateway/limiter/create-store.js'
 import { settingsFromEnv } from '../gateway/runtime/settings.js'
 import { adminCall, DEFAULT_ADMIN_URL, type AdminTarget } from './admin-client.js'
@@ -117,10 +119,11 @@ function keysHash (args: string[], out: Out): number {
   return 0
 }
 
-function configCheck (args: string[], out: Out, err: Out): number {
-  const dir = args[0] ?? process.env.CONFIG_DIR ?? './config'
+/** Loads the directory as the gateway does at start-up and on every reload (config/provider.ts), so it reports the same problems. */
+async function configCheck (args: string[], out: Out, err: Out): Promise<number> {
+  const dir = args[0] ?? process.env.CONFIG_DIR ?? DEFAULT_CONFIG_DIR
   try {
-    const snapshot = loadConfigDir(dir, { maxBytes: settingsFromEnv().configMaxBytes })
+    const snapshot = await loadConfigOnce({ dir, maxBytes: settingsFromEnv().configMaxBytes, now: Date.now })
     out(`${dir}: ok (version ${snapshot.version}, ${snapshot.plans.size} plans, ${snapshot.keysById.size} keys, ${snapshot.routes.length} routes)`)
     return 0
   } catch (e) {

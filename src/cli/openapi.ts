@@ -5,9 +5,8 @@ import { mkdirSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import openapiTS, { astToString, COMMENT_HEADER, type OpenAPI3 } from 'openapi-typescript'
-import { loadConfigDir } from '../gateway/config/loader.js'
+import { DEFAULT_CONFIG_DIR, loadConfigDir } from '../gateway/config/read-files.js'
 import { buildOpenApiDocument, type JsonObject } from '../gateway/openapi/document.js'
-import { DEFAULT_CONFIG_DIR } from '../gateway/runtime/settings.js'
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 export const DEFAULT_DOCUMENT_PATH = join(repoRoot, 'docs', 'openapi.json')

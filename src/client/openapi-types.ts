@@ -217,7 +217,7 @@ export interface operations {
                     "application/json": components["schemas"]["Pets"];
                 };
             };
-            /** @description Bad JSON, missing or invalid fields, bad query or path parameter (`invalid_body` / `invalid_parameter`) */
+            /** @description `invalid_parameter`: A query or path parameter is invalid, or the URL is malformed; `invalid_request`: The request itself is malformed, e.g. more than one `Authorization` header */
             400: {
                 headers: {
                     /** @description Identifier of this request, for support and logs */
@@ -257,13 +257,13 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
-                        code?: "invalid_body" | "invalid_parameter";
+                        code?: "invalid_parameter" | "invalid_request";
                         /** @constant */
                         status?: 400;
                     };
                 };
             };
-            /** @description Missing, invalid or disabled API key (`unauthorized`), or a key past its expiry (`key_expired`, the message says when it expired) (`unauthorized` / `key_expired`) */
+            /** @description `unauthorized`: The API key is missing, invalid or disabled; `key_expired`: The API key is past its expiry date; the message says when it expired */
             401: {
                 headers: {
                     /** @description Identifier of this request, for support and logs */
@@ -365,7 +365,53 @@ export interface operations {
                     };
                 };
             };
-            /** @description Over the rate limit (`rate_limited`), or the key is temporarily banned for continuing after 429s (`key_banned`). Wait `Retry-After` seconds before retrying; back off exponentially. (`rate_limited` / `key_banned`) */
+            /** @description The request was not received in time (`request_timeout`) */
+            408: {
+                headers: {
+                    /** @description Identifier of this request, for support and logs */
+                    "X-Request-Id": string;
+                    /**
+                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @example 60
+                     */
+                    "X-RateLimit-Limit"?: number;
+                    /**
+                     * @description Requests left in that window
+                     * @example 59
+                     */
+                    "X-RateLimit-Remaining"?: number;
+                    /**
+                     * @description Unix time (whole seconds, rounded up) when that window next frees capacity
+                     * @example 1767225660
+                     */
+                    "X-RateLimit-Reset"?: number;
+                    /**
+                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     */
+                    "RateLimit-Policy"?: string;
+                    /**
+                     * @description The binding policy per draft-ietf-httpapi-ratelimit-headers-10: remaining `r` and seconds until reset `t`
+                     * @example "minute";r=59;t=60
+                     */
+                    RateLimit?: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "request_timeout";
+                        /** @constant */
+                        status?: 408;
+                    };
+                };
+            };
+            /** @description `rate_limited`: Over the rate limit: wait `Retry-After` seconds before retrying, and back off exponentially; `key_banned`: The API key is temporarily banned for continuing after 429s: wait `Retry-After` seconds */
             429: {
                 headers: {
                     /** @description Identifier of this request, for support and logs */
@@ -413,6 +459,52 @@ export interface operations {
                         code?: "rate_limited" | "key_banned";
                         /** @constant */
                         status?: 429;
+                    };
+                };
+            };
+            /** @description The request headers are over the size limit (`headers_too_large`) */
+            431: {
+                headers: {
+                    /** @description Identifier of this request, for support and logs */
+                    "X-Request-Id": string;
+                    /**
+                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @example 60
+                     */
+                    "X-RateLimit-Limit"?: number;
+                    /**
+                     * @description Requests left in that window
+                     * @example 59
+                     */
+                    "X-RateLimit-Remaining"?: number;
+                    /**
+                     * @description Unix time (whole seconds, rounded up) when that window next frees capacity
+                     * @example 1767225660
+                     */
+                    "X-RateLimit-Reset"?: number;
+                    /**
+                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     */
+                    "RateLimit-Policy"?: string;
+                    /**
+                     * @description The binding policy per draft-ietf-httpapi-ratelimit-headers-10: remaining `r` and seconds until reset `t`
+                     * @example "minute";r=59;t=60
+                     */
+                    RateLimit?: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "headers_too_large";
+                        /** @constant */
+                        status?: 431;
                     };
                 };
             };
@@ -508,7 +600,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Shutting down, or the rate limiter is unavailable (`unavailable`) */
+            /** @description The gateway is shutting down, or its rate limiter is unavailable (`unavailable`) */
             503: {
                 headers: {
                     /** @description Identifier of this request, for support and logs */
@@ -661,7 +753,7 @@ export interface operations {
                     "application/json": components["schemas"]["Pet"];
                 };
             };
-            /** @description Bad JSON, missing or invalid fields, bad query or path parameter (`invalid_body` / `invalid_parameter`) */
+            /** @description `invalid_body`: The body is not valid JSON, or a field is missing, unknown or invalid; `invalid_parameter`: A query or path parameter is invalid, or the URL is malformed; `invalid_request`: The request itself is malformed, e.g. more than one `Authorization` header */
             400: {
                 headers: {
                     /** @description Identifier of this request, for support and logs */
@@ -701,13 +793,13 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
-                        code?: "invalid_body" | "invalid_parameter";
+                        code?: "invalid_body" | "invalid_parameter" | "invalid_request";
                         /** @constant */
                         status?: 400;
                     };
                 };
             };
-            /** @description Missing, invalid or disabled API key (`unauthorized`), or a key past its expiry (`key_expired`, the message says when it expired) (`unauthorized` / `key_expired`) */
+            /** @description `unauthorized`: The API key is missing, invalid or disabled; `key_expired`: The API key is past its expiry date; the message says when it expired */
             401: {
                 headers: {
                     /** @description Identifier of this request, for support and logs */
@@ -809,7 +901,53 @@ export interface operations {
                     };
                 };
             };
-            /** @description Request body over the size limit (`payload_too_large`) */
+            /** @description The request was not received in time (`request_timeout`) */
+            408: {
+                headers: {
+                    /** @description Identifier of this request, for support and logs */
+                    "X-Request-Id": string;
+                    /**
+                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @example 60
+                     */
+                    "X-RateLimit-Limit"?: number;
+                    /**
+                     * @description Requests left in that window
+                     * @example 59
+                     */
+                    "X-RateLimit-Remaining"?: number;
+                    /**
+                     * @description Unix time (whole seconds, rounded up) when that window next frees capacity
+                     * @example 1767225660
+                     */
+                    "X-RateLimit-Reset"?: number;
+                    /**
+                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     */
+                    "RateLimit-Policy"?: string;
+                    /**
+                     * @description The binding policy per draft-ietf-httpapi-ratelimit-headers-10: remaining `r` and seconds until reset `t`
+                     * @example "minute";r=59;t=60
+                     */
+                    RateLimit?: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "request_timeout";
+                        /** @constant */
+                        status?: 408;
+                    };
+                };
+            };
+            /** @description The request body is over the size limit (`payload_too_large`) */
             413: {
                 headers: {
                     /** @description Identifier of this request, for support and logs */
@@ -855,7 +993,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Request body is not `application/json` (`unsupported_media_type`) */
+            /** @description The request body is not `application/json` (`unsupported_media_type`) */
             415: {
                 headers: {
                     /** @description Identifier of this request, for support and logs */
@@ -901,7 +1039,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Over the rate limit (`rate_limited`), or the key is temporarily banned for continuing after 429s (`key_banned`). Wait `Retry-After` seconds before retrying; back off exponentially. (`rate_limited` / `key_banned`) */
+            /** @description `rate_limited`: Over the rate limit: wait `Retry-After` seconds before retrying, and back off exponentially; `key_banned`: The API key is temporarily banned for continuing after 429s: wait `Retry-After` seconds */
             429: {
                 headers: {
                     /** @description Identifier of this request, for support and logs */
@@ -949,6 +1087,52 @@ export interface operations {
                         code?: "rate_limited" | "key_banned";
                         /** @constant */
                         status?: 429;
+                    };
+                };
+            };
+            /** @description The request headers are over the size limit (`headers_too_large`) */
+            431: {
+                headers: {
+                    /** @description Identifier of this request, for support and logs */
+                    "X-Request-Id": string;
+                    /**
+                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @example 60
+                     */
+                    "X-RateLimit-Limit"?: number;
+                    /**
+                     * @description Requests left in that window
+                     * @example 59
+                     */
+                    "X-RateLimit-Remaining"?: number;
+                    /**
+                     * @description Unix time (whole seconds, rounded up) when that window next frees capacity
+                     * @example 1767225660
+                     */
+                    "X-RateLimit-Reset"?: number;
+                    /**
+                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     */
+                    "RateLimit-Policy"?: string;
+                    /**
+                     * @description The binding policy per draft-ietf-httpapi-ratelimit-headers-10: remaining `r` and seconds until reset `t`
+                     * @example "minute";r=59;t=60
+                     */
+                    RateLimit?: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "headers_too_large";
+                        /** @constant */
+                        status?: 431;
                     };
                 };
             };
@@ -1044,7 +1228,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Shutting down, or the rate limiter is unavailable (`unavailable`) */
+            /** @description The gateway is shutting down, or its rate limiter is unavailable (`unavailable`) */
             503: {
                 headers: {
                     /** @description Identifier of this request, for support and logs */
@@ -1206,7 +1390,7 @@ export interface operations {
                     "application/json": components["schemas"]["Pet"];
                 };
             };
-            /** @description Bad JSON, missing or invalid fields, bad query or path parameter (`invalid_body` / `invalid_parameter`) */
+            /** @description `invalid_parameter`: A query or path parameter is invalid, or the URL is malformed; `invalid_request`: The request itself is malformed, e.g. more than one `Authorization` header */
             400: {
                 headers: {
                     /** @description Identifier of this request, for support and logs */
@@ -1240,17 +1424,17 @@ export interface operations {
                      * @description RFC 9745: deprecated since this Unix time
                      * @example @1795219200
                      */
-                    Deprecation: "@1795219200";
+                    Deprecation?: "@1795219200";
                     /**
                      * @description RFC 8594: removed from this instant (then answered 410)
                      * @example Thu, 05 Dec 2030 00:00:00 GMT
                      */
-                    Sunset: "Thu, 05 Dec 2030 00:00:00 GMT";
+                    Sunset?: "Thu, 05 Dec 2030 00:00:00 GMT";
                     /**
                      * @description The successor of this operation
                      * @example </v1/pets>; rel="successor-version"
                      */
-                    Link: "</v1/pets>; rel=\"successor-version\"";
+                    Link?: "</v1/pets>; rel=\"successor-version\"";
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -1261,13 +1445,13 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
-                        code?: "invalid_body" | "invalid_parameter";
+                        code?: "invalid_parameter" | "invalid_request";
                         /** @constant */
                         status?: 400;
                     };
                 };
             };
-            /** @description Missing, invalid or disabled API key (`unauthorized`), or a key past its expiry (`key_expired`, the message says when it expired) (`unauthorized` / `key_expired`) */
+            /** @description `unauthorized`: The API key is missing, invalid or disabled; `key_expired`: The API key is past its expiry date; the message says when it expired */
             401: {
                 headers: {
                     /** @description Identifier of this request, for support and logs */
@@ -1369,7 +1553,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description No animal with this id (`not_found`) */
+            /** @description No animal with this id (on the admin port: no such consumer, key or ban) (`not_found`) */
             404: {
                 headers: {
                     /** @description Identifier of this request, for support and logs */
@@ -1427,6 +1611,52 @@ export interface operations {
                         code?: "not_found";
                         /** @constant */
                         status?: 404;
+                    };
+                };
+            };
+            /** @description The request was not received in time (`request_timeout`) */
+            408: {
+                headers: {
+                    /** @description Identifier of this request, for support and logs */
+                    "X-Request-Id": string;
+                    /**
+                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @example 60
+                     */
+                    "X-RateLimit-Limit"?: number;
+                    /**
+                     * @description Requests left in that window
+                     * @example 59
+                     */
+                    "X-RateLimit-Remaining"?: number;
+                    /**
+                     * @description Unix time (whole seconds, rounded up) when that window next frees capacity
+                     * @example 1767225660
+                     */
+                    "X-RateLimit-Reset"?: number;
+                    /**
+                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     */
+                    "RateLimit-Policy"?: string;
+                    /**
+                     * @description The binding policy per draft-ietf-httpapi-ratelimit-headers-10: remaining `r` and seconds until reset `t`
+                     * @example "minute";r=59;t=60
+                     */
+                    RateLimit?: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "request_timeout";
+                        /** @constant */
+                        status?: 408;
                     };
                 };
             };
@@ -1491,7 +1721,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Over the rate limit (`rate_limited`), or the key is temporarily banned for continuing after 429s (`key_banned`). Wait `Retry-After` seconds before retrying; back off exponentially. (`rate_limited` / `key_banned`) */
+            /** @description `rate_limited`: Over the rate limit: wait `Retry-After` seconds before retrying, and back off exponentially; `key_banned`: The API key is temporarily banned for continuing after 429s: wait `Retry-After` seconds */
             429: {
                 headers: {
                     /** @description Identifier of this request, for support and logs */
@@ -1539,6 +1769,52 @@ export interface operations {
                         code?: "rate_limited" | "key_banned";
                         /** @constant */
                         status?: 429;
+                    };
+                };
+            };
+            /** @description The request headers are over the size limit (`headers_too_large`) */
+            431: {
+                headers: {
+                    /** @description Identifier of this request, for support and logs */
+                    "X-Request-Id": string;
+                    /**
+                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @example 60
+                     */
+                    "X-RateLimit-Limit"?: number;
+                    /**
+                     * @description Requests left in that window
+                     * @example 59
+                     */
+                    "X-RateLimit-Remaining"?: number;
+                    /**
+                     * @description Unix time (whole seconds, rounded up) when that window next frees capacity
+                     * @example 1767225660
+                     */
+                    "X-RateLimit-Reset"?: number;
+                    /**
+                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     */
+                    "RateLimit-Policy"?: string;
+                    /**
+                     * @description The binding policy per draft-ietf-httpapi-ratelimit-headers-10: remaining `r` and seconds until reset `t`
+                     * @example "minute";r=59;t=60
+                     */
+                    RateLimit?: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "headers_too_large";
+                        /** @constant */
+                        status?: 431;
                     };
                 };
             };
@@ -1664,7 +1940,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Shutting down, or the rate limiter is unavailable (`unavailable`) */
+            /** @description The gateway is shutting down, or its rate limiter is unavailable (`unavailable`) */
             503: {
                 headers: {
                     /** @description Identifier of this request, for support and logs */
@@ -1838,7 +2114,7 @@ export interface operations {
                     "application/json": components["schemas"]["Orders"];
                 };
             };
-            /** @description Bad JSON, missing or invalid fields, bad query or path parameter (`invalid_body` / `invalid_parameter`) */
+            /** @description `invalid_parameter`: A query or path parameter is invalid, or the URL is malformed; `invalid_request`: The request itself is malformed, e.g. more than one `Authorization` header */
             400: {
                 headers: {
                     /** @description Identifier of this request, for support and logs */
@@ -1872,7 +2148,7 @@ export interface operations {
                      * @description Stability mark: may change without a new version
                      * @example experimental
                      */
-                    "X-API-Stability": "experimental";
+                    "X-API-Stability"?: "experimental";
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -1883,13 +2159,13 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
-                        code?: "invalid_body" | "invalid_parameter";
+                        code?: "invalid_parameter" | "invalid_request";
                         /** @constant */
                         status?: 400;
                     };
                 };
             };
-            /** @description Missing, invalid or disabled API key (`unauthorized`), or a key past its expiry (`key_expired`, the message says when it expired) (`unauthorized` / `key_expired`) */
+            /** @description `unauthorized`: The API key is missing, invalid or disabled; `key_expired`: The API key is past its expiry date; the message says when it expired */
             401: {
                 headers: {
                     /** @description Identifier of this request, for support and logs */
@@ -1991,7 +2267,53 @@ export interface operations {
                     };
                 };
             };
-            /** @description Over the rate limit (`rate_limited`), or the key is temporarily banned for continuing after 429s (`key_banned`). Wait `Retry-After` seconds before retrying; back off exponentially. (`rate_limited` / `key_banned`) */
+            /** @description The request was not received in time (`request_timeout`) */
+            408: {
+                headers: {
+                    /** @description Identifier of this request, for support and logs */
+                    "X-Request-Id": string;
+                    /**
+                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @example 60
+                     */
+                    "X-RateLimit-Limit"?: number;
+                    /**
+                     * @description Requests left in that window
+                     * @example 59
+                     */
+                    "X-RateLimit-Remaining"?: number;
+                    /**
+                     * @description Unix time (whole seconds, rounded up) when that window next frees capacity
+                     * @example 1767225660
+                     */
+                    "X-RateLimit-Reset"?: number;
+                    /**
+                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     */
+                    "RateLimit-Policy"?: string;
+                    /**
+                     * @description The binding policy per draft-ietf-httpapi-ratelimit-headers-10: remaining `r` and seconds until reset `t`
+                     * @example "minute";r=59;t=60
+                     */
+                    RateLimit?: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "request_timeout";
+                        /** @constant */
+                        status?: 408;
+                    };
+                };
+            };
+            /** @description `rate_limited`: Over the rate limit: wait `Retry-After` seconds before retrying, and back off exponentially; `key_banned`: The API key is temporarily banned for continuing after 429s: wait `Retry-After` seconds */
             429: {
                 headers: {
                     /** @description Identifier of this request, for support and logs */
@@ -2039,6 +2361,52 @@ export interface operations {
                         code?: "rate_limited" | "key_banned";
                         /** @constant */
                         status?: 429;
+                    };
+                };
+            };
+            /** @description The request headers are over the size limit (`headers_too_large`) */
+            431: {
+                headers: {
+                    /** @description Identifier of this request, for support and logs */
+                    "X-Request-Id": string;
+                    /**
+                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @example 60
+                     */
+                    "X-RateLimit-Limit"?: number;
+                    /**
+                     * @description Requests left in that window
+                     * @example 59
+                     */
+                    "X-RateLimit-Remaining"?: number;
+                    /**
+                     * @description Unix time (whole seconds, rounded up) when that window next frees capacity
+                     * @example 1767225660
+                     */
+                    "X-RateLimit-Reset"?: number;
+                    /**
+                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     */
+                    "RateLimit-Policy"?: string;
+                    /**
+                     * @description The binding policy per draft-ietf-httpapi-ratelimit-headers-10: remaining `r` and seconds until reset `t`
+                     * @example "minute";r=59;t=60
+                     */
+                    RateLimit?: string;
+                    /**
+                     * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
+                     * @example Wed, 02 Jan 2030 03:04:05 GMT
+                     */
+                    "X-API-Key-Expires"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        /** @enum {unknown} */
+                        code?: "headers_too_large";
+                        /** @constant */
+                        status?: 431;
                     };
                 };
             };
@@ -2144,7 +2512,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Shutting down, or the rate limiter is unavailable (`unavailable`) */
+            /** @description The gateway is shutting down, or its rate limiter is unavailable (`unavailable`) */
             503: {
                 headers: {
                     /** @description Identifier of this request, for support and logs */

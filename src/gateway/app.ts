@@ -1,9 +1,10 @@
 // buildGateway: the public gateway as a Fastify instance, never listening (server.ts does that,
 // tests build it with options). Plugins are registered in the order of the request pipeline:
-// client address → tracing (server span, trace id of the log lines) → config snapshot → screen
-// (malformed URL, doubled Authorization) → authenticate → limit (inside its span) → 400 for what was
-// screened → require a key (401) → route (404/405) → lifecycle → edge checks (413/415, by Fastify's
-// body parsing) → proxy. The connection caps watch the listener beside it (edge/connection-limits.ts).
+// client address → tracing (server span, trace id of the log lines) → config snapshot (and, from a
+// config directory, its first load) → screen (malformed URL, doubled Authorization) → authenticate →
+// limit (inside its span) → 400 for what was screened → require a key (401) → route (404/405) →
+// lifecycle → edge checks (413/415, by Fastify's body parsing) → proxy. The connection caps watch the
+// listener beside it (edge/connection-limits.ts).
 import { randomUUID } from 'node:crypto'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import type { LoggerOptions } from 'pino'
@@ -32,15 +33,20 @@ import { DEFAULT_BODY_LIMIT_BYTES, DEFAULT_UPSTREAM_TIMEOUT_MS, TRUST_PROXY_TRUE
 
 export { DEFAULT_KEEP_ALIVE_TIMEOUT_MS, DEFAULT_MAX_PARAM_LENGTH, DEFAULT_REQUEST_TIMEOUT_MS } from './edge/limits.js'
 
-export interface GatewayOptions {
-  /** A snapshot (fixed config) or a holder whose snapshot a reloader swaps. */
-  config: ConfigSnapshot | ConfigHolder
+/**
+ * Where the config comes from: a config directory, loaded at registration and reloaded through the
+ * same path (config/reload.ts), or a snapshot fixed for the gateway's life (a holder, for a caller
+ * that swaps snapshots itself).
+ */
+export type GatewayConfigSource =
+  | { reload: ReloadOptions, config?: undefined }
+  | { config: ConfigSnapshot | ConfigHolder, reload?: undefined }
+
+export interface GatewayOptionsBase {
   backendUrl: string
   upstreamTimeoutMs?: number
   bodyLimit?: number
   trustProxy?: TrustProxy
-  /** Reload the config from this directory on change / SIGHUP / admin request. */
-  reload?: ReloadOptions
   /** A pino logger, pino options, or false for none. */
   logger?: FastifyBaseLogger | LoggerOptions | false
   /** The gateway's one wall clock in Unix ms (limiter windows and bans, sunsets, key expiry); tests inject one. Default Date.now. */
@@ -58,6 +64,8 @@ export interface GatewayOptions {
   /** Traces (docs/tracing.md): OTLP export settings and whether a client's trace is continued; default off. */
   tracing?: TracingOptions
 }
+
+export type GatewayOptions = GatewayOptionsBase & GatewayConfigSource
 
 function isHolder (config: ConfigSnapshot | ConfigHolder): config is ConfigHolder {
   return 'swap' in config
@@ -101,13 +109,16 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
     done()
   })
 
-  const holder = isHolder(options.config) ? options.config : createConfigHolder(options.config)
+  const holder = options.config === undefined ? createConfigHolder() : isHolder(options.config) ? options.config : createConfigHolder(options.config)
   const readiness = options.readiness ?? new ReadinessRegistry()
   await app.register(clientIpPlugin, { trustProxy })
   await app.register(tracingPlugin, options.tracing ?? {})
   await app.register(shutdownPlugin, { readiness })
   await app.register(clockPlugin, { now: options.now })
   await app.register(configPlugin, { holder })
+  // The first load of a config directory, before anything that reads the config; it throws the
+  // ConfigError of a directory that does not load.
+  if (options.reload !== undefined) await app.register(reloadPlugin, options.reload)
   await app.register(screenRequest)
   await app.register(authenticate)
   await app.register(limiterSpanStart)
@@ -125,7 +136,6 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
     trustProxy
   })
   await app.register(requestLogPlugin)
-  if (options.reload !== undefined) await app.register(reloadPlugin, options.reload)
   await app.register(openApiPlugin, options.openApi ?? {})
   await app.register(proxyPlugin, {
     backendUrl: options.backendUrl,

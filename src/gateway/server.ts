@@ -1,14 +1,17 @@
-// Entry point of a gateway process: settings from the environment, config from CONFIG_DIR, the
-// public and admin listeners, and a graceful stop on SIGTERM/SIGINT (readiness fails first,
-// in-flight requests finish within the grace period, then everything closes and the process exits 0).
+// Entry point of a gateway process: settings from the environment, the gateway (whose first config
+// load from CONFIG_DIR must succeed), the public and admin listeners, and a graceful stop on
+// SIGTERM/SIGINT (readiness fails first, in-flight requests finish within the grace period, then
+// everything closes and the process exits 0).
 import '../shared/runtime-guard.js'
+import cluster from 'node:cluster'
 import closeWithGrace from 'close-with-grace'
+import type { Logger } from 'pino'
 import { buildAdmin } from './admin/app.js'
 import { isAdminHost } from './admin/request-guard.js'
 import { buildGateway } from './app.js'
-import { assertNoDemoKeys } from './config/demo-keys.js'
-import { ConfigError, loadConfigDir } from './config/loader.js'
-import { createConfigHolder } from './config/plugin.js'
+import { ConfigError } from './config/loader.js'
+import { loadConfigOnce } from './config/provider.js'
+import type { ReloadOptions } from './config/reload.js'
 import { createGatewayLogger } from './observability/logger.js'
 import { ReadinessRegistry } from './runtime/readiness.js'
 import { stopGateway } from './runtime/shutdown.js'
@@ -19,43 +22,59 @@ import { nonStopSignals, superviseWorkers } from './runtime/workers.js'
 /** Time allowed after the drain for closing Redis and the admin listener. */
 const CLOSE_MARGIN_MS = 5_000
 
+/** A config that does not load stops the process: one line per problem, exit code 1. False for any other error. */
+function refusedConfig (err: unknown, logger: Logger): boolean {
+  if (!(err instanceof ConfigError)) return false
+  for (const problem of err.problems) logger.fatal(problem)
+  logger.flush()
+  process.exitCode = 1
+  return true
+}
+
 async function main (): Promise<void> {
   const settings = settingsFromEnv()
   const logger = createGatewayLogger({ level: settings.logLevel, bufferBytes: settings.logBufferBytes })
-
-  let holder
-  try {
-    const snapshot = loadConfigDir(settings.configDir, { maxBytes: settings.configMaxBytes })
-    if (settings.production) assertNoDemoKeys(snapshot)
-    holder = createConfigHolder(snapshot)
-    logger.info({ configDir: settings.configDir, version: snapshot.version, keys: snapshot.keysByDigest.size, plans: snapshot.plans.size }, 'config loaded')
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      for (const problem of err.problems) logger.fatal(problem)
-      logger.flush()
-      process.exitCode = 1
-      return
-    }
-    throw err
+  const config: ReloadOptions = {
+    dir: settings.configDir,
+    watch: settings.configWatch,
+    quietMs: settings.configQuietMs,
+    production: settings.production,
+    maxBytes: settings.configMaxBytes
   }
-  // GATEWAY_WORKERS > 1: this process only supervises the workers (after the config proved valid).
+
+  // GATEWAY_WORKERS > 1: this process only supervises the workers, once the config has proved valid
+  // (each worker then loads it through its own gateway, as a single process does).
+  if (settings.workers > 1 && cluster.isPrimary) {
+    try {
+      await loadConfigOnce({ ...config, now: Date.now })
+    } catch (err) {
+      if (refusedConfig(err, logger)) return
+      throw err
+    }
+  }
   if (superviseWorkers(settings, logger)) return
 
   const readiness = new ReadinessRegistry()
-  const gateway = await buildGateway({
-    config: holder,
-    backendUrl: settings.backendUrl,
-    upstreamTimeoutMs: settings.upstreamTimeoutMs,
-    bodyLimit: settings.bodyLimit,
-    trustProxy: settings.trustProxy,
-    serverLimits: { maxConnections: settings.maxConnections, maxConnectionsPerClient: settings.maxConnectionsPerClient },
-    logger,
-    reload: { dir: settings.configDir, watch: settings.configWatch, production: settings.production, maxBytes: settings.configMaxBytes },
-    limiter: { settings },
-    openApi: { publicBaseUrl: settings.publicBaseUrl, stagingBaseUrl: settings.stagingBaseUrl },
-    readiness,
-    tracing: { settings: settings.tracing, incoming: settings.traceIncoming }
-  })
+  let gateway
+  try {
+    // The first config load happens here, through the path every reload takes (config/reload.ts).
+    gateway = await buildGateway({
+      reload: config,
+      backendUrl: settings.backendUrl,
+      upstreamTimeoutMs: settings.upstreamTimeoutMs,
+      bodyLimit: settings.bodyLimit,
+      trustProxy: settings.trustProxy,
+      serverLimits: { maxConnections: settings.maxConnections, maxConnectionsPerClient: settings.maxConnectionsPerClient },
+      logger,
+      limiter: { settings },
+      openApi: { publicBaseUrl: settings.publicBaseUrl, stagingBaseUrl: settings.stagingBaseUrl },
+      readiness,
+      tracing: { settings: settings.tracing, incoming: settings.traceIncoming }
+    })
+  } catch (err) {
+    if (refusedConfig(err, logger)) return
+    throw err
+  }
   const admin = await buildAdmin({ gateway, readiness, token: settings.adminToken, hosts: settings.adminHosts })
   if (settings.adminHosts.length === 0 && !isAdminHost(settings.adminHost.toLowerCase(), new Set())) {
     logger.warn({ adminHost: settings.adminHost }, 'the admin port listens beyond loopback but answers only requests whose Host is localhost or a loopback address (probes excepted): list the names it is reached by in ADMIN_HOSTS')

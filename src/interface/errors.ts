@@ -7,30 +7,83 @@ import { STATUS_CODES } from 'node:http'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify'
 import type { ErrorBody } from './schemas.js'
 
-/**
- * An error answered to the client. It carries no stack trace: none is ever sent or logged (the error
- * handler logs only unexpected errors), and capturing one cost more than the rest of a 429's work —
- * a flood of rejected requests is exactly when that matters.
- */
-export class ApiError extends Error {
+/** One code of the catalogue: the HTTP status it is always answered with, and what it tells a client. */
+export interface ErrorCodeEntry {
   readonly status: number
-  readonly code: string
+  /** One sentence for clients; the OpenAPI document lists it under the status of each operation that can answer it. */
+  readonly description: string
+  /** False for a code only the admin app answers (it is then not part of the public document). */
+  readonly publicPort?: false
+}
+
+/**
+ * Every code either service answers, once: its status and its meaning. The factories below build
+ * each error from this table, and the OpenAPI document takes its statuses, codes and descriptions
+ * from it, so neither can drift from what is answered.
+ */
+export const ERROR_CODES = {
+  invalid_body: { status: 400, description: 'The body is not valid JSON, or a field is missing, unknown or invalid' },
+  invalid_parameter: { status: 400, description: 'A query or path parameter is invalid, or the URL is malformed' },
+  invalid_request: { status: 400, description: 'The request itself is malformed, e.g. more than one `Authorization` header' },
+  unauthorized: { status: 401, description: 'The API key is missing, invalid or disabled' },
+  key_expired: { status: 401, description: 'The API key is past its expiry date; the message says when it expired' },
+  forbidden: { status: 403, description: 'The admin port refuses a request from a foreign Host or Origin, or a state-changing one that is not JSON', publicPort: false },
+  insufficient_scope: { status: 403, description: 'The API key lacks the scope this method needs: `read` for GET and HEAD, `write` for every other method' },
+  not_found: { status: 404, description: 'No animal with this id (on the admin port: no such consumer, key or ban)' },
+  route_not_found: { status: 404, description: 'No operation at this path' },
+  method_not_allowed: { status: 405, description: 'The path exists but not with this method; `Allow` lists the methods it takes' },
+  request_timeout: { status: 408, description: 'The request was not received in time' },
+  reload_unavailable: { status: 409, description: 'The gateway runs on a fixed config, not a config directory', publicPort: false },
+  endpoint_removed: { status: 410, description: 'The operation is past its sunset date and has been removed' },
+  payload_too_large: { status: 413, description: 'The request body is over the size limit' },
+  unsupported_media_type: { status: 415, description: 'The request body is not `application/json`' },
+  rate_limited: { status: 429, description: 'Over the rate limit: wait `Retry-After` seconds before retrying, and back off exponentially' },
+  key_banned: { status: 429, description: 'The API key is temporarily banned for continuing after 429s: wait `Retry-After` seconds' },
+  headers_too_large: { status: 431, description: 'The request headers are over the size limit' },
+  internal_error: { status: 500, description: 'Unexpected error' },
+  upstream_unavailable: { status: 502, description: 'The pet store service is unavailable' },
+  unavailable: { status: 503, description: 'The gateway is shutting down, or its rate limiter is unavailable' },
+  upstream_timeout: { status: 504, description: 'The pet store service did not answer in time' }
+} as const satisfies Readonly<Record<string, ErrorCodeEntry>>
+
+export type ErrorCode = keyof typeof ERROR_CODES
+
+/**
+ * An error answered to the client, in the Error shape. It carries no stack trace: none is ever sent
+ * or logged (the error handler logs only unexpected errors), and capturing one cost more than the
+ * rest of a 429's work — a flood of rejected requests is exactly when that matters. So it never
+ * calls Error's constructor (which is what captures the frames) yet is an Error by its prototype:
+ * `instanceof Error` holds for Fastify and every other handler, `stack` is the message line alone,
+ * and nothing global changes while it is built.
+ */
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging -- the interface below only tells the type checker the prototype chain set after the class
+export class ApiError {
+  readonly status: number
+  readonly code: ErrorCode
+  readonly message: string
   readonly headers: Readonly<Record<string, string>> | undefined
 
-  constructor (status: number, code: string, message: string, headers?: Record<string, string>) {
-    const stackTraceLimit = Error.stackTraceLimit
-    Error.stackTraceLimit = 0
-    super(message)
-    Error.stackTraceLimit = stackTraceLimit
-    this.name = 'ApiError'
-    this.status = status
+  constructor (code: ErrorCode, message: string, headers?: Record<string, string>) {
+    this.status = ERROR_CODES[code].status
     this.code = code
+    this.message = message
     this.headers = headers
+  }
+
+  get stack (): string {
+    return `ApiError: ${this.message}`
   }
 
   get body (): ErrorBody {
     return { code: this.code, message: this.message, status: this.status }
   }
+}
+Object.setPrototypeOf(ApiError.prototype, Error.prototype)
+Object.defineProperty(ApiError.prototype, 'name', { value: 'ApiError', writable: true, configurable: true })
+// The class sets what Error's constructor would have; this tells the type checker it is an Error.
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
+export interface ApiError extends Error {
+  readonly message: string
 }
 
 const REALM = 'Bearer realm="petstore"'
@@ -42,23 +95,23 @@ export const DOCS_LINK = '</docs>; rel="help", </v1/openapi.json>; rel="service-
 
 /** Errors of the request itself, which both services answer the same way. */
 export const requestErrors = {
-  routeNotFound: (method: string, path: string) => new ApiError(404, 'route_not_found', `No route ${method} ${path}`),
+  routeNotFound: (method: string, path: string) => new ApiError('route_not_found', `No route ${method} ${path}`),
   methodNotAllowed: (method: string, url: string, allow: string) =>
-    new ApiError(405, 'method_not_allowed', `Method ${method} is not allowed on ${url}`, { allow }),
+    new ApiError('method_not_allowed', `Method ${method} is not allowed on ${url}`, { allow }),
   /** Fastify's schema validation of a body, or of the params / querystring / headers. */
-  invalid: (where: 'invalid_body' | 'invalid_parameter', message: string) => new ApiError(400, where, message),
-  invalidParameter: (message: string) => new ApiError(400, 'invalid_parameter', message),
-  invalidBody: (message: string) => new ApiError(400, 'invalid_body', message),
-  notJson: () => new ApiError(400, 'invalid_body', 'Request body is not valid JSON'),
-  emptyJson: () => new ApiError(400, 'invalid_body', 'Request body is empty but content-type is application/json'),
-  payloadTooLarge: () => new ApiError(413, 'payload_too_large', 'Request body is larger than the limit'),
-  unsupportedMediaType: () => new ApiError(415, 'unsupported_media_type', 'Request body must be application/json'),
-  internal: () => new ApiError(500, 'internal_error', 'The server could not complete the request')
+  invalid: (where: 'invalid_body' | 'invalid_parameter', message: string) => new ApiError(where, message),
+  invalidParameter: (message: string) => new ApiError('invalid_parameter', message),
+  invalidBody: (message: string) => new ApiError('invalid_body', message),
+  notJson: () => new ApiError('invalid_body', 'Request body is not valid JSON'),
+  emptyJson: () => new ApiError('invalid_body', 'Request body is empty but content-type is application/json'),
+  payloadTooLarge: () => new ApiError('payload_too_large', 'Request body is larger than the limit'),
+  unsupportedMediaType: () => new ApiError('unsupported_media_type', 'Request body must be application/json'),
+  internal: () => new ApiError('internal_error', 'The server could not complete the request')
 } as const
 
 /** The Pet Store backend's own errors. */
 export const backendErrors = {
-  petNotFound: (petId: number) => new ApiError(404, 'not_found', `Pet ${petId} not found`),
+  petNotFound: (petId: number) => new ApiError('not_found', `Pet ${petId} not found`),
   invalidCursor: () => requestErrors.invalidParameter('querystring/cursor is not a valid cursor'),
   notFinite: (part: string, name: string) => requestErrors.invalidParameter(`${part}/${name} must be a finite integer`),
   mistypedField: (field: string, type: string) => requestErrors.invalidBody(`body/${field} must be ${type}`)
@@ -66,49 +119,49 @@ export const backendErrors = {
 
 /** Every error the gateway itself answers on its public port. */
 export const gatewayErrors = {
-  missingKey: () => new ApiError(401, 'unauthorized', 'Missing API key: send "Authorization: Bearer <key>"; the API is documented at /docs',
+  missingKey: () => new ApiError('unauthorized', 'Missing API key: send "Authorization: Bearer <key>"; the API is documented at /docs',
     { 'www-authenticate': REALM, link: DOCS_LINK }),
-  invalidKey: () => new ApiError(401, 'unauthorized', 'Invalid API key', { 'www-authenticate': `${REALM}, error="invalid_token"` }),
-  disabledKey: () => new ApiError(401, 'unauthorized', 'API key is disabled', { 'www-authenticate': `${REALM}, error="invalid_token"` }),
-  keyExpired: (expiredAt: number) => new ApiError(401, 'key_expired', `API key expired at ${new Date(expiredAt).toISOString()}`,
+  invalidKey: () => new ApiError('unauthorized', 'Invalid API key', { 'www-authenticate': `${REALM}, error="invalid_token"` }),
+  disabledKey: () => new ApiError('unauthorized', 'API key is disabled', { 'www-authenticate': `${REALM}, error="invalid_token"` }),
+  keyExpired: (expiredAt: number) => new ApiError('key_expired', `API key expired at ${new Date(expiredAt).toISOString()}`,
     { 'www-authenticate': `${REALM}, error="invalid_token", error_description="The API key expired"` }),
-  insufficientScope: (method: string, scope: string) => new ApiError(403, 'insufficient_scope', `This API key may not ${method}: it lacks the "${scope}" scope`,
+  insufficientScope: (method: string, scope: string) => new ApiError('insufficient_scope', `This API key may not ${method}: it lacks the "${scope}" scope`,
     { 'www-authenticate': `${REALM}, error="insufficient_scope"` }),
   rateLimited: (retryAfterSeconds: number, window: string) =>
-    new ApiError(429, 'rate_limited', `Rate limit exceeded for the ${window} window; retry after ${retryAfterSeconds} s`, { 'retry-after': String(retryAfterSeconds) }),
+    new ApiError('rate_limited', `Rate limit exceeded for the ${window} window; retry after ${retryAfterSeconds} s`, { 'retry-after': String(retryAfterSeconds) }),
   keyBanned: (retryAfterSeconds: number) =>
-    new ApiError(429, 'key_banned', `API key is temporarily banned for continuing after 429s; retry after ${retryAfterSeconds} s`, { 'retry-after': String(retryAfterSeconds) }),
+    new ApiError('key_banned', `API key is temporarily banned for continuing after 429s; retry after ${retryAfterSeconds} s`, { 'retry-after': String(retryAfterSeconds) }),
   endpointRemoved: (method: string, path: string, successor: string | undefined) =>
-    new ApiError(410, 'endpoint_removed', `${method} ${path} was removed at its sunset date${successor === undefined ? '' : `; use ${successor}`}`),
-  upstreamUnavailable: () => new ApiError(502, 'upstream_unavailable', 'The pet store service is unavailable'),
-  upstreamTimeout: () => new ApiError(504, 'upstream_timeout', 'The pet store service did not answer in time'),
-  unavailable: (reason: string) => new ApiError(503, 'unavailable', reason),
+    new ApiError('endpoint_removed', `${method} ${path} was removed at its sunset date${successor === undefined ? '' : `; use ${successor}`}`),
+  upstreamUnavailable: () => new ApiError('upstream_unavailable', 'The pet store service is unavailable'),
+  upstreamTimeout: () => new ApiError('upstream_timeout', 'The pet store service did not answer in time'),
+  unavailable: (reason: string) => new ApiError('unavailable', reason),
   /** Limiter store failing under STORE_ON_ERROR=closed: no decision, so the headers say "nothing left, retry shortly". */
-  limiterUnavailable: (headers: Record<string, string>) => new ApiError(503, 'unavailable', 'The rate limiter is unavailable', headers),
+  limiterUnavailable: (headers: Record<string, string>) => new ApiError('unavailable', 'The rate limiter is unavailable', headers),
   // The edge: requests refused as malformed, before or beside the router.
   badUrl: () => requestErrors.invalidParameter('The URL is not valid'),
   paramTooLong: () => requestErrors.invalidParameter('A path parameter is longer than the limit'),
-  duplicateAuthorization: () => new ApiError(400, 'invalid_request', 'Send exactly one Authorization header'),
+  duplicateAuthorization: () => new ApiError('invalid_request', 'Send exactly one Authorization header'),
   jsonTooDeep: (maxDepth: number) => requestErrors.invalidBody(`Request body JSON is nested deeper than ${maxDepth} levels`),
   // What Node's HTTP parser refuses, answered on the raw socket.
-  headersTooLarge: () => new ApiError(431, 'headers_too_large', 'Request headers are larger than the limit'),
-  requestTimeout: () => new ApiError(408, 'request_timeout', 'The request was not received in time'),
-  notHttp: () => new ApiError(400, 'invalid_request', 'The request is not valid HTTP'),
-  connectNotAllowed: () => new ApiError(405, 'method_not_allowed', 'Method CONNECT is not allowed')
+  headersTooLarge: () => new ApiError('headers_too_large', 'Request headers are larger than the limit'),
+  requestTimeout: () => new ApiError('request_timeout', 'The request was not received in time'),
+  notHttp: () => new ApiError('invalid_request', 'The request is not valid HTTP'),
+  connectNotAllowed: () => new ApiError('method_not_allowed', 'Method CONNECT is not allowed')
 } as const
 
 /** The admin app's errors (loopback port). */
 export const adminErrors = {
-  tokenRequired: () => new ApiError(401, 'unauthorized', 'Admin token required', { 'www-authenticate': 'Bearer realm="petstore-admin"' }),
+  tokenRequired: () => new ApiError('unauthorized', 'Admin token required', { 'www-authenticate': 'Bearer realm="petstore-admin"' }),
   // Browser defences of the admin port (admin/request-guard.ts).
-  foreignHost: () => new ApiError(403, 'forbidden', 'The Host header must name this admin port: localhost, a loopback address, or a name in ADMIN_HOSTS'),
-  crossOrigin: () => new ApiError(403, 'forbidden', 'Cross-origin requests may not change the gateway'),
-  jsonRequired: () => new ApiError(403, 'forbidden', 'State-changing admin requests must be sent with Content-Type: application/json'),
-  consumerNotFound: (id: string) => new ApiError(404, 'not_found', `No consumer or key with id ${id}`),
-  keyNotFound: (keyId: string) => new ApiError(404, 'not_found', `No key with id ${keyId}`),
-  keyNotBanned: (keyId: string) => new ApiError(404, 'not_found', `Key ${keyId} is not banned`),
+  foreignHost: () => new ApiError('forbidden', 'The Host header must name this admin port: localhost, a loopback address, or a name in ADMIN_HOSTS'),
+  crossOrigin: () => new ApiError('forbidden', 'Cross-origin requests may not change the gateway'),
+  jsonRequired: () => new ApiError('forbidden', 'State-changing admin requests must be sent with Content-Type: application/json'),
+  consumerNotFound: (id: string) => new ApiError('not_found', `No consumer or key with id ${id}`),
+  keyNotFound: (keyId: string) => new ApiError('not_found', `No key with id ${keyId}`),
+  keyNotBanned: (keyId: string) => new ApiError('not_found', `Key ${keyId} is not banned`),
   storeNoAnswer: () => gatewayErrors.unavailable('The limiter store did not answer; try again'),
-  reloadUnavailable: () => new ApiError(409, 'reload_unavailable', 'This gateway runs on a fixed config, not a config directory')
+  reloadUnavailable: () => new ApiError('reload_unavailable', 'This gateway runs on a fixed config, not a config directory')
 } as const
 
 /** Maps anything thrown inside a request to an ApiError; unknown errors become a bare 500. */

@@ -6,19 +6,16 @@ import { join } from 'node:path'
 import t from 'tap'
 import { parseGrace, rotateKeysText } from '../../src/cli/rotate.js'
 import { keyDigest } from '../../src/gateway/auth/bearer.js'
-import { loadConfigDir } from '../../src/gateway/config/loader.js'
+import { loadConfigDir } from '../../src/gateway/config/read-files.js'
+import { DEFAULT_CONFIG_QUIET_MS } from '../../src/gateway/config/watch.js'
 import { cli, cliInProcess } from '../helpers/cli.js'
 import { bearer, DEMO_KEYS, FIXTURE_CONFIG_DIR, plansYaml, startGateway, testConfig } from '../helpers/gateway.js'
+import { until } from '../helpers/poll.js'
 
 const ISO_SECONDS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/
 
-async function waitUntil (what: string, check: () => boolean, timeoutMs = 5000): Promise<void> {
-  const started = Date.now()
-  while (!check()) {
-    if (Date.now() - started > timeoutMs) throw new Error(`${what} within ${timeoutMs} ms`)
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-}
+/** A watched change is applied once the directory has been quiet for the quiet period; then it loads within this. */
+const RELOAD_WITHIN_MS = 5000
 
 async function remaining (url: string, key: string): Promise<number> {
   const res = await fetch(`${url}/v1/store/orders`, { headers: bearer(key) })
@@ -32,7 +29,7 @@ t.test('keys rotate: new key for the same consumer, old one kept for the grace, 
   cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
   const original = readFileSync(join(dir, 'keys.yaml'), 'utf8')
   const clock = { now: Date.now() }
-  const gw = await startGateway(t, { config: loadConfigDir(dir), reload: { dir }, now: () => clock.now })
+  const gw = await startGateway(t, { reload: { dir }, now: () => clock.now })
   const before = [await remaining(gw.url, DEMO_KEYS.free), await remaining(gw.url, DEMO_KEYS.free)]
   t.same(before, [59, 58])
 
@@ -56,7 +53,7 @@ t.test('keys rotate: new key for the same consumer, old one kept for the grace, 
   'comments, order and every other entry unchanged; the new entry right after the old one')
   t.same(readFileSync(join(dir, 'plans.yaml'), 'utf8'), readFileSync(join(FIXTURE_CONFIG_DIR, 'plans.yaml'), 'utf8'))
 
-  await waitUntil('the gateway reloads the rotated file', () => gw.app.gatewayConfig.current.keysById.has(newId!))
+  await until('the gateway reloads the rotated file', () => gw.app.gatewayConfig.current.keysById.has(newId!), DEFAULT_CONFIG_QUIET_MS + RELOAD_WITHIN_MS)
   t.same([await remaining(gw.url, key!), await remaining(gw.url, DEMO_KEYS.free), await remaining(gw.url, key!)], [57, 56, 55],
     'both keys spend one consumer\'s window: it continues across the rotation')
   const consumer = await (await fetch(`${gw.adminUrl}/admin/consumers/${newId}`)).json() as Record<string, unknown>

@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
-import { loadConfigDir } from '../../src/gateway/config/loader.js'
+import { loadConfigDir } from '../../src/gateway/config/read-files.js'
 import { DEMO_KEYS, SHIPPED_CONFIG_DIR } from '../helpers/gateway.js'
 
 const README = readFileSync(join(SHIPPED_CONFIG_DIR, '..', 'README.md'), 'utf8')

@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { parse, parseAllDocuments } from 'yaml'
 import { settingsFromEnv } from '../../src/gateway/runtime/settings.js'
 import { tracingSettingsFromEnv } from '../../src/shared/tracing/settings.js'
-import { renderKustomization, type Manifest } from '../helpers/kustomize.js'
+import { kustomize, type Json as Manifest } from '../helpers/deploy.js'
 
 const DEPLOY = join(import.meta.dirname, '..', '..', 'deploy')
 const COMPOSE_DIR = join(DEPLOY, 'compose')
@@ -118,7 +118,7 @@ const EXPECTED: Record<string, { url: string | undefined, ratio: number }> = {
 
 for (const [which, expected] of Object.entries(EXPECTED)) {
   t.test(`k8s ${which}: both workloads read the tracing ConfigMap, and start with it`, async (t) => {
-    const docs = renderKustomization(join(DEPLOY, 'k8s', which))
+    const docs = kustomize(join(DEPLOY, 'k8s', which))
     const gateway = containerEnv(docs, 'petstore-gateway')
     const backend = containerEnv(docs, 'petstore-backend')
     for (const [name, env, service] of [['gateway', gateway, 'petstore-gateway'], ['backend', backend, 'petstore-backend']] as const) {

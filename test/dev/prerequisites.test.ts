@@ -1,8 +1,9 @@
-// The `pretest` step (test/helpers/prerequisites.ts) on a machine that lacks redis-server: run as
-// root it installs exactly the missing package with apt-get; run as an unprivileged user it names
-// the package (and the Homebrew equivalent) and exits 1. The machine's tools are hidden behind a
-// PATH of stand-ins, and apt-get is a stand-in script that records its arguments (and, for
-// `install`, puts a redis-server stand-in on the PATH, as the real package would).
+// The `pretest` step (test/helpers/prerequisites.ts) on a machine that lacks redis-server (or
+// kubectl): run as root it installs exactly the missing package with apt-get; run as an
+// unprivileged user it names the package (and the Homebrew equivalent) and exits 1. The machine's
+// tools are hidden behind a PATH of stand-ins, and apt-get is a stand-in script that records its
+// arguments (and, for `install`, puts a stand-in of each package's binary on the PATH, as the real
+// package would).
 import { spawnSync } from 'node:child_process'
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -19,21 +20,24 @@ function script (path: string, body: string): void {
 
 interface Machine { bin: string, chromium: string, aptLog: string }
 
-/** A directory of stand-ins for every tool but redis-server, and an apt-get that records its calls. */
-function machine (t: Test, opts: { withRedisServer?: boolean } = {}): Machine {
+/** A directory of stand-ins for every tool but redis-server (and kubectl, if asked), and an apt-get that records its calls. */
+function machine (t: Test, opts: { withRedisServer?: boolean, withoutKubectl?: boolean } = {}): Machine {
   const dir = t.testdir()
   chmodSync(dir, 0o755)
   const bin = join(dir, 'bin')
   mkdirSync(bin)
   chmodSync(bin, 0o755)
-  for (const tool of ['redis-cli', 'promtool']) script(join(bin, tool), 'exit 0')
+  for (const tool of ['redis-cli', 'promtool', ...(opts.withoutKubectl === true ? [] : ['kubectl'])]) script(join(bin, tool), 'exit 0')
   if (opts.withRedisServer === true) script(join(bin, 'redis-server'), 'exit 0')
   const chromium = join(dir, 'chromium')
   script(chromium, 'exit 0')
   const aptLog = join(dir, 'apt-get.log')
   script(join(bin, 'apt-get'), [
     `echo "$*" >> '${aptLog}'`,
-    `if [ "$1" = install ]; then printf '#!/bin/sh\\nexit 0\\n' > '${bin}/redis-server'; /bin/chmod 755 '${bin}/redis-server'; fi`
+    'if [ "$1" = install ]; then for p in "$@"; do case "$p" in',
+    `  redis-server) printf '#!/bin/sh\\nexit 0\\n' > '${bin}/redis-server'; /bin/chmod 755 '${bin}/redis-server' ;;`,
+    `  kubernetes-client) printf '#!/bin/sh\\nexit 0\\n' > '${bin}/kubectl'; /bin/chmod 755 '${bin}/kubectl' ;;`,
+    'esac; done; fi'
   ].join('\n'))
   return { bin, chromium, aptLog }
 }
@@ -62,6 +66,14 @@ t.test('as root with apt-get: one update, then an install of exactly the missing
   t.equal(readFileSync(m.aptLog, 'utf8'), 'update -qq\ninstall -y -qq redis-server\n')
   t.match(output, /^npm test: installing redis-server with apt-get \(redis-server: limiter tests run real Redis servers\)$/m)
   t.equal(output.trim().split('\n').length, 1, 'one line says what is installed and why')
+})
+
+t.test('without kubectl, as root: Debian\'s kubernetes-client is installed (kubectl with kustomize built in)', async (t) => {
+  const m = machine(t, { withRedisServer: true, withoutKubectl: true })
+  const { status, output } = runStep(m, 'root')
+  t.equal(status, 0, output)
+  t.equal(readFileSync(m.aptLog, 'utf8'), 'update -qq\ninstall -y -qq kubernetes-client\n')
+  t.match(output, /^npm test: installing kubernetes-client with apt-get \(kubectl: the Kubernetes overlays are rendered with kubectl kustomize\)$/m)
 })
 
 t.test('as an unprivileged user: names the package and the Homebrew equivalent, exits 1, installs nothing', async (t) => {

@@ -3,6 +3,7 @@ import { cpSync, writeFileSync } from 'node:fs'
 import { createServer, type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { DEMO_KEYS, FIXTURE_CONFIG_DIR } from '../helpers/gateway.js'
+import { poll, sleep } from '../helpers/poll.js'
 import { freePort, waitForHttp } from '../helpers/ports.js'
 import { gatewayProcessEnv, runEntry } from '../helpers/processes.js'
 
@@ -81,20 +82,17 @@ t.test('SIGHUP reloads the config of a running process (watching off)', async (t
   t.equal(before.keys.total, 4)
 
   writeFileSync(join(dir, 'keys.yaml'), `keys:\n  - { id: only-one, sha256: ${'d'.repeat(64)}, plan: pro }\n`)
-  await new Promise((resolve) => setTimeout(resolve, 300))
+  await sleep(300)
   const unchanged = await (await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/admin/config`)).json() as { version: string }
   t.equal(unchanged.version, before.version, 'with CONFIG_WATCH=false a file change alone does nothing')
 
   proc.child.kill('SIGHUP')
-  let after = unchanged
-  for (let i = 0; i < 40 && after.version === before.version; i++) {
-    await new Promise((resolve) => setTimeout(resolve, 50))
-    after = await (await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/admin/config`)).json() as { version: string }
-  }
+  const configNow = async (): Promise<{ version: string }> => await (await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/admin/config`)).json() as { version: string }
+  const after = await poll(async () => { const now = await configNow(); return now.version !== before.version && now }, 2000, 50) ?? unchanged
   t.not(after.version, before.version)
   t.match(after, { keys: { total: 1, byPlan: { pro: 1 } } })
   // Log lines are batched and flushed within 200 ms.
-  for (let i = 0; i < 40 && !/"trigger":"SIGHUP".*"msg":"config reloaded"/.test(proc.output()); i++) await new Promise((resolve) => setTimeout(resolve, 25))
+  await poll(() => /"trigger":"SIGHUP".*"msg":"config reloaded"/.test(proc.output()), 1000)
   t.match(proc.output(), /"trigger":"SIGHUP".*"msg":"config reloaded"/)
   proc.child.kill('SIGTERM')
   t.equal((await proc.exited).code, 0)

@@ -89,7 +89,8 @@ export async function gatewayWithKeyAt429 (t: Test, env: Record<string, string>)
   const backend = await startBackend(t)
   const dir = mkdtempSync(join(tmpdir(), 'edge-flood-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  writeFileSync(join(dir, 'plans.yaml'), plansYaml({ free: { perMinute: 1000, perDay: FREE_PER_DAY } }))
+  // perDay ≥ perMinute is a config rule: both windows hold FREE_PER_DAY, and the day's stays full.
+  writeFileSync(join(dir, 'plans.yaml'), plansYaml({ free: { perMinute: FREE_PER_DAY, perDay: FREE_PER_DAY } }))
   for (const file of ['keys.yaml', 'routes.yaml']) writeFileSync(join(dir, file), readFileSync(join(FIXTURE_CONFIG_DIR, file)))
   const [port, adminPort] = [await freePort(), await freePort()]
   runEntry(t, 'src/gateway/server.ts', {

@@ -8,8 +8,10 @@ import { pino } from 'pino'
 import type { Test } from 'tap'
 import { buildAdmin } from '../../src/gateway/admin/app.js'
 import { ReadinessRegistry } from '../../src/gateway/runtime/readiness.js'
-import { buildGateway, type GatewayOptions } from '../../src/gateway/app.js'
-import { CONFIG_FILES, parseConfig, type ConfigTexts } from '../../src/gateway/config/loader.js'
+import { buildGateway, type GatewayOptionsBase } from '../../src/gateway/app.js'
+import { CONFIG_FILES, ConfigError, parseConfig, type ConfigTexts } from '../../src/gateway/config/loader.js'
+import type { ConfigHolder } from '../../src/gateway/config/plugin.js'
+import type { ReloadOptions } from '../../src/gateway/config/reload.js'
 import type { ConfigSnapshot } from '../../src/gateway/config/types.js'
 import { LOG_REDACT_PATHS } from '../../src/gateway/observability/request-log.js'
 import { startBackend, type StartedBackend } from './backend.js'
@@ -41,6 +43,17 @@ export function testConfig (overrides: Partial<ConfigTexts> = {}): ConfigSnapsho
   return parseConfig(configTexts(overrides))
 }
 
+/** The problems the loader reports for the fixture config with these files replaced; [] when it is accepted. */
+export function configProblems (overrides: Partial<ConfigTexts> = {}): readonly string[] {
+  try {
+    parseConfig(configTexts(overrides))
+  } catch (err) {
+    if (err instanceof ConfigError) return err.problems
+    throw err
+  }
+  return []
+}
+
 export interface StartedGateway {
   url: string
   adminUrl: string
@@ -56,7 +69,10 @@ export interface StartedGateway {
   close: () => Promise<void>
 }
 
-export interface StartGatewayOptions extends Partial<Omit<GatewayOptions, 'logger'>> {
+/** Gateway options, every one optional: `reload` (a config directory) or `config`; neither: the fixture config (testConfig()). */
+export interface StartGatewayOptions extends Partial<Omit<GatewayOptionsBase, 'logger'>> {
+  config?: ConfigSnapshot | ConfigHolder
+  reload?: ReloadOptions
   adminToken?: string
   /** ADMIN_HOSTS of the admin app. */
   adminHosts?: readonly string[]
@@ -76,11 +92,13 @@ export async function startGateway (t: Test, opts: StartGatewayOptions = {}): Pr
     }
   })
   const logger = pino({ level: opts.logLevel ?? 'info', redact: LOG_REDACT_PATHS }, stream)
-  const { adminToken, adminHosts, logLevel: _logLevel, ...gatewayOptions } = opts
+  const { adminToken, adminHosts, logLevel: _logLevel, config, reload, ...gatewayOptions } = opts
+  // A gateway on a config directory loads its first config from it: a snapshot beside it would never be used.
+  if (config !== undefined && reload !== undefined) throw new Error('startGateway: give `config` or `reload`, not both')
   const readiness = opts.readiness ?? new ReadinessRegistry()
   const app = await buildGateway({
-    config: testConfig(),
     ...gatewayOptions,
+    ...(reload === undefined ? { config: config ?? testConfig() } : { reload }),
     readiness,
     backendUrl: opts.backendUrl ?? backend?.url ?? '',
     logger

@@ -1,5 +1,5 @@
 // Run before `npm test` (and by .ci/run): the suite starts real redis-server processes, runs promtool
-// and drives chromium, so a machine that lacks one of them is set up here, or told exactly what to
+// and kubectl kustomize, and drives chromium, so a machine that lacks one of them is set up here, or told exactly what to
 // install, instead of failing later in the middle of the suite. This file holds the one list.
 //
 // As root on a Debian-like system (apt-get on PATH) the missing packages are installed: one
@@ -27,6 +27,7 @@ export const PREREQUISITES: readonly Prerequisite[] = [
   { binary: 'redis-server', why: 'limiter tests run real Redis servers', debianPackage: 'redis-server', brew: 'brew install redis' },
   { binary: 'redis-cli', why: 'Redis tests inspect the servers', debianPackage: 'redis-tools', brew: 'brew install redis' },
   { binary: 'promtool', why: 'alert rules and scrape config are checked', debianPackage: 'prometheus', brew: 'brew install prometheus' },
+  { binary: 'kubectl', why: 'the Kubernetes overlays are rendered with kubectl kustomize', debianPackage: 'kubernetes-client', brew: 'brew install kubectl' },
   {
     binary: 'chromium',
     why: 'the docs page is tested in a browser',
@@ -74,7 +75,7 @@ function explain (missing: Prerequisite[]): void {
   console.error(`  Debian/Ubuntu (as root): apt-get update && apt-get install -y ${packagesOf(missing).join(' ')}`)
   const brew = [...new Set(missing.flatMap((p) => p.brew === undefined ? [] : [p.brew]))]
   if (brew.length > 0) console.error(`  macOS (Homebrew):        ${brew.join('; ')}`)
-  console.error('  elsewhere: your package manager\'s redis, prometheus (for promtool) and chromium; CHROMIUM_PATH points at a browser outside /usr/bin')
+  console.error('  elsewhere: your package manager\'s redis, prometheus (for promtool), kubectl and chromium; CHROMIUM_PATH points at a browser outside /usr/bin')
 }
 
 /** Installs what is missing when it can; returns the process exit code. */

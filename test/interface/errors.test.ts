@@ -2,7 +2,7 @@ import t from 'tap'
 import { ApiError, toApiError } from '../../src/interface/errors.js'
 
 t.test('ApiError keeps its status, code and message', async (t) => {
-  const e = toApiError(new ApiError(404, 'not_found', 'Pet 3 not found'))
+  const e = toApiError(new ApiError('not_found', 'Pet 3 not found'))
   t.same(e.body, { code: 'not_found', message: 'Pet 3 not found', status: 404 })
 })
 

@@ -1,9 +1,10 @@
-// keys.yaml grows to 100,000 entries, and a general YAML parser spends ~0.5 s on that many flow
-// mappings — half of the 1 s budget for start-up and reload. Almost every such file is machine-
-// written in one canonical line form (the one `petstore-gateway keys create` prints), so this reads
-// exactly that form with one regular expression per line, and declines (returns undefined) on
-// anything else — comments aside — so the general parser handles every other file. It only accepts
-// values that YAML would also read as plain strings/booleans, so both paths yield the same data.
+// keys.yaml grows to 100,000 entries, and a general YAML parser spends a large share of the 1 s
+// budget for start-up and reload on that many flow mappings (bench/results/design-figures.md).
+// Almost every such file is machine-written in one canonical line form (the one `petstore-gateway
+// keys create` prints), so this reads exactly that form with one regular expression per line, and
+// declines (returns undefined) on anything else — comments aside — so the general parser handles
+// every other file. It only accepts values that YAML would also read as plain strings/booleans, so
+// both paths yield the same data.
 const HEADER = /^keys:[ \t]*(#.*)?$/
 const SKIP = /^[ \t]*(#.*)?$/
 const ENTRY = /^ {2}- \{ ?id: ([A-Za-z][A-Za-z0-9._-]{0,63}), sha256: ([0-9a-f]{64}), plan: ([a-z][a-z0-9_-]{0,31})(?:, disabled: (true|false))? ?\}[ \t]*$/

@@ -1,13 +1,14 @@
-// The worker thread that reads, parses and validates CONFIG_DIR for a reload, off the gateway's
-// event loop (a 50 MB file once stalled every request for 31 s). It hands the keys back in slices,
-// one slice each time the main thread asks, so that taking in 100,000 keys never holds the event
-// loop for more than about a millisecond at a time.
+// The worker thread that reads, parses and validates CONFIG_DIR for the gateway, off its event loop
+// (parsing a big file on it stalls every request for as long: bench/results/design-figures.md). It
+// hands the keys back in slices, one slice each time the main thread asks, so that taking in a
+// hundred thousand keys never holds the event loop for longer than one slice's decoding.
 import { setPriority } from 'node:os'
 import { parentPort } from 'node:worker_threads'
-import { ConfigError, readConfigTexts, validateConfig, type ConfigTexts } from './loader.js'
+import { ConfigError, validateConfig, type ConfigTexts } from './loader.js'
+import { readConfigTexts } from './read-files.js'
 import { BIG_CONFIG_BYTES, type FromWorker, type ToWorker } from './worker-protocol.js'
 
-/** Keys per message: decoding one message (structured clone) takes about a millisecond. */
+/** Keys per message: small enough that decoding one message (structured clone) is a short pause of the event loop. */
 export const KEYS_PER_MESSAGE = 2_000
 
 /** Nice value of this thread while it parses big files: the threads serving requests come first. */
@@ -46,7 +47,7 @@ async function load (dir: string, maxBytes: number, maxProblems: number): Promis
       post({ kind: 'keys', keys: keys.slice(i, i + KEYS_PER_MESSAGE) })
       await nextRequested()
     }
-    post({ kind: 'done', config: { ...rest, keys: [] }, bytes })
+    post({ kind: 'done', config: rest, bytes })
   } catch (err) {
     if (err instanceof ConfigError) post({ kind: 'rejected', problems: [...err.problems], bytes })
     else post({ kind: 'failed', message: err instanceof Error ? err.message : String(err) })

@@ -1,14 +1,15 @@
 // Holds the config snapshot in force and hands each request the one it reads for its whole life,
 // so a reload (one reference swap) never mixes two configs inside a request.
 //
-// No readiness check here: the config in force is always a valid one (start-up refuses a bad
-// config, a reload keeps the last good one), and failing readiness on a rejected reload would take
+// No readiness check here: the config in force is always a valid one (the first load must succeed
+// for the gateway to start, a reload keeps the last good one), and failing readiness on a rejected reload would take
 // every instance of a fleet out of service at once for one bad ConfigMap. A rejected reload is
 // logged, counted (gateway_config_reloads_total) and kept as `configReloader.lastFailure`.
 import fp from 'fastify-plugin'
 import type { ConfigSnapshot } from './types.js'
 
 export interface ConfigHolder {
+  /** The snapshot in force; reading it before the first one is installed is a bug, and throws. */
   readonly current: ConfigSnapshot
   /** Installs a new snapshot for every request that starts from now on. */
   swap: (next: ConfigSnapshot) => void
@@ -26,10 +27,14 @@ declare module 'fastify' {
   }
 }
 
-export function createConfigHolder (initial: ConfigSnapshot): ConfigHolder {
+/** A holder with `initial` in force, or empty until the provider's first load is swapped in (reload.ts). */
+export function createConfigHolder (initial?: ConfigSnapshot): ConfigHolder {
   let current = initial
   return {
-    get current () { return current },
+    get current () {
+      if (current === undefined) throw new Error('no config is in force yet: the first load has not been swapped in')
+      return current
+    },
     swap (next) { current = next }
   }
 }

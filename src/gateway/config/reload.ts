@@ -1,22 +1,24 @@
-// Live config reload: re-reads CONFIG_DIR on a file change (watch), on SIGHUP (server.ts) or on
-// POST /admin/reload, and swaps the snapshot only when the whole new config is valid. A bad
-// config is rejected whole; the last good one stays in force. Every outcome is logged and counted.
-// The reading, parsing and validating run in a worker thread (worker-loader.ts), so a reload never
-// holds up the requests being served; reloads run one at a time, and requests for a reload that
+// The one config path of a gateway that runs on a config directory: provider → validate → swap.
+// The first load (at registration: the gateway does not start without a valid config) and every
+// reload after it — on a change once the directory is quiet (watch.ts), on SIGHUP (server.ts), on
+// POST /admin/reload — go through the same load (provider.ts: read and validate in a worker thread,
+// the production rules) and the same swap. A bad config is rejected whole: at start-up the
+// problems are thrown to the caller; on a reload the last good config stays in force. Every
+// reload's outcome is logged and counted. Reloads run one at a time, and requests for a reload that
 // arrive while one runs share the single reload that follows it.
 import fp from 'fastify-plugin'
 import { logExpiringKeys } from './key-expiry.js'
-import { assertNoDemoKeys } from './demo-keys.js'
 import { ConfigError } from './loader.js'
+import { createConfigProvider } from './provider.js'
 import { watchDirectory } from './watch.js'
-import { createConfigParser, type WorkerLoadOptions } from './worker-loader.js'
+import type { WorkerLoadOptions } from './worker-loader.js'
 
 export type ReloadResult =
   | { readonly ok: true, readonly changed: boolean, readonly version: string, readonly keys: number }
   | { readonly ok: false, readonly problems: readonly string[] }
 
 export interface ReloadFailure {
-  /** Unix ms of the rejected reload. */
+  /** Unix ms of the rejected reload (the gateway clock). */
   readonly at: number
   readonly trigger: string
   readonly problems: readonly string[]
@@ -28,16 +30,17 @@ export interface ConfigReloader {
   reload: (trigger: string) => Promise<ReloadResult>
   /** The last rejected reload, or null when the last reload succeeded (or none ran). */
   readonly lastFailure: ReloadFailure | null
-  /** Starts the parse worker now (it starts with the first reload otherwise: ~70 ms built, up to seconds under tsx). */
+  /** Starts the parse worker now (it is stopped after the first load and started again by the next). */
   ready: () => Promise<void>
 }
 
 export interface ReloadOptions extends WorkerLoadOptions {
   dir: string
-  /** Watch the directory for changes (default true). */
+  /** Reload when the directory changes (default true); SIGHUP and the admin API reload either way. */
   watch?: boolean
-  debounceMs?: number
-  /** Refuse the demo keys, as at start-up with NODE_ENV=production. */
+  /** CONFIG_QUIET_MS: a change is applied once the directory has been quiet this long (watch.ts). */
+  quietMs?: number
+  /** Refuse the demo keys (NODE_ENV=production). */
   production?: boolean
 }
 
@@ -47,29 +50,53 @@ declare module 'fastify' {
   }
 }
 
+function problemsOf (err: unknown, what: 'load' | 'reload'): readonly string[] {
+  // A worker that crashed or was stopped is a failed load too.
+  return err instanceof ConfigError ? err.problems : [`config: ${what} failed: ${err instanceof Error ? err.message : String(err)}`]
+}
+
 export const reloadPlugin = fp<ReloadOptions>(async function reloadPlugin (app, opts) {
   const holder = app.gatewayConfig
-  const { dir, watch, debounceMs, production, ...loadOptions } = opts
-  let lastFailure: ReloadFailure | null = null
-  const parser = createConfigParser(loadOptions)
-  app.addHook('onClose', async () => { await parser.close() })
+  const { dir, watch, quietMs, production, ...loadOptions } = opts
+  const provider = createConfigProvider({ ...loadOptions, dir, production, now: app.clock })
+  app.addHook('onClose', async () => { await provider.close() })
 
+  let inForce: string | undefined
+  /** The one path: load (provider: read and validate), then swap when the version differs from the one in force. */
+  async function loadAndSwap (): Promise<boolean> {
+    const next = await provider.load()
+    const changed = next.version !== inForce
+    if (changed) {
+      holder.swap(next)
+      inForce = next.version
+    }
+    return changed
+  }
+
+  // The first load, through the same path (nothing is in force yet): no gateway without a valid config.
+  try {
+    await loadAndSwap()
+  } catch (err) {
+    await provider.close()
+    throw err instanceof ConfigError ? err : new ConfigError([...problemsOf(err, 'load')])
+  }
+  provider.release()
+  app.log.info({ configDir: dir, version: holder.current.version, keys: holder.current.keysByDigest.size, plans: holder.current.plans.size }, 'config loaded')
+  logExpiringKeys(app.log, holder.current, app.clock())
+
+  let lastFailure: ReloadFailure | null = null
   async function reloadNow (trigger: string): Promise<ReloadResult> {
     let result: ReloadResult
     try {
-      const next = await parser.load(dir)
-      if (production === true) assertNoDemoKeys(next)
-      const changed = next.version !== holder.current.version
-      if (changed) holder.swap(next)
+      const changed = await loadAndSwap()
       result = { ok: true, changed, version: holder.current.version, keys: holder.current.keysByDigest.size }
       lastFailure = null
       app.log.info({ trigger, changed, version: result.version, keys: result.keys }, changed ? 'config reloaded' : 'config unchanged')
       logExpiringKeys(app.log, holder.current, app.clock())
     } catch (err) {
-      // A worker that crashed or was stopped is a failed reload too: the last good config stays.
-      const problems = err instanceof ConfigError ? err.problems : [`config: reload failed: ${err instanceof Error ? err.message : String(err)}`]
+      const problems = problemsOf(err, 'reload')
       result = { ok: false, problems }
-      lastFailure = { at: Date.now(), trigger, problems }
+      lastFailure = { at: app.clock(), trigger, problems }
       app.log.error({ trigger, problems, keptVersion: holder.current.version }, 'config reload rejected; the last good config stays in force')
     }
     if (app.hasDecorator('metrics')) app.metrics.configReloads.inc({ result: result.ok ? 'success' : 'failure' })
@@ -95,13 +122,12 @@ export const reloadPlugin = fp<ReloadOptions>(async function reloadPlugin (app, 
     dir,
     reload,
     get lastFailure () { return lastFailure },
-    ready: parser.ready
+    ready: provider.ready
   })
-  logExpiringKeys(app.log, holder.current, app.clock())
   if (watch !== false) {
     const stop = watchDirectory(dir, () => {
       reload('watch').catch((err: unknown) => app.log.error({ err }, 'config reload failed'))
-    }, debounceMs)
+    }, quietMs)
     app.addHook('onClose', async () => stop())
   }
 }, { name: 'gateway-config-reload', dependencies: ['gateway-config', 'gateway-clock'] })

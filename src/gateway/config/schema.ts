@@ -1,19 +1,39 @@
-// JSON Schemas of plans.yaml, keys.yaml and routes.yaml. Shape only; rules that span entries
-// (unknown plan, duplicates, enterprise limits) are checked by the loader after these pass.
+// JSON Schemas of plans.yaml, keys.yaml and routes.yaml. Shape and bounds only; rules that span
+// fields or entries (perDay ≥ perMinute, unknown plan, duplicates, enterprise limits) are checked by
+// the loader after these pass. Every number has a bound that both the Redis script and the
+// in-process store carry exactly (docs/decisions.md §8 gives the reasons): a value outside it would
+// reach the arithmetic as something it cannot read (the script parses the ban policy as digits; a
+// number JavaScript prints in exponent form is not digits) or would make the two stores disagree.
 /** RFC 3339 timestamp, or a date alone (00:00 UTC). */
 const isoDate = '^\\d{4}-\\d{2}-\\d{2}(T\\d{2}:\\d{2}(:\\d{2}(\\.\\d+)?)?(Z|[+-]\\d{2}:\\d{2}))?$'
+
+/** Requests per rolling minute: the in-process store counts a 1 s bucket in 32 bits. */
+export const MAX_PER_MINUTE = 1_000_000_000
+/** Requests per rolling day: exact as a double (Lua and JavaScript) and written by JavaScript as plain digits. */
+export const MAX_PER_DAY = 1_000_000_000_000
+/** 429s within the ban window before a ban: each consumer keeps a ring of this many + 1 timestamps. */
+export const MAX_BAN_THRESHOLD = 1_000_000
+/**
+ * Ban window, duration and cap, in seconds: at most a day. The in-process store forgets a consumer
+ * idle for two days (the longest ban plus its escalation memory of a day), so a longer ban would end
+ * early there while Redis kept it.
+ */
+export const MAX_BAN_SECONDS = 86_400
 
 const limits = {
   type: 'object',
   additionalProperties: false,
   required: ['perMinute', 'perDay'],
   properties: {
-    perMinute: { type: 'integer', minimum: 1, maximum: 1_000_000_000 },
-    perDay: { type: 'integer', minimum: 1, maximum: 1_000_000_000_000 }
+    perMinute: { type: 'integer', minimum: 1, maximum: MAX_PER_MINUTE },
+    perDay: { type: 'integer', minimum: 1, maximum: MAX_PER_DAY }
   }
 } as const
 
-const planEntry = {
+const banSeconds = { type: 'integer', minimum: 1, maximum: MAX_BAN_SECONDS } as const
+
+/** One entry of `plans`: fixed limits, or `custom: true` (limits from each key). */
+export const planEntrySchema = {
   type: 'object',
   additionalProperties: false,
   properties: {
@@ -32,7 +52,7 @@ export const plansFileSchema = {
       type: 'object',
       minProperties: 1,
       propertyNames: { pattern: '^[a-z][a-z0-9_-]{0,31}$' },
-      additionalProperties: planEntry
+      additionalProperties: planEntrySchema
     },
     // ipv6Prefix: IPv6 clients are counted per prefix of this length (edge/client-address.ts).
     anonymous: { ...limits, properties: { ...limits.properties, ipv6Prefix: { type: 'integer', minimum: 32, maximum: 128 } } },
@@ -40,10 +60,10 @@ export const plansFileSchema = {
       type: 'object',
       additionalProperties: false,
       properties: {
-        threshold: { type: 'integer', minimum: 1 },
-        windowSeconds: { type: 'integer', minimum: 1 },
-        durationSeconds: { type: 'integer', minimum: 1 },
-        maxDurationSeconds: { type: 'integer', minimum: 1 }
+        threshold: { type: 'integer', minimum: 1, maximum: MAX_BAN_THRESHOLD },
+        windowSeconds: banSeconds,
+        durationSeconds: banSeconds,
+        maxDurationSeconds: banSeconds
       }
     }
   }

@@ -1,24 +1,24 @@
-// Loads CONFIG_DIR in a worker thread (parse-worker.ts) for a live reload: reading, YAML parsing and
-// validating cost seconds and gigabytes on a huge or hostile file, and none of it may run on the
-// event loop that serves requests. The worker's heap is capped, so a file that would need more fails
-// the reload instead of the process, and it parses big files at the lowest CPU priority. The worker
-// starts with the first reload (~70 ms built, up to seconds under tsx: nothing at start-up) and is
-// kept for the next; after a load of big files, or any failure, it is replaced (started again lazily),
-// so the memory and the priority a big parse took go with it.
+// Loads CONFIG_DIR in a worker thread (parse-worker.ts), at start-up and for every reload: reading,
+// YAML parsing and validating cost seconds and gigabytes on a huge or hostile file, and none of it
+// may run on the event loop that serves requests. The worker's heap is capped, so a file that would
+// need more fails the load instead of the process, and it parses big files at the lowest CPU
+// priority. A worker is started by a load (or `ready`) and kept for the next; after a load of big
+// files, or any failure, or `release`, it is stopped (and started again by the next load), so the
+// memory and the priority a big parse took go with it.
 import { Worker } from 'node:worker_threads'
-import { DEFAULT_CONFIG_MAX_BYTES } from '../runtime/settings.js'
-import { buildSnapshot, ConfigError, DEFAULT_MAX_REPORTED_PROBLEMS, freezeKey } from './loader.js'
-import type { ConfigSnapshot, KeyRecord } from './types.js'
+import { buildSnapshot, ConfigError, DEFAULT_MAX_REPORTED_PROBLEMS, KeyIndex } from './loader.js'
+import { DEFAULT_CONFIG_MAX_BYTES } from './read-files.js'
+import type { ConfigSnapshot } from './types.js'
 import { BIG_CONFIG_BYTES, type FromWorker, type ToWorker } from './worker-protocol.js'
 
-/** Old-generation heap of the parse worker; parsing a 10 MB YAML file takes under 1 GB. */
+/** Old-generation heap of the parse worker: room for a file at the size cap (bench/results/design-figures.md). */
 export const DEFAULT_CONFIG_WORKER_HEAP_MB = 2048
-/** A parse still running after this long is stopped and the reload rejected. */
+/** A parse still running after this long (from the moment a started worker gets the load) is stopped and the load rejected. */
 export const DEFAULT_CONFIG_PARSE_TIMEOUT_MS = 60_000
 
 // Under tsx (npm start, tests) this module is TypeScript and so is the worker, which then needs the
 // TypeScript loader and nothing else of what the parent was started with (a test runner's loaders
-// made a worker take 4.5 s to start instead of 0.5 s); built, both are JavaScript.
+// made a worker start several times slower); built, both are JavaScript.
 const RUNNING_TYPESCRIPT = import.meta.url.endsWith('.ts')
 const WORKER_URL = new URL(RUNNING_TYPESCRIPT ? './parse-worker.ts' : './parse-worker.js', import.meta.url)
 const WORKER_EXEC_ARGV = RUNNING_TYPESCRIPT ? ['--import', import.meta.resolve('tsx')] : []
@@ -31,15 +31,22 @@ export interface WorkerLoadOptions {
   timeoutMs?: number
 }
 
+export interface ConfigParserOptions extends WorkerLoadOptions {
+  /** The gateway's clock, Unix ms: stamps each snapshot's `loadedAt`. */
+  now: () => number
+}
+
 export interface ConfigParser {
   /** The snapshot of `dir`, or a ConfigError naming every problem (capped); one load at a time. */
   load: (dir: string) => Promise<ConfigSnapshot>
-  /** Starts the worker now instead of at the first load (it is started lazily: no cost at start-up). */
+  /** Starts the worker now instead of at the next load. */
   ready: () => Promise<void>
+  /** Stops the worker until the next load (its memory is given back meanwhile). */
+  release: () => void
   close: () => Promise<void>
 }
 
-export function createConfigParser (opts: WorkerLoadOptions = {}): ConfigParser {
+export function createConfigParser (opts: ConfigParserOptions): ConfigParser {
   const heapMb = opts.heapMb ?? DEFAULT_CONFIG_WORKER_HEAP_MB
   const timeoutMs = opts.timeoutMs ?? DEFAULT_CONFIG_PARSE_TIMEOUT_MS
   let worker: Worker | undefined
@@ -62,9 +69,12 @@ export function createConfigParser (opts: WorkerLoadOptions = {}): ConfigParser 
 
   async function loadOnce (dir: string): Promise<ConfigSnapshot> {
     if (closed) throw new Error('config parser closed')
-    const w = worker ?? (worker = spawn())
-    const keysByDigest = new Map<string, KeyRecord>()
-    const keysById = new Map<string, KeyRecord>()
+    // The time allowed is the parse's: a worker is started (and its modules loaded) before it counts.
+    await ready()
+    const started = worker
+    if (started === undefined) throw new Error('config worker exited before it was ready')
+    const w: Worker = started
+    const keys = new KeyIndex()
     return await new Promise<ConfigSnapshot>((resolve, reject) => {
       let settled = false
       const timer = setTimeout(() => fail(new ConfigError([`config: not parsed within ${timeoutMs} ms; the parse was stopped`])), timeoutMs)
@@ -91,16 +101,12 @@ export function createConfigParser (opts: WorkerLoadOptions = {}): ConfigParser 
           case 'ready':
             break
           case 'keys':
-            for (const [digest, record] of reply.keys) {
-              const frozen = freezeKey(record)
-              keysByDigest.set(digest, frozen)
-              keysById.set(frozen.id, frozen)
-            }
+            keys.addAll(reply.keys)
             // The next slice only after the event loop has served whatever is waiting.
             setImmediate(() => { if (!settled) w.postMessage({ kind: 'next' } satisfies ToWorker) })
             break
           case 'done':
-            succeed(buildSnapshot(reply.config, Date.now(), keysByDigest, keysById), reply.bytes)
+            succeed(buildSnapshot(reply.config, keys, opts.now()), reply.bytes)
             break
           case 'rejected':
             cleanUp()
@@ -153,6 +159,10 @@ export function createConfigParser (opts: WorkerLoadOptions = {}): ConfigParser 
 
   return {
     ready,
+    release () {
+      // After the loads already asked for, not in the middle of one.
+      queue = queue.then(() => { if (worker !== undefined) retire(worker) })
+    },
     async load (dir) {
       const result = queue.then(async () => await loadOnce(dir))
       queue = result.catch(() => undefined)

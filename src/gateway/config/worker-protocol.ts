@@ -1,11 +1,11 @@
-// The messages between the reloader's config parser (worker-loader.ts) and its worker thread
-// (parse-worker.ts), shared by both sides.
+// The messages between the config parser (worker-loader.ts) and its worker thread (parse-worker.ts),
+// shared by both sides.
 import type { KeyRecord } from './types.js'
-import type { ValidatedConfig } from './loader.js'
+import type { ConfigWithoutKeys } from './loader.js'
 
 /**
  * Files bigger than this in total are parsed at the lowest CPU priority (a small config must still
- * apply within a second on a busy machine, a 50 MB one must not take CPU from requests), and the
+ * apply within a second on a busy machine, a big one must not take CPU from requests), and the
  * worker that parsed them is then replaced, to give back its memory and its priority.
  */
 export const BIG_CONFIG_BYTES = 1024 * 1024
@@ -22,8 +22,8 @@ export type FromWorker =
   | { kind: 'ready' }
   /** A slice of the keys, [digest, record], in file order; the worker waits for `next`. */
   | { kind: 'keys', keys: Array<[string, KeyRecord]> }
-  /** The rest of a valid config (its `keys` empty: they came in the slices); `bytes`: the files' total size. */
-  | { kind: 'done', config: ValidatedConfig, bytes: number }
+  /** The rest of a valid config (the keys came in the slices); `bytes`: the files' total size. */
+  | { kind: 'done', config: ConfigWithoutKeys, bytes: number }
   | { kind: 'rejected', problems: string[], bytes: number }
   /** Not a config problem: a bug or an I/O failure the loader did not expect. */
   | { kind: 'failed', message: string }

@@ -1,8 +1,7 @@
-// The gateway's pino logger. At info level every request writes one line; one write(2) per line
-// cost ~13 % of the gateway's throughput under load (interleaved A/B against the same config:
-// 1.00 one write per line, 1.13 batched, 1.19 with the writes dropped altogether). So lines are
-// batched in memory up to `bufferBytes` and written synchronously in one write, at the latest every
-// `flushMs` and always on exit — a crash loses at most that buffer, never blocks on it.
+// The gateway's pino logger. At info level every request writes one line, and one write(2) per line
+// cost a noticeable share of the gateway's throughput under load (bench/results/design-figures.md).
+// So lines are batched in memory up to `bufferBytes` and written synchronously in one write, at the
+// latest every `flushMs` and always on exit — a crash loses at most that buffer, never blocks on it.
 import { destination as pinoDestination, pino, type Logger } from 'pino'
 import { LOG_REDACT_PATHS } from './request-log.js'
 import { DEFAULT_LOG_BUFFER_BYTES } from '../runtime/settings.js'

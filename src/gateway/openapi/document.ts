@@ -1,8 +1,9 @@
 // The OpenAPI 3.1 description of the public interface, built from the JSON Schemas the backend
-// validates with (src/backend/schemas.ts), the shared Error schema and the gateway's operation table,
+// validates with (src/backend/schemas.ts), the shared Error schema, the error catalogue
+// (src/interface/errors.ts: every status, code and description) and the gateway's operation table,
 // so there is no hand-kept copy to drift. Lifecycle marks (deprecation, sunset, stability) and the
 // plan limits come from a config snapshot: a reload that changes them changes the document.
-import { DOCS_LINK } from '../../interface/errors.js'
+import { DOCS_LINK, ERROR_CODES, type ErrorCode } from '../../interface/errors.js'
 import { errorBodySchema, interfaceSchemas, petIdParamsSchema, orderListQuerySchema, petListQuerySchema } from '../../interface/schemas.js'
 import type { ConfigSnapshot, RouteRule } from '../config/types.js'
 import { deprecationValue, successorLink, sunsetValue } from '../lifecycle/rules.js'
@@ -39,8 +40,8 @@ interface OperationText {
   readonly pathParams?: object
   readonly body?: string
   readonly success: { readonly status: number, readonly schema: string, readonly description: string, readonly paged: boolean, readonly location?: boolean }
-  /** Error statuses of docs/decisions.md §6 that this operation can answer besides those every operation can. */
-  readonly errors: readonly number[]
+  /** Error codes (of the catalogue) this operation can answer besides those every operation can. */
+  readonly errors: readonly ErrorCode[]
 }
 
 const OPERATION_TEXT: Readonly<Record<string, OperationText>> = {
@@ -50,7 +51,7 @@ const OPERATION_TEXT: Readonly<Record<string, OperationText>> = {
     tag: 'pets',
     query: petListQuerySchema,
     success: { status: 200, schema: 'Pets', description: 'A page of animals', paged: true },
-    errors: [400]
+    errors: []
   },
   createPet: {
     summary: 'Add an animal',
@@ -58,7 +59,7 @@ const OPERATION_TEXT: Readonly<Record<string, OperationText>> = {
     tag: 'pets',
     body: 'NewPet',
     success: { status: 201, schema: 'Pet', description: 'The animal added, with its assigned `id`', paged: false, location: true },
-    errors: [400, 413, 415]
+    errors: ['invalid_body', 'payload_too_large', 'unsupported_media_type']
   },
   getPet: {
     summary: 'Get an animal',
@@ -66,7 +67,7 @@ const OPERATION_TEXT: Readonly<Record<string, OperationText>> = {
     tag: 'pets',
     pathParams: petIdParamsSchema,
     success: { status: 200, schema: 'Pet', description: 'The animal', paged: false },
-    errors: [400, 404]
+    errors: ['not_found']
   },
   listOrders: {
     summary: 'List store orders',
@@ -76,32 +77,28 @@ const OPERATION_TEXT: Readonly<Record<string, OperationText>> = {
     tag: 'store',
     query: orderListQuerySchema,
     success: { status: 200, schema: 'Orders', description: 'A page of orders', paged: true },
-    errors: [400]
+    errors: []
   }
 }
 
-/** docs/decisions.md §6: status → the codes it carries and when. */
-const ERRORS: Readonly<Record<number, { readonly codes: readonly string[], readonly description: string }>> = {
-  400: { codes: ['invalid_body', 'invalid_parameter'], description: 'Bad JSON, missing or invalid fields, bad query or path parameter' },
-  401: { codes: ['unauthorized', 'key_expired'], description: 'Missing, invalid or disabled API key (`unauthorized`), or a key past its expiry (`key_expired`, the message says when it expired)' },
-  403: { codes: ['insufficient_scope'], description: 'The API key lacks the scope this method needs: `read` for GET and HEAD, `write` for every other method' },
-  404: { codes: ['not_found'], description: 'No animal with this id' },
-  410: { codes: ['endpoint_removed'], description: 'The operation is past its sunset date and has been removed' },
-  413: { codes: ['payload_too_large'], description: 'Request body over the size limit' },
-  415: { codes: ['unsupported_media_type'], description: 'Request body is not `application/json`' },
-  429: { codes: ['rate_limited', 'key_banned'], description: 'Over the rate limit (`rate_limited`), or the key is temporarily banned for continuing after 429s (`key_banned`). Wait `Retry-After` seconds before retrying; back off exponentially.' },
-  500: { codes: ['internal_error'], description: 'Unexpected error' },
-  502: { codes: ['upstream_unavailable'], description: 'The pet store service is unavailable' },
-  503: { codes: ['unavailable'], description: 'Shutting down, or the rate limiter is unavailable' },
-  504: { codes: ['upstream_timeout'], description: 'The pet store service did not answer in time' }
-}
-
-/** Every operation can answer these, whatever it does. */
-const COMMON_ERRORS = [401, 403, 429, 500, 502, 503, 504] as const
-/** Answered before the limiter decided (503 on shutdown or store failure), or wherever a 500 happens; a 503 on shutdown has no request id either. */
-const MAY_LACK_RATE_LIMIT_HEADERS = new Set([500, 503])
-/** 401, 403 and 429 are answered before the lifecycle step, so they carry no lifecycle headers. */
-const BEFORE_LIFECYCLE = new Set([401, 403, 429, 503])
+/**
+ * Codes any operation can answer, whatever it does: the edge (a malformed URL or request, Node's
+ * parser refusing headers or a slow request), authentication, the limiter and the proxy.
+ */
+const COMMON_CODES: readonly ErrorCode[] = [
+  'invalid_parameter', 'invalid_request', 'unauthorized', 'key_expired', 'insufficient_scope', 'request_timeout',
+  'rate_limited', 'key_banned', 'headers_too_large', 'internal_error', 'upstream_unavailable', 'unavailable', 'upstream_timeout'
+]
+/** Answered by Node's HTTP parser on the raw socket, before the gateway's pipeline: no rate-limit headers. */
+const RAW_SOCKET = new Set<ErrorCode>(['request_timeout', 'headers_too_large'])
+/** May come without rate-limit headers: answered before the limiter decided (503 on shutdown or store failure), a 500 anywhere, or on the raw socket. */
+const MAY_LACK_RATE_LIMIT_HEADERS = new Set<ErrorCode>(['internal_error', 'unavailable', ...RAW_SOCKET])
+/** A 503 on shutdown has no request id. */
+const MAY_LACK_REQUEST_ID = new Set<ErrorCode>(['unavailable'])
+/** Answered before the lifecycle step, so without its headers: screening, authentication, the limiter, shutdown, the parser. */
+const BEFORE_LIFECYCLE = new Set<ErrorCode>(['invalid_request', 'unauthorized', 'key_expired', 'insufficient_scope', 'rate_limited', 'key_banned', 'unavailable', ...RAW_SOCKET])
+/** Answered before the lifecycle step or after it: a malformed URL is refused by the screen, a bad parameter by the backend. */
+const EITHER_SIDE_OF_LIFECYCLE = new Set<ErrorCode>(['invalid_parameter'])
 
 function clone<T> (value: T): JsonValue {
   return JSON.parse(JSON.stringify(value)) as JsonValue
@@ -204,13 +201,25 @@ function lifecycleHeaders (rule: RouteRule | undefined, paged: boolean): JsonObj
   return headers
 }
 
-function errorResponse (status: number, lifecycle: JsonObject): JsonObject {
-  const entry = ERRORS[status]
-  if (entry === undefined) throw new Error(`no error catalogue entry for ${status}`)
+/** `lifecycle`'s headers, required, optional or left out, as the codes of one status allow. */
+function lifecycleFor (codes: readonly ErrorCode[], lifecycle: JsonObject): JsonObject {
+  if (codes.every((c) => BEFORE_LIFECYCLE.has(c))) return {}
+  if (codes.every((c) => !BEFORE_LIFECYCLE.has(c) && !EITHER_SIDE_OF_LIFECYCLE.has(c))) return lifecycle
+  return Object.fromEntries(Object.entries(lifecycle).map(([name, h]) => [name, { ...(h as JsonObject), required: false }]))
+}
+
+/** What the catalogue says of these codes, one status's worth. */
+function statusDescription (codes: readonly ErrorCode[]): string {
+  const [only] = codes
+  if (codes.length === 1 && only !== undefined) return `${ERROR_CODES[only].description} (\`${only}\`)`
+  return codes.map((c) => `\`${c}\`: ${ERROR_CODES[c].description}`).join('; ')
+}
+
+function errorResponse (status: number, codes: readonly ErrorCode[], lifecycle: JsonObject): JsonObject {
   const headers: JsonObject = {
-    'X-Request-Id': use('X-Request-Id', status !== 503),
-    ...rateLimitHeaders(!MAY_LACK_RATE_LIMIT_HEADERS.has(status)),
-    ...(BEFORE_LIFECYCLE.has(status) ? {} : lifecycle)
+    'X-Request-Id': use('X-Request-Id', !codes.some((c) => MAY_LACK_REQUEST_ID.has(c))),
+    ...rateLimitHeaders(!codes.some((c) => MAY_LACK_RATE_LIMIT_HEADERS.has(c))),
+    ...lifecycleFor(codes, lifecycle)
   }
   // Not on a 401: there is no valid key whose expiry could be told.
   if (status !== 401) headers['X-API-Key-Expires'] = use('X-API-Key-Expires', false)
@@ -218,19 +227,31 @@ function errorResponse (status: number, lifecycle: JsonObject): JsonObject {
   if (status === 401) headers.Link = use('Link-Help', false)
   if (status === 429) headers['Retry-After'] = use('Retry-After', true)
   return {
-    description: `${entry.description} (\`${entry.codes.join('` / `')}\`)`,
+    description: statusDescription(codes),
     headers,
     content: {
       'application/json': {
         schema: {
           allOf: [
             { $ref: SCHEMA_REF + 'Error' },
-            { properties: { code: { enum: [...entry.codes] }, status: { const: status } } }
+            { properties: { code: { enum: [...codes] }, status: { const: status } } }
           ]
         }
       }
     }
   }
+}
+
+/** The codes an operation can answer, by status (ascending), each status's codes in catalogue order. */
+export function errorCodesByStatus (codes: Iterable<ErrorCode>): Map<number, ErrorCode[]> {
+  const wanted = new Set(codes)
+  const byStatus = new Map<number, ErrorCode[]>()
+  const ordered = (Object.keys(ERROR_CODES) as ErrorCode[]).filter((c) => wanted.has(c))
+  for (const code of ordered.sort((a, b) => ERROR_CODES[a].status - ERROR_CODES[b].status)) {
+    const status = ERROR_CODES[code].status
+    byStatus.set(status, [...(byStatus.get(status) ?? []), code])
+  }
+  return byStatus
 }
 
 function isoDate (ms: number): string {
@@ -243,7 +264,7 @@ function operationObject (op: Operation, text: OperationText, rule: RouteRule | 
   if (text.success.paged && successHeaders.Link === undefined) successHeaders.Link = use('Link-Next', false)
   if (text.success.location === true) successHeaders.Location = use('Location', true)
 
-  const statuses = [...new Set([...text.errors, ...COMMON_ERRORS, ...(rule?.deprecated === undefined ? [] : [410])])].sort((a, b) => a - b)
+  const codes = errorCodesByStatus([...COMMON_CODES, ...text.errors, ...(rule?.deprecated === undefined ? [] : ['endpoint_removed' as const])])
   const responses: JsonObject = {
     [String(text.success.status)]: {
       description: text.success.description,
@@ -251,7 +272,7 @@ function operationObject (op: Operation, text: OperationText, rule: RouteRule | 
       content: { 'application/json': { schema: { $ref: SCHEMA_REF + text.success.schema } } }
     }
   }
-  for (const status of statuses) responses[String(status)] = errorResponse(status, lifecycle)
+  for (const [status, statusCodes] of codes) responses[String(status)] = errorResponse(status, statusCodes, lifecycle)
 
   const notes: string[] = [text.description]
   const out: JsonObject = { operationId: op.operationId, summary: text.summary, tags: [text.tag] }

@@ -1,24 +1,22 @@
-// Every setting the gateway reads from the environment, typed, with its default beside its name.
-// The rest of the gateway receives a GatewaySettings and never reads process.env itself. A default
-// that belongs to one module (the limiter's) is declared there and imported here: settings read the
-// environment and pass values down, never the other way.
+// Every setting the gateway reads from the environment, typed. A default lives in the module it
+// configures and is imported here; this module reads the environment and passes the values down.
+// The rest of the gateway receives a GatewaySettings and never reads process.env itself.
 import { parseAdminHosts } from '../admin/request-guard.js'
+import { DEFAULT_CONFIG_DIR, DEFAULT_CONFIG_MAX_BYTES } from '../config/read-files.js'
+import { DEFAULT_CONFIG_QUIET_MS } from '../config/watch.js'
 import { DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT } from '../edge/limits.js'
 import { DEFAULT_REDIS_SENTINEL_NAME } from '../limiter/create-store.js'
 import { DEFAULT_STORE_ON_ERROR, STORE_ON_ERROR_POLICIES, type StoreOnError } from '../limiter/stores/fallback-policy.js'
 import { DEFAULT_ANONYMOUS_STATE_MAX } from '../limiter/stores/memory.js'
 import { DEFAULT_STORE_TIMEOUT_MS } from '../limiter/stores/resilient.js'
-import { tracingSettingsFromEnv, type TracingSettings } from '../../shared/tracing/settings.js'
 import { DEFAULT_GATEWAY_SERVICE_NAME, DEFAULT_TRACE_INCOMING, TRACE_INCOMING_POLICIES, type TraceIncoming } from '../observability/tracing/plugin.js'
+import { tracingSettingsFromEnv, type TracingSettings } from '../../shared/tracing/settings.js'
 
 export const DEFAULT_GATEWAY_HOST = '0.0.0.0'
 export const DEFAULT_GATEWAY_PORT = 8080
 export const DEFAULT_ADMIN_HOST = '127.0.0.1'
 export const DEFAULT_ADMIN_PORT = 9091
 export const DEFAULT_BACKEND_URL = 'http://127.0.0.1:3001'
-export const DEFAULT_CONFIG_DIR = './config'
-/** A config file bigger than this is refused before it is read or parsed (a reload keeps the config in force). */
-export const DEFAULT_CONFIG_MAX_BYTES = 10 * 1024 * 1024
 export const DEFAULT_LOG_LEVEL = 'info'
 export const DEFAULT_LOG_BUFFER_BYTES = 4096
 export const DEFAULT_BODY_LIMIT_BYTES = 16 * 1024
@@ -48,6 +46,8 @@ export interface GatewaySettings {
   readonly configWatch: boolean
   /** CONFIG_MAX_BYTES: the largest config file accepted, per file. */
   readonly configMaxBytes: number
+  /** CONFIG_QUIET_MS: a change in CONFIG_DIR is applied once the directory has been quiet this long. */
+  readonly configQuietMs: number
   readonly redisUrl: string | undefined
   readonly redisClusterNodes: readonly string[] | undefined
   /** Sentinel seeds (`host:port`, comma-separated in REDIS_SENTINELS); REDIS_URL then only carries password/TLS. */
@@ -152,6 +152,7 @@ export function settingsFromEnv (env: Env = process.env): GatewaySettings {
     configDir: str(env, 'CONFIG_DIR', DEFAULT_CONFIG_DIR),
     configWatch: env.CONFIG_WATCH !== 'false',
     configMaxBytes: int(env, 'CONFIG_MAX_BYTES', DEFAULT_CONFIG_MAX_BYTES, 1),
+    configQuietMs: int(env, 'CONFIG_QUIET_MS', DEFAULT_CONFIG_QUIET_MS, 0, 600_000),
     redisUrl: optional(env, 'REDIS_URL'),
     redisClusterNodes: cluster?.split(',').map((s) => s.trim()).filter((s) => s !== ''),
     redisSentinels: optional(env, 'REDIS_SENTINELS')?.split(',').map((s) => s.trim()).filter((s) => s !== ''),

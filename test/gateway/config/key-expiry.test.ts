@@ -5,7 +5,6 @@ import { cpSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { keyDigest } from '../../../src/gateway/auth/bearer.js'
-import { loadConfigDir } from '../../../src/gateway/config/loader.js'
 import { ADMIN_JSON, FIXTURE_CONFIG_DIR, startGateway, testConfig } from '../../helpers/gateway.js'
 import { sampleValue, scrape } from '../../helpers/scrape.js'
 
@@ -48,7 +47,7 @@ t.test('start and reload log the keys expiring within 7 days, capped', async (t)
   const dir = t.testdir()
   cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
   writeFileSync(join(dir, 'keys.yaml'), KEYS)
-  const gw = await startGateway(t, { config: loadConfigDir(dir), reload: { dir, watch: false }, now: () => NOW })
+  const gw = await startGateway(t, { reload: { dir, watch: false }, now: () => NOW })
   const atStart = gw.logs.filter((l) => l.msg === 'keys expiring within 7 days')
   t.equal(atStart.length, 1, 'one line at start')
   t.match(atStart[0], {
@@ -76,7 +75,7 @@ t.test('start and reload log the keys expiring within 7 days, capped', async (t)
 t.test('no line when nothing expires soon', async (t) => {
   const dir = t.testdir()
   cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
-  const gw = await startGateway(t, { config: loadConfigDir(dir), reload: { dir, watch: false } })
+  const gw = await startGateway(t, { reload: { dir, watch: false } })
   t.equal(gw.logs.filter((l) => l.msg === 'keys expiring within 7 days').length, 0)
   t.same(await gauges(gw.adminUrl), [0, 0], 'the gauges exist at 0')
 })

@@ -1,21 +1,14 @@
 import t from 'tap'
 import { cpSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { ConfigError, loadConfigDir, parseConfig } from '../../../src/gateway/config/loader.js'
+import { parseConfig } from '../../../src/gateway/config/loader.js'
+import { loadConfigDir } from '../../../src/gateway/config/read-files.js'
 import { assertNoDemoKeys } from '../../../src/gateway/config/demo-keys.js'
-import { configTexts, FIXTURE_CONFIG_DIR } from '../../helpers/gateway.js'
+import { configProblems, configTexts, FIXTURE_CONFIG_DIR } from '../../helpers/gateway.js'
 
 const D1 = 'a'.repeat(64)
 
-function problemsOf (overrides: Parameters<typeof configTexts>[0]): readonly string[] {
-  try {
-    parseConfig(configTexts(overrides))
-  } catch (err) {
-    if (err instanceof ConfigError) return err.problems
-    throw err
-  }
-  throw new Error('config was accepted')
-}
+const problemsOf = configProblems
 
 t.test('the shipped config loads: four plans, anonymous policy, ban policy, routes', async (t) => {
   const snapshot = loadConfigDir(FIXTURE_CONFIG_DIR)
@@ -128,7 +121,8 @@ t.test('credentials of one consumer that disagree on plan or limits are refused,
 
 t.test('every problem in one report: schema problems of all files first, then every check that can still run', async (t) => {
   const D2 = 'b'.repeat(64)
-  // plans.yaml is broken, so plans cannot be checked; duplicates and dates in keys.yaml still can.
+  // plans.yaml is broken, yet its plans are named: a key naming a plan that does not exist is reported
+  // beside the bad values (a key of the invalid plan "free" is not: that plan's problem is reported).
   t.same(problemsOf({
     'plans.yaml': 'plans:\n  free: { perMinute: 0, perDay: 10 }\nanonymous: { perMinute: 1 }\n',
     'keys.yaml': 'keys:\n' +
@@ -142,6 +136,7 @@ t.test('every problem in one report: schema problems of all files first, then ev
     'routes.yaml: routes[0].stability: must be one of "experimental", "beta"',
     'keys.yaml: keys[1].id: duplicate id "a"',
     'keys.yaml: keys[2].sha256: same digest as key "a"',
+    'keys.yaml: keys[2].plan: unknown plan "gold"',
     'keys.yaml: keys[2].expiresAt: "2030-02-30" is not a real date'
   ])
   // keys.yaml and plans.yaml are fine in shape: an unknown plan is reported beside routes.yaml's schema problem.

@@ -2,7 +2,6 @@ import t from 'tap'
 import { cpSync, mkdirSync, readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { keyDigest } from '../../../src/gateway/auth/bearer.js'
-import { loadConfigDir } from '../../../src/gateway/config/loader.js'
 import { bearer, DEMO_KEYS, plansYaml, FIXTURE_CONFIG_DIR, startGateway } from '../../helpers/gateway.js'
 import { until } from '../../helpers/poll.js'
 
@@ -26,7 +25,7 @@ async function status (url: string, key: string): Promise<number> {
 
 t.test('a key added to keys.yaml works within 2 s; disabling it takes effect the same way', async (t) => {
   const dir = copyConfig(t)
-  const gw = await startGateway(t, { config: loadConfigDir(dir), reload: { dir, debounceMs: 50 } })
+  const gw = await startGateway(t, { reload: { dir, quietMs: 50 } })
   await gw.app.configReloader.ready() // the 2 s are from a running gateway, not one still starting
   t.equal(await status(gw.url, NEW_KEY), 401)
 
@@ -44,7 +43,7 @@ t.test('a key added to keys.yaml works within 2 s; disabling it takes effect the
 
 t.test('a bad file is rejected whole: the last good config stays, the failure is logged and counted', async (t) => {
   const dir = copyConfig(t)
-  const gw = await startGateway(t, { config: loadConfigDir(dir), reload: { dir, watch: false } })
+  const gw = await startGateway(t, { reload: { dir, watch: false } })
   const before = gw.app.gatewayConfig.current.version
   // The new key is valid, but the plan of another entry is not: neither may take effect.
   writeFileSync(join(dir, 'keys.yaml'), `${DEFAULT_KEYS}  - { id: new-partner, sha256: ${keyDigest(NEW_KEY)}, plan: pro }\n  - { id: broken, sha256: ${'e'.repeat(64)}, plan: gold }\n`)
@@ -72,7 +71,7 @@ t.test('the Kubernetes ConfigMap symlink swap (..data) is picked up', async (t) 
   symlinkSync('..2026_11_22_10_00_00.000000001', join(dir, '..data'))
   for (const file of ['plans.yaml', 'keys.yaml', 'routes.yaml']) symlinkSync(join('..data', file), join(dir, file))
 
-  const gw = await startGateway(t, { config: loadConfigDir(dir), reload: { dir, debounceMs: 50 } })
+  const gw = await startGateway(t, { reload: { dir, quietMs: 50 } })
   await gw.app.configReloader.ready() // the 2 s are from a running gateway, not one still starting
   t.equal(await status(gw.url, NEW_KEY), 401)
 
@@ -92,7 +91,7 @@ t.test('moving a key to a smaller plan keeps the requests it already spent in th
   const plans = 'plans:\n  big: { perMinute: 10, perDay: 1000 }\n  small: { perMinute: 5, perDay: 1000 }\nanonymous: { perMinute: 30, perDay: 300 }\n'
   writeFileSync(join(dir, 'plans.yaml'), plans)
   writeFileSync(join(dir, 'keys.yaml'), `keys:\n  - { id: mover, sha256: ${keyDigest(NEW_KEY)}, plan: big }\n`)
-  const gw = await startGateway(t, { config: loadConfigDir(dir), reload: { dir, watch: false } })
+  const gw = await startGateway(t, { reload: { dir, watch: false } })
   for (let i = 0; i < 6; i++) t.equal(await status(gw.url, NEW_KEY), 200)
 
   writeFileSync(join(dir, 'keys.yaml'), `keys:\n  - { id: mover, sha256: ${keyDigest(NEW_KEY)}, plan: small }\n`)
@@ -115,7 +114,7 @@ t.test('requests in flight during reloads are all answered, each under one confi
     { plans: plansYaml({ anonymous: { perMinute: 999, perDay: 100000 } }), keys: `${DEFAULT_KEYS}  - { id: new-partner, sha256: ${keyDigest(NEW_KEY)}, plan: pro }\n` }
   ]
   writeFileSync(join(dir, 'plans.yaml'), variants[0]!.plans)
-  const gw = await startGateway(t, { config: loadConfigDir(dir), reload: { dir, watch: false } })
+  const gw = await startGateway(t, { reload: { dir, watch: false } })
   const answers: Array<Promise<string>> = []
   for (let i = 0; i < 40; i++) {
     answers.push(fetch(`${gw.url}/v1/store/orders`, { headers: bearer(NEW_KEY) }).then(async (res) => {

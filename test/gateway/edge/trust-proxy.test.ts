@@ -7,6 +7,7 @@ import { startBackend } from '../../helpers/backend.js'
 import { plansYaml, FIXTURE_CONFIG_DIR, startGateway, testConfig } from '../../helpers/gateway.js'
 import { freePort, waitForHttp } from '../../helpers/ports.js'
 import { runEntry } from '../../helpers/processes.js'
+import { poll } from '../../helpers/poll.js'
 
 async function gatewayEnv (): Promise<Record<string, string>> {
   return {
@@ -39,8 +40,7 @@ t.test('TRUST_PROXY=true elsewhere: starts, with a warning in the log', async (t
   const findWarning = (): { level: number, msg: string } | undefined => gateway.output().split('\n').filter((l) => l.startsWith('{'))
     .map((l) => JSON.parse(l) as { level: number, msg: string }).find((l) => l.msg.startsWith('TRUST_PROXY=true'))
   // Log lines are batched (written at least every 200 ms): wait for the flush, not for a fixed time.
-  const deadline = Date.now() + 2_000
-  while (findWarning() === undefined && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
+  await poll(findWarning, 2_000, 20)
   t.equal(findWarning()?.level, 40, 'logged at warn level')
   gateway.child.kill('SIGTERM')
   t.equal((await gateway.exited).code, 0)

@@ -14,6 +14,7 @@ t.test('defaults follow docs/decisions.md §8', async (t) => {
     configDir: './config',
     configWatch: true,
     configMaxBytes: 10485760,
+    configQuietMs: 2000,
     redisUrl: undefined,
     redisClusterNodes: undefined,
     redisSentinels: undefined,

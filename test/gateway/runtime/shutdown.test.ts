@@ -12,6 +12,7 @@ import { Agent, request as httpRequest } from 'node:http'
 import t, { type Test } from 'tap'
 import { DEMO_KEYS, FIXTURE_CONFIG_DIR } from '../../helpers/gateway.js'
 import { startEchoUpstream } from '../../helpers/echo-upstream.js'
+import { poll, sleep } from '../../helpers/poll.js'
 import { freePort, waitForHttp } from '../../helpers/ports.js'
 import { gatewayProcessEnv, runEntry } from '../../helpers/processes.js'
 import { startRedis } from '../../helpers/redis.js'
@@ -102,19 +103,16 @@ async function runScenario (t: Test, drainDelayMs: number | undefined): Promise<
         await res.arrayBuffer()
         readiness.push({ at: Date.now(), status: res.status })
       } catch { return }
-      await new Promise((resolve) => setTimeout(resolve, 20))
+      await sleep(20)
     }
   }
 
   const clients = Array.from({ length: CLIENTS }, client)
   // Load first: wait for LOAD_BEFORE_SIGNAL answers (bounded; on a busy machine this takes longer
   // than on an idle one, so a fixed wait would measure the machine, not the gateway).
-  const loadDeadline = Date.now() + 10_000
-  while (outcomes.filter((o) => o.kind === 'response').length < LOAD_BEFORE_SIGNAL && Date.now() < loadDeadline) {
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
+  await poll(() => outcomes.filter((o) => o.kind === 'response').length >= LOAD_BEFORE_SIGNAL, 10_000, 20)
   const slow = Array.from({ length: 6 }, () => send(agent, url, `/v1/pets?delay=${SLOW_DELAY_MS}`))
-  await new Promise((resolve) => setTimeout(resolve, 100))
+  await sleep(100)
   const signalledAt = Date.now()
   proc.child.kill('SIGTERM')
   const probe = probeReadiness()
@@ -180,7 +178,7 @@ t.test('the drain is bounded: a request still running at the grace deadline is c
   }))
   await waitForHttp(`http://127.0.0.1:${adminPort}/healthz`, 30_000)
   const hanging = fetch(`http://127.0.0.1:${port}/v1/pets`, { headers: AUTH }).then(() => 'answered', (err: unknown) => errorCode(err))
-  await new Promise((resolve) => setTimeout(resolve, 200))
+  await sleep(200)
   const signalledAt = Date.now()
   proc.child.kill('SIGTERM')
   const { code } = await proc.exited

@@ -109,7 +109,8 @@ t.test('real rejections and a real ban on Redis feed the rejection and ban metri
   const config = testConfig({
     'plans.yaml': plansYaml({
       free: { perMinute: 3, perDay: 1000 },
-      pro: { perMinute: 1000, perDay: 2 },
+      // perDay ≥ perMinute is a config rule: both windows fill at 2, and the day's frees capacity last, so it rejects.
+      pro: { perMinute: 2, perDay: 2 },
       anonymous: { perMinute: 1, perDay: 1000 },
       ban: { threshold: 2, windowSeconds: 60, durationSeconds: 60, maxDurationSeconds: 120 }
     })

@@ -1,0 +1,93 @@
+// Regression (issue 26, finding 8): a config path that is not a regular file — a FIFO, a device, a
+// directory — is refused at once. With a FIFO as keys.yaml a reload used to wait for a writer: the
+// watch reload failed after 60 s, POST /admin/reload took 117 s, the parse worker stayed blocked in
+// open() and SIGTERM did not stop the gateway. Now every path that loads config (start-up, reload
+// by watch and by the admin API, `config check`) names the file and what it is, and nothing waits.
+import { execFileSync } from 'node:child_process'
+import { cpSync, mkdirSync, rmSync, symlinkSync } from 'node:fs'
+import { join } from 'node:path'
+import t, { type Test } from 'tap'
+import { cliInProcess } from '../../helpers/cli.js'
+import { bearer, DEMO_KEYS, FIXTURE_CONFIG_DIR, startGateway } from '../../helpers/gateway.js'
+import { until } from '../../helpers/poll.js'
+import { freePort } from '../../helpers/ports.js'
+import { gatewayProcessEnv, runEntry } from '../../helpers/processes.js'
+
+/** "At once": a refusal, not a wait for a writer (which took 60 to 117 s); wide enough to start a parse worker on a loaded machine. */
+const AT_ONCE_MS = 5_000
+
+function configDir (t: Test): string {
+  const dir = t.testdir()
+  cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
+  return dir
+}
+
+function replaceWithFifo (path: string): void {
+  rmSync(path)
+  execFileSync('mkfifo', [path])
+}
+
+async function timed<T> (run: () => Promise<T>): Promise<{ result: T, ms: number }> {
+  const started = performance.now()
+  const result = await run()
+  return { result, ms: performance.now() - started }
+}
+
+t.test('a reload refuses a FIFO, a directory and a device at once, and the gateway keeps serving', async (t) => {
+  const dir = configDir(t)
+  const gw = await startGateway(t, { reload: { dir, watch: false } })
+  await gw.app.configReloader.ready()
+  const keys = join(dir, 'keys.yaml')
+  const cases: Array<[string, () => void, string]> = [
+    ['a FIFO', () => replaceWithFifo(keys), 'a FIFO'],
+    ['a directory', () => { rmSync(keys); mkdirSync(keys) }, 'a directory'],
+    ['a character device (a symlink to /dev/zero)', () => { rmSync(keys, { recursive: true }); symlinkSync('/dev/zero', keys) }, 'a character device']
+  ]
+  for (const [name, make, kind] of cases) {
+    make()
+    const { result, ms } = await timed(async () => await fetch(`${gw.adminUrl}/admin/reload`, { method: 'POST' }))
+    t.equal(result.status, 422, name)
+    t.same((await result.json() as { problems: string[] }).problems, [`keys.yaml: ${keys} is ${kind}, not a regular file`], `${name}: named`)
+    t.ok(ms < AT_ONCE_MS, `${name}: refused in ${ms.toFixed(0)} ms`)
+  }
+  const res = await fetch(`${gw.url}/v1/store/orders`, { headers: bearer(DEMO_KEYS.pro) })
+  t.equal(res.status, 200, 'still serving on the last good config')
+  await res.arrayBuffer()
+})
+
+t.test('config check refuses a FIFO at once, in one line', async (t) => {
+  const dir = configDir(t)
+  replaceWithFifo(join(dir, 'plans.yaml'))
+  const { result, ms } = await timed(async () => await cliInProcess(['config', 'check', dir]))
+  t.equal(result.code, 1)
+  t.equal(result.stderr, `plans.yaml: ${join(dir, 'plans.yaml')} is a FIFO, not a regular file\n`)
+  t.ok(ms < AT_ONCE_MS, `answered in ${ms.toFixed(0)} ms`)
+})
+
+t.test('a gateway process: start-up refuses a FIFO; a running one refuses it on a watched change, and SIGTERM stops it', async (t) => {
+  const dir = configDir(t)
+  const env = async (): Promise<Record<string, string>> =>
+    gatewayProcessEnv({ port: await freePort(), adminPort: await freePort(), backendUrl: `http://127.0.0.1:${await freePort()}`, configDir: dir },
+      { CONFIG_WATCH: 'true', CONFIG_QUIET_MS: '100' })
+  const keys = join(dir, 'keys.yaml')
+
+  const running = runEntry(t, 'src/gateway/server.ts', await env())
+  await until('the gateway is up', () => running.output().includes('"msg":"gateway listening"'), 30_000)
+  replaceWithFifo(keys)
+  const rejected = await timed(async () => await until('the watched change is refused',
+    () => running.output().includes(`"problems":["keys.yaml: ${keys} is a FIFO, not a regular file"]`), 10_000))
+  t.ok(rejected.ms < 100 + AT_ONCE_MS, `refused ${rejected.ms.toFixed(0)} ms after the change (quiet period 100 ms)`)
+  const stopping = await timed(async () => {
+    running.child.kill('SIGTERM')
+    return await running.exited
+  })
+  t.equal(stopping.result.code, 0, 'SIGTERM stops it')
+  t.ok(stopping.ms < 10_000, `in ${stopping.ms.toFixed(0)} ms`)
+
+  const starting = runEntry(t, 'src/gateway/server.ts', await env())
+  const { result, ms } = await timed(async () => await starting.exited)
+  t.equal(result.code, 1, 'start-up refuses it')
+  t.match(starting.output(), `keys.yaml: ${keys} is a FIFO, not a regular file`)
+  t.notMatch(starting.output(), /\n\s+at /, 'no stack trace')
+  t.ok(ms < 30_000, `exited in ${ms.toFixed(0)} ms`)
+})
