@@ -8,7 +8,7 @@ import { cpSync, mkdirSync, rmSync, symlinkSync } from 'node:fs'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { cliInProcess } from '../../helpers/cli.js'
-import { bearer, DEMO_KEYS, FIXTURE_CONFIG_DIR, startGateway } from '../../helpers/gateway.js'
+import { ADMIN_JSON, bearer, DEMO_KEYS, FIXTURE_CONFIG_DIR, startGateway } from '../../helpers/gateway.js'
 import { until } from '../../helpers/poll.js'
 import { freePort } from '../../helpers/ports.js'
 import { gatewayProcessEnv, runEntry } from '../../helpers/processes.js'
@@ -45,7 +45,7 @@ t.test('a reload refuses a FIFO, a directory and a device at once, and the gatew
   ]
   for (const [name, make, kind] of cases) {
     make()
-    const { result, ms } = await timed(async () => await fetch(`${gw.adminUrl}/admin/reload`, { method: 'POST' }))
+    const { result, ms } = await timed(async () => await fetch(`${gw.adminUrl}/admin/reload`, { method: 'POST', headers: ADMIN_JSON }))
     t.equal(result.status, 422, name)
     t.same((await result.json() as { problems: string[] }).problems, [`keys.yaml: ${keys} is ${kind}, not a regular file`], `${name}: named`)
     t.ok(ms < AT_ONCE_MS, `${name}: refused in ${ms.toFixed(0)} ms`)
