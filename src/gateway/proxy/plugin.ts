@@ -2,10 +2,11 @@
 // pool. The gateway, not the client, decides the identity headers the backend sees.
 import fp from 'fastify-plugin'
 import httpProxy from '@fastify/http-proxy'
-import type { FastifyRequest, HTTPMethods } from 'fastify'
+import type { HTTPMethods } from 'fastify'
 import { Pool } from 'undici'
 import { registerMethodNotAllowed } from '../../interface/errors.js'
 import { methodsByPath, OPERATIONS, type Operation } from './operations.js'
+import { backendRequestHeaders } from './request-headers.js'
 import { upstreamError } from './upstream-errors.js'
 import { probeBackend } from './backend-probe.js'
 import type { ReadinessRegistry } from '../runtime/readiness.js'
@@ -25,38 +26,6 @@ export interface ProxyOptions {
   operations?: readonly Operation[]
   /** Where the backend's readiness check is registered. */
   readiness: ReadinessRegistry
-}
-
-/** Headers that only the gateway may set, and that never leave for the backend as the client sent them. */
-// `expect`: Node already answered the client's 100-continue; undici refuses to send the header (→ 502).
-const GATEWAY_OWNED = ['authorization', 'x-consumer-id', 'x-consumer-plan', 'x-request-id', 'connection', 'keep-alive', 'proxy-authorization', 'expect']
-
-type Headers = Record<string, string | string[] | undefined>
-
-const GATEWAY_OWNED_SET = new Set(GATEWAY_OWNED)
-
-/**
- * `X_Consumer_Id` and the like: many servers (CGI, PHP, nginx's underscores_in_headers) read `_` as
- * `-`, so a client's twin of a gateway-owned header could stand in for the gateway's own.
- */
-function isUnderscoreTwin (name: string): boolean {
-  return name.indexOf('_') !== -1 && GATEWAY_OWNED_SET.has(name.replaceAll('_', '-'))
-}
-
-/**
- * The backend's request headers: the client's minus the gateway-owned ones, plus the gateway's. A
- * filtered copy, not a spread and `delete`s: `delete` turns the object into a slow dictionary, and
- * this runs on every request (~75 ns instead of ~250 ns; 1 % of the gateway's CPU in the profile).
- */
-export function backendRequestHeaders (request: Pick<FastifyRequest, 'id' | 'consumer'>, headers: Headers): Headers {
-  const out: Headers = {}
-  for (const name in headers) if (!GATEWAY_OWNED_SET.has(name) && !isUnderscoreTwin(name)) out[name] = headers[name]
-  out['x-request-id'] = request.id
-  if (request.consumer !== null) {
-    out['x-consumer-id'] = request.consumer.consumerId
-    out['x-consumer-plan'] = request.consumer.plan
-  }
-  return out
 }
 
 export const proxyPlugin = fp<ProxyOptions>(async function proxyPlugin (app, opts) {
