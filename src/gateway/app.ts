@@ -31,7 +31,12 @@ export interface GatewayOptions {
   /** A snapshot (fixed config) or a holder whose snapshot a reloader swaps. */
   config: ConfigSnapshot | ConfigHolder
   backendUrl: string
+  /** The upstream budget, end to end (proxy/upstream-gate.ts). */
   upstreamTimeoutMs?: number
+  /** Connections to the backend (and requests in flight to it) at most; tests make it small. */
+  upstreamConnections?: number
+  /** Requests waiting for a backend connection at most. */
+  upstreamQueueMax?: number
   bodyLimit?: number
   trustProxy?: boolean | number | string
   /** Reload the config from this directory on change / SIGHUP / admin request. */
@@ -118,6 +123,8 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
   await app.register(proxyPlugin, {
     backendUrl: options.backendUrl,
     upstreamTimeoutMs: options.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS,
+    connections: options.upstreamConnections,
+    queueMax: options.upstreamQueueMax,
     readiness
   })
   return app

@@ -45,6 +45,8 @@ async function main (): Promise<void> {
     config: holder,
     backendUrl: settings.backendUrl,
     upstreamTimeoutMs: settings.upstreamTimeoutMs,
+    upstreamConnections: settings.upstreamConnections,
+    upstreamQueueMax: settings.upstreamQueueMax,
     bodyLimit: settings.bodyLimit,
     trustProxy: settings.trustProxy,
     logger,

@@ -76,6 +76,9 @@ export const gatewayErrors = {
   upstreamUnavailable: () => new ApiError(502, 'upstream_unavailable', 'The pet store service is unavailable'),
   upstreamTimeout: () => new ApiError(504, 'upstream_timeout', 'The pet store service did not answer in time'),
   unavailable: (reason: string) => new ApiError(503, 'unavailable', reason),
+  /** The backend's connections are taken and the request could not get one within its upstream budget. */
+  upstreamBusy: (retryAfterSeconds: number) =>
+    new ApiError(503, 'unavailable', `The pet store service cannot take this request in time; retry after ${retryAfterSeconds} s`, { 'retry-after': String(retryAfterSeconds) }),
   /** Limiter store failing under STORE_ON_ERROR=closed: no decision, so the headers say "nothing left, retry shortly". */
   limiterUnavailable: (headers: Record<string, string>) => new ApiError(503, 'unavailable', 'The rate limiter is unavailable', headers),
   // The edge: requests refused as malformed, before or beside the router.

@@ -17,9 +17,16 @@ export const GATEWAY_OWNED = ['authorization', 'x-consumer-id', 'x-consumer-plan
  */
 export const METHOD_OVERRIDES = ['x-http-method-override', 'x-http-method', 'x-method-override'] as const
 
+/**
+ * Hop-by-hop (RFC 9110 §7.6.1) and framing headers: they describe the client's connection, not the
+ * backend's. `host` and `content-length` are the gateway's to set for the request it sends (undici
+ * refuses `transfer-encoding`, `keep-alive` and `upgrade` outright).
+ */
+export const HOP_BY_HOP = ['proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'content-length'] as const
+
 type Headers = Record<string, string | string[] | undefined>
 
-const NOT_FORWARDED = new Set<string>([...GATEWAY_OWNED, ...METHOD_OVERRIDES])
+const NOT_FORWARDED = new Set<string>([...GATEWAY_OWNED, ...METHOD_OVERRIDES, ...HOP_BY_HOP])
 
 /**
  * `X_Consumer_Id`, `X_HTTP_Method_Override` and the like: many servers (CGI, PHP, nginx's
@@ -29,18 +36,35 @@ function isUnderscoreTwin (name: string): boolean {
   return name.indexOf('_') !== -1 && NOT_FORWARDED.has(name.replaceAll('_', '-'))
 }
 
+/** Header names a client's `Connection` header lists (hop-by-hop by declaration, RFC 9110 §7.6.1). */
+function connectionOptions (value: string): Set<string> {
+  return new Set(value.toLowerCase().split(',').map((token) => token.trim()).filter((token) => token !== ''))
+}
+
 /**
- * The backend's request headers: the client's minus the ones above, plus the gateway's. A filtered
- * copy, not a spread and `delete`s: `delete` turns the object into a slow dictionary, and this runs on
- * every request.
+ * The backend's request headers: the client's minus the ones above, plus the gateway's, with `host`
+ * the backend's. A filtered copy, not a spread and `delete`s: `delete` turns the object into a slow
+ * dictionary, and this runs on every request.
  */
-export function backendRequestHeaders (request: Pick<FastifyRequest, 'id' | 'consumer'>, headers: Headers): Headers {
+export function backendRequestHeaders (request: Pick<FastifyRequest, 'id' | 'consumer'>, headers: Headers, host: string): Headers {
   const out: Headers = {}
-  for (const name in headers) if (!NOT_FORWARDED.has(name) && !isUnderscoreTwin(name)) out[name] = headers[name]
+  const connection = headers.connection
+  const listed = typeof connection === 'string' ? connectionOptions(connection) : undefined
+  for (const name in headers) {
+    if (!NOT_FORWARDED.has(name) && !isUnderscoreTwin(name) && (listed === undefined || !listed.has(name))) out[name] = headers[name]
+  }
+  out.host = host
   out['x-request-id'] = request.id
   if (request.consumer !== null) {
     out['x-consumer-id'] = request.consumer.consumerId
     out['x-consumer-plan'] = request.consumer.plan
   }
   return out
+}
+
+/** Response headers that are the backend connection's, not the client's: Node frames the client's response itself. */
+const RESPONSE_HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade'])
+
+export function isResponseHopByHop (name: string): boolean {
+  return RESPONSE_HOP_BY_HOP.has(name)
 }

@@ -1,5 +1,8 @@
-// Every setting the gateway reads from the environment, typed, with its default beside its name.
-// The rest of the gateway receives a GatewaySettings and never reads process.env itself.
+// Every setting the gateway reads from the environment, typed, with its default beside its name
+// (or, for a setting of one module, in that module, imported here). The rest of the gateway receives
+// a GatewaySettings and never reads process.env itself.
+import { DEFAULT_UPSTREAM_CONNECTIONS, DEFAULT_UPSTREAM_QUEUE_MAX } from '../proxy/upstream-gate.js'
+
 export const DEFAULT_GATEWAY_HOST = '0.0.0.0'
 export const DEFAULT_GATEWAY_PORT = 8080
 export const DEFAULT_ADMIN_HOST = '127.0.0.1'
@@ -12,6 +15,8 @@ export const DEFAULT_LOG_LEVEL = 'info'
 export const DEFAULT_LOG_BUFFER_BYTES = 4096
 export const DEFAULT_BODY_LIMIT_BYTES = 16 * 1024
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 10_000
+export const MAX_UPSTREAM_CONNECTIONS = 4096
+export const MAX_UPSTREAM_QUEUE = 1_000_000
 export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000
 /**
  * Readiness fails, and every response says `Connection: close`, this long before the listener stops
@@ -66,7 +71,12 @@ export interface GatewaySettings {
   /** ANONYMOUS_STATE_MAX: anonymous clients the in-process store keeps windows for. */
   readonly anonymousStateMax: number
   readonly bodyLimit: number
+  /** UPSTREAM_TIMEOUT_MS: the upstream budget of a request, end to end (waiting for a connection included). */
   readonly upstreamTimeoutMs: number
+  /** UPSTREAM_CONNECTIONS: connections to the backend, so requests in flight to it at most. */
+  readonly upstreamConnections: number
+  /** UPSTREAM_QUEUE_MAX: requests waiting for a backend connection at most (beyond: 503 at once). */
+  readonly upstreamQueueMax: number
   readonly shutdownGraceMs: number
   /** On SIGTERM, readiness fails (and responses close their connection) this long before the listener stops accepting. */
   readonly shutdownDrainDelayMs: number
@@ -152,6 +162,8 @@ export function settingsFromEnv (env: Env = process.env): GatewaySettings {
     anonymousStateMax: int(env, 'ANONYMOUS_STATE_MAX', DEFAULT_ANONYMOUS_STATE_MAX, 1),
     bodyLimit: int(env, 'BODY_LIMIT_BYTES', DEFAULT_BODY_LIMIT_BYTES, 1),
     upstreamTimeoutMs: int(env, 'UPSTREAM_TIMEOUT_MS', DEFAULT_UPSTREAM_TIMEOUT_MS, 1),
+    upstreamConnections: int(env, 'UPSTREAM_CONNECTIONS', DEFAULT_UPSTREAM_CONNECTIONS, 1, MAX_UPSTREAM_CONNECTIONS),
+    upstreamQueueMax: int(env, 'UPSTREAM_QUEUE_MAX', DEFAULT_UPSTREAM_QUEUE_MAX, 0, MAX_UPSTREAM_QUEUE),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', DEFAULT_SHUTDOWN_GRACE_MS, 0),
     shutdownDrainDelayMs: int(env, 'SHUTDOWN_DRAIN_DELAY_MS', DEFAULT_SHUTDOWN_DRAIN_DELAY_MS, 0),
     workers: int(env, 'GATEWAY_WORKERS', DEFAULT_GATEWAY_WORKERS, 1, MAX_GATEWAY_WORKERS),

@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify'
 import type { LimiterStatus } from '../../limiter/decision.js'
 import { routeUrlOf } from '../route-url.js'
 import { ANONYMOUS_PLAN } from '../../../shared/labels.js'
-import { createGatewayMetrics, type GatewayMetrics } from './registry.js'
+import { createGatewayMetrics, type GatewayMetrics, type SheddingStatus } from './registry.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -23,6 +23,21 @@ function limiterStatusOf (app: FastifyInstance): () => LimiterStatus | undefined
   return () => app.hasDecorator('limiterStatus') ? app.limiterStatus : undefined
 }
 
+/** The upstream gate's counts, read at scrape time: the proxy registers after the metrics. */
+function sheddingOf (app: FastifyInstance): SheddingStatus {
+  const upstream = (): FastifyInstance['upstream'] | undefined => app.hasDecorator('upstream') ? app.upstream : undefined
+  return {
+    shed () {
+      const gate = upstream()?.shed
+      return { upstream_queue_full: gate?.queue_full ?? 0, upstream_budget: gate?.budget ?? 0 }
+    },
+    upstream () {
+      const gate = upstream()
+      return gate === undefined ? undefined : { inFlight: gate.inFlight, queued: gate.queued }
+    }
+  }
+}
+
 export const metricsPlugin = fp<MetricsPluginOptions>(async function metricsPlugin (app, opts) {
   const enabled = opts.enabled !== false
   const snapshot = app.gatewayConfig.current
@@ -31,6 +46,7 @@ export const metricsPlugin = fp<MetricsPluginOptions>(async function metricsPlug
     deprecatedRoutes: snapshot.routes.filter((r) => r.deprecated !== undefined).map((r) => r.path),
     limiterStatus: limiterStatusOf(app),
     keyExpiry: { snapshot: () => app.gatewayConfig.current, now: () => app.clock() },
+    shedding: sheddingOf(app),
     defaultMetrics: enabled
   })
   app.decorate('metrics', metrics)

@@ -14,6 +14,21 @@ export const WINDOWS = ['minute', 'day'] as const
 /** `window` of a 429: the window that refused, or `ban` for a key answered `key_banned`. */
 export const REJECTION_WINDOWS = [...WINDOWS, 'ban'] as const
 export const RELOAD_RESULTS = ['success', 'failure'] as const
+/**
+ * `reason` of a request answered 503 to shed load: `overload` at the edge (the gateway itself is
+ * over capacity), `upstream_queue_full` / `upstream_budget` at the upstream gate (no backend
+ * connection in time).
+ */
+export const SHED_REASONS = ['overload', 'upstream_queue_full', 'upstream_budget'] as const
+export type ShedReason = (typeof SHED_REASONS)[number]
+
+/** What the metrics read at scrape time about load shedding and the backend's connections. */
+export interface SheddingStatus {
+  /** Requests shed since start, by reason (cumulative). */
+  shed: () => Partial<Record<ShedReason, number>>
+  /** Requests holding / waiting for a backend connection now; undefined without a proxy. */
+  upstream: () => { inFlight: number, queued: number } | undefined
+}
 
 const LINT_FAILING_DEFAULTS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']
 
@@ -154,6 +169,8 @@ export interface MetricsOptions {
   buckets?: readonly number[]
   /** Config and clock for the key-expiry gauges (key-expiry-gauges.ts), read at scrape time; absent: no such gauges. */
   keyExpiry?: KeyExpirySource
+  /** Load shedding and the upstream gate, read at scrape time; absent: the counters stay at 0. */
+  shedding?: SheddingStatus
 }
 
 function successStatus (op: Operation): number {
@@ -254,6 +271,36 @@ export function createGatewayMetrics (opts: MetricsOptions): GatewayMetrics {
         // The store is unreachable: keep the last value; gateway_store_fallback_active tells why.
       }
     }
+  })
+
+  const shedSeen: Partial<Record<ShedReason, number>> = {}
+  new Counter<'reason'>({
+    name: 'gateway_shed_requests_total',
+    help: 'Requests answered 503 unavailable to shed load, by reason: overload (the gateway over capacity), upstream_queue_full or upstream_budget (no backend connection within the upstream budget)',
+    labelNames: ['reason'],
+    registers,
+    collect () {
+      const now = opts.shedding?.shed() ?? {}
+      for (const reason of SHED_REASONS) {
+        const total = now[reason] ?? 0
+        const seen = shedSeen[reason] ?? 0
+        if (total > seen) this.inc({ reason }, total - seen)
+        else this.inc({ reason }, 0)
+        shedSeen[reason] = Math.max(total, seen)
+      }
+    }
+  })
+  new Gauge({
+    name: 'gateway_upstream_in_flight',
+    help: 'Requests holding a backend connection now',
+    registers,
+    collect () { this.set(opts.shedding?.upstream()?.inFlight ?? 0) }
+  })
+  new Gauge({
+    name: 'gateway_upstream_queued',
+    help: 'Requests waiting for a backend connection now (their wait counts against the upstream budget)',
+    registers,
+    collect () { this.set(opts.shedding?.upstream()?.queued ?? 0) }
   })
 
   for (const op of operations) {
