@@ -1,8 +1,8 @@
 // buildGateway: the public gateway as a Fastify instance, never listening (server.ts does that,
 // tests build it with options). Plugins are registered in the order of the request pipeline:
-// config snapshot → screen (malformed URL, doubled Authorization) → authenticate → limit → 400 for
-// what was screened → require a key (401) → route (404/405) → lifecycle
-// → edge checks (413/415, by Fastify's body parsing) → proxy.
+// config snapshot → screen (malformed URL, doubled Authorization) → authenticate → shed load (503
+// when the gateway is over capacity) → limit → 400 for what was screened → require a key (401) →
+// route (404/405) → lifecycle → edge checks (413/415, by Fastify's body parsing) → proxy.
 import { randomUUID } from 'node:crypto'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import type { LoggerOptions } from 'pino'
@@ -16,6 +16,7 @@ import { fastifyLimitOptions, installJsonParser, refuseConnect, serverLimits, ty
 import { rejectScreened, screenRequest } from './edge/request-screen.js'
 import { ReadinessRegistry } from './runtime/readiness.js'
 import { lifecyclePlugin } from './lifecycle/plugin.js'
+import { loadSheddingPlugin, type LoadSheddingOptions } from './edge/load-shedding.js'
 import { limiterPlugin, type LimiterOptions } from './limiter/plugin.js'
 import { metricsPlugin } from './observability/metrics/plugin.js'
 import { upstreamTimingPlugin } from './observability/metrics/upstream-timing.js'
@@ -47,6 +48,8 @@ export interface GatewayOptions {
   now?: Clock
   /** Per-request metrics and process metrics; false only for the bench's baseline. Default true. */
   metrics?: boolean
+  /** Load shedding at the edge (edge/load-shedding.ts); `{ loopDelayMs: 0 }` turns it off. */
+  loadShedding?: LoadSheddingOptions
   /** The limiter's store (or Redis settings to create one) and clock. Default: in-process store. */
   limiter?: LimiterOptions
   /** Header/body/time/connection limits of the public listener (edge/limits.ts); tests shorten the timeouts. */
@@ -111,6 +114,7 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
   await app.register(configPlugin, { holder })
   await app.register(screenRequest)
   await app.register(authenticate)
+  await app.register(loadSheddingPlugin, options.loadShedding ?? {})
   await app.register(limiterPlugin, { ...options.limiter, readiness })
   await app.register(rejectScreened)
   await app.register(requireKey)

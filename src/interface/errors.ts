@@ -79,6 +79,9 @@ export const gatewayErrors = {
   /** The backend's connections are taken and the request could not get one within its upstream budget. */
   upstreamBusy: (retryAfterSeconds: number) =>
     new ApiError(503, 'unavailable', `The pet store service cannot take this request in time; retry after ${retryAfterSeconds} s`, { 'retry-after': String(retryAfterSeconds) }),
+  /** Load shed at the edge: the gateway is over capacity; `headers` state the consumer's policy with nothing left until then. */
+  overloaded: (retryAfterSeconds: number, headers: Record<string, string>) =>
+    new ApiError(503, 'unavailable', `The gateway is over capacity; retry after ${retryAfterSeconds} s`, { ...headers, 'retry-after': String(retryAfterSeconds) }),
   /** Limiter store failing under STORE_ON_ERROR=closed: no decision, so the headers say "nothing left, retry shortly". */
   limiterUnavailable: (headers: Record<string, string>) => new ApiError(503, 'unavailable', 'The rate limiter is unavailable', headers),
   // The edge: requests refused as malformed, before or beside the router.

@@ -23,13 +23,21 @@ function limiterStatusOf (app: FastifyInstance): () => LimiterStatus | undefined
   return () => app.hasDecorator('limiterStatus') ? app.limiterStatus : undefined
 }
 
-/** The upstream gate's counts, read at scrape time: the proxy registers after the metrics. */
+/** Load shedding's and the upstream gate's counts, read at scrape time: the proxy registers after the metrics. */
 function sheddingOf (app: FastifyInstance): SheddingStatus {
   const upstream = (): FastifyInstance['upstream'] | undefined => app.hasDecorator('upstream') ? app.upstream : undefined
   return {
     shed () {
       const gate = upstream()?.shed
-      return { upstream_queue_full: gate?.queue_full ?? 0, upstream_budget: gate?.budget ?? 0 }
+      const edge = app.hasDecorator('loadShedding') ? app.loadShedding.shed : 0
+      return { overload: edge, upstream_queue_full: gate?.queue_full ?? 0, upstream_budget: gate?.budget ?? 0 }
+    },
+    concurrency () {
+      // The shutdown plugin counts every request in flight, shed or not, load shedding on or off.
+      return {
+        inFlight: app.hasDecorator('drain') ? app.drain.inFlight : 0,
+        limit: app.hasDecorator('loadShedding') ? app.loadShedding.limit : 0
+      }
     },
     upstream () {
       const gate = upstream()

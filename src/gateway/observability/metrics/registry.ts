@@ -28,6 +28,8 @@ export interface SheddingStatus {
   shed: () => Partial<Record<ShedReason, number>>
   /** Requests holding / waiting for a backend connection now; undefined without a proxy. */
   upstream: () => { inFlight: number, queued: number } | undefined
+  /** Requests in flight through the gateway, and the load-shedding limit (0: shedding off). */
+  concurrency: () => { inFlight: number, limit: number } | undefined
 }
 
 const LINT_FAILING_DEFAULTS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']
@@ -289,6 +291,18 @@ export function createGatewayMetrics (opts: MetricsOptions): GatewayMetrics {
         shedSeen[reason] = Math.max(total, seen)
       }
     }
+  })
+  new Gauge({
+    name: 'gateway_in_flight_requests',
+    help: 'Requests received by the public port and not yet answered',
+    registers,
+    collect () { this.set(opts.shedding?.concurrency()?.inFlight ?? 0) }
+  })
+  new Gauge({
+    name: 'gateway_concurrency_limit',
+    help: 'Requests in flight the gateway admits before shedding (adapted to keep its event-loop delay at SHED_LOOP_DELAY_MS); 0 with load shedding off',
+    registers,
+    collect () { this.set(opts.shedding?.concurrency()?.limit ?? 0) }
   })
   new Gauge({
     name: 'gateway_upstream_in_flight',

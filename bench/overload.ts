@@ -1,0 +1,243 @@
+// `npm run bench:overload`: the gateway far over its capacity — wrk with 1,000 connections in a
+// closed loop — and what a well-behaved client sees meanwhile: a probe at a modest constant rate,
+// each of its answers timed exactly. Without shedding, the excess queues and every request, the
+// probe's too, waits behind it; with shedding, the excess is answered 503 at once and the probe's
+// latency stays bounded. Configurations run interleaved (A B … B A …) on the in-process store,
+// pinned like `npm run bench` (gateway on CPU 0; backend, wrk and the probe on CPU 1). Writes
+// bench/results/overload.md and overload.json.
+// Env: OVERLOAD_SECONDS [10] OVERLOAD_ROUNDS [3] OVERLOAD_CONNECTIONS [1000] PROBE_RATE [50]
+//      OVERLOAD_VARIANTS="name:K=V,K=V;name2:" gateway configurations by environment
+//      (default: shedding off, then the defaults) BENCH_PIN [1]
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { cpus, loadavg, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { parseScrape } from '../test/helpers/scrape.js'
+import { writeConfigWithKeys } from './config-load.js'
+import { parseVariants } from './lib/env-list.js'
+import { median, percentile, type Run } from './lib/load.js'
+import { DEFAULT_PROBE_CONNECTIONS, openProbe } from './lib/probe.js'
+import { cpuMicros, pinProcess, taskset } from './lib/proc-cpu.js'
+import { REPO_ROOT, startBackend, stop, stopAll, unboundPlans } from './lib/processes.js'
+import { assertServes, DEFAULT_PATH, seed, startGateway, type Target } from './lib/targets.js'
+import { wrkAvailable, wrkThroughput } from './lib/wrk.js'
+
+export const DEFAULT_OVERLOAD_SECONDS = 10
+export const DEFAULT_OVERLOAD_ROUNDS = 3
+export const DEFAULT_OVERLOAD_CONNECTIONS = 1_000
+/** Probe requests per second: a client well within any plan, sent at fixed times whatever the answers take. */
+export const DEFAULT_PROBE_RATE = 50
+/** The probe starts this long after wrk (1,000 connections opening is not the steady state) and stops as long before its end. */
+export const DEFAULT_PROBE_MARGIN_S = 1
+export const DEFAULT_WARMUP_SECONDS = 3
+export const DEFAULT_VARIANTS = 'shedding off:SHED_LOOP_DELAY_MS=0;default:'
+/** The probe's target. */
+export const PROBE_P99_TARGET_MS = 100
+export const SERVER_CPUS = '0'
+export const REST_CPUS = '1'
+const KEYS = 2
+const GAUGE_INTERVAL_MS = 1_000
+const RESULTS_DIR = join(REPO_ROOT, 'bench', 'results')
+
+function intFromEnv (name: string, fallback: number): number {
+  const raw = process.env[name]
+  return raw === undefined || raw === '' ? fallback : Number.parseInt(raw, 10)
+}
+
+const log = (line: string): void => { process.stdout.write(`${line}\n`) }
+const round1 = (x: number): number => Math.round(x * 10) / 10
+
+const GAUGES = ['gateway_concurrency_limit', 'gateway_in_flight_requests', 'gateway_upstream_in_flight', 'gateway_upstream_queued'] as const
+type Gauges = Record<(typeof GAUGES)[number], number>
+
+/** gateway_requests_total by status, the shed counters and the load gauges, from the admin port. */
+async function scrape (adminUrl: string): Promise<{ byStatus: Record<string, number>, shed: Record<string, number>, gauges: Gauges }> {
+  const res = await fetch(`${adminUrl}/metrics`)
+  const samples = parseScrape(await res.text())
+  const byStatus: Record<string, number> = {}
+  const shed: Record<string, number> = {}
+  const gauges = Object.fromEntries(GAUGES.map((g) => [g, NaN])) as Gauges
+  for (const s of samples) {
+    if (s.name === 'gateway_requests_total') byStatus[s.labels.status ?? ''] = (byStatus[s.labels.status ?? ''] ?? 0) + s.value
+    if (s.name === 'gateway_shed_requests_total') shed[s.labels.reason ?? ''] = (shed[s.labels.reason ?? ''] ?? 0) + s.value
+    if ((GAUGES as readonly string[]).includes(s.name)) gauges[s.name as keyof Gauges] = s.value
+  }
+  return { byStatus, shed, gauges }
+}
+
+/** The load gauges once a second while `during` runs, as medians: where the requests were. */
+async function sampleGauges<T> (adminUrl: string, during: Promise<T>): Promise<Gauges> {
+  const seen: Gauges[] = []
+  let running = true
+  void during.finally(() => { running = false })
+  while (running) {
+    await new Promise((resolve) => setTimeout(resolve, GAUGE_INTERVAL_MS))
+    if (running) seen.push((await scrape(adminUrl)).gauges)
+  }
+  return Object.fromEntries(GAUGES.map((g) => [g, median(seen.map((x) => x[g]))])) as Gauges
+}
+
+function delta (after: Record<string, number>, before: Record<string, number>): Record<string, number> {
+  const out: Record<string, number> = {}
+  for (const [k, v] of Object.entries(after)) if (v - (before[k] ?? 0) > 0) out[k] = v - (before[k] ?? 0)
+  return out
+}
+
+interface Measured {
+  name: string
+  round: number
+  /** Every answer wrk got, per second, and the 2xx among them. */
+  rps: number
+  okRps: number
+  non2xx: number
+  socketErrors: number
+  socketErrorsByKind: Run['errorsByKind']
+  wrkP50: number
+  wrkP99: number
+  probeP50: number
+  probeP99: number
+  probeMax: number
+  probeStatuses: Record<string, number>
+  probeErrors: number
+  processUs: number
+  statuses: Record<string, number>
+  shed: Record<string, number>
+  /** Medians of once-a-second readings during the run. */
+  gauges: Gauges
+}
+
+async function measure (t: Target, p: { seconds: number, connections: number, rate: number }, round: number): Promise<Measured> {
+  if (t.adminUrl === undefined) throw new Error(`${t.name} has no admin port`)
+  const before = await scrape(t.adminUrl)
+  const cpuBefore = cpuMicros(t.pid)
+  const probeSeconds = p.seconds - 2 * DEFAULT_PROBE_MARGIN_S
+  const probe = await openProbe(`${t.url}${DEFAULT_PATH}`, 'bench-key-1')
+  const wrk = wrkThroughput({ url: `${t.url}${DEFAULT_PATH}`, seconds: p.seconds, connections: p.connections, tokens: ['bench-key-0'] })
+  const [run, pr, gauges] = await Promise.all([
+    wrk,
+    (async () => {
+      await new Promise((resolve) => setTimeout(resolve, DEFAULT_PROBE_MARGIN_S * 1000))
+      return await probe.run(p.rate, probeSeconds)
+    })(),
+    sampleGauges(t.adminUrl, wrk)
+  ])
+  await probe.close()
+  const cpu = cpuMicros(t.pid) - cpuBefore
+  const after = await scrape(t.adminUrl)
+  const statuses = delta(after.byStatus, before.byStatus)
+  const answered = Object.values(statuses).reduce((a, b) => a + b, 0)
+  return {
+    name: t.name,
+    round,
+    rps: run.requestsPerSecond,
+    okRps: (run.total - run.non2xx) / p.seconds,
+    non2xx: run.non2xx,
+    socketErrors: run.errors,
+    socketErrorsByKind: run.errorsByKind,
+    wrkP50: run.latencyP50Ms,
+    wrkP99: run.latencyP99Ms,
+    probeP50: percentile(pr.latencies, 50),
+    probeP99: percentile(pr.latencies, 99),
+    probeMax: pr.latencies[pr.latencies.length - 1] ?? NaN,
+    probeStatuses: pr.statuses,
+    probeErrors: pr.errors,
+    processUs: cpu / Math.max(1, answered),
+    statuses,
+    shed: delta(after.shed, before.shed),
+    gauges
+  }
+}
+
+async function main (): Promise<void> {
+  if (!wrkAvailable()) throw new Error('wrk is not installed (apt-get install wrk): autocannon cannot drive 1,000 connections from this process without becoming the bottleneck')
+  const p = {
+    seconds: intFromEnv('OVERLOAD_SECONDS', DEFAULT_OVERLOAD_SECONDS),
+    rounds: intFromEnv('OVERLOAD_ROUNDS', DEFAULT_OVERLOAD_ROUNDS),
+    connections: intFromEnv('OVERLOAD_CONNECTIONS', DEFAULT_OVERLOAD_CONNECTIONS),
+    rate: intFromEnv('PROBE_RATE', DEFAULT_PROBE_RATE)
+  }
+  const variants = parseVariants(process.env.OVERLOAD_VARIANTS ?? DEFAULT_VARIANTS)
+  const pinned = process.env.BENCH_PIN !== '0' && cpus().length >= 2 && taskset() !== null && pinProcess(process.pid, REST_CPUS)
+  const serverCpus = pinned ? SERVER_CPUS : undefined
+  const work = mkdtempSync(join(tmpdir(), 'petstore-overload-'))
+  const begun = Date.now()
+  const stopOnSignal = (): void => { void stopAll().then(() => process.exit(130)) }
+  process.once('SIGINT', stopOnSignal)
+  process.once('SIGTERM', stopOnSignal)
+  try {
+    const { url: backendUrl } = await startBackend(work)
+    await seed(backendUrl)
+    const configDir = writeConfigWithKeys(KEYS, join(work, 'config'))
+    unboundPlans(configDir)
+    const targets: Target[] = []
+    for (const v of variants) targets.push(await startGateway(v.name, { configDir, backendUrl, env: v.env, cpus: serverCpus }))
+    for (const t of targets) await assertServes(t, 'bench-key-0')
+    log(`overload: ${p.rounds} rounds × ${p.seconds} s, wrk -c${p.connections}, probe ${p.rate}/s; ${targets.map((t) => t.name).join(' · ')}`)
+    for (const t of targets) await wrkThroughput({ url: `${t.url}${DEFAULT_PATH}`, seconds: DEFAULT_WARMUP_SECONDS, connections: 50, tokens: ['bench-key-0'] })
+    const runs: Measured[] = []
+    for (let round = 0; round < p.rounds; round++) {
+      for (const t of round % 2 === 0 ? targets : [...targets].reverse()) {
+        const m = await measure(t, p, round)
+        runs.push(m)
+        log(`  round ${round + 1}/${p.rounds}  ${t.name.padEnd(16)} ${m.rps.toFixed(0).padStart(6)} answers/s, ${m.okRps.toFixed(0).padStart(6)} 2xx/s  ` +
+          `probe p50 ${m.probeP50.toFixed(1)} p99 ${m.probeP99.toFixed(1)} max ${m.probeMax.toFixed(1)} ms ${JSON.stringify(m.probeStatuses)}  ` +
+          `wrk p99 ${m.wrkP99.toFixed(1)} ms  statuses ${JSON.stringify(m.statuses)}  shed ${JSON.stringify(m.shed)}  socket errors ${JSON.stringify(m.socketErrorsByKind ?? {})}  cpu ${m.processUs.toFixed(1)} µs/answer  gauges ${JSON.stringify(m.gauges)}`)
+      }
+    }
+    const rows = targets.map((t) => {
+      const rs = runs.filter((r) => r.name === t.name)
+      const med = (f: (r: Measured) => number): number => median(rs.map(f))
+      const sum = (f: (r: Measured) => number): number => rs.reduce((a, r) => a + f(r), 0)
+      return {
+        name: t.name,
+        env: variants.find((v) => v.name === t.name)?.env ?? {},
+        rps: Math.round(med((r) => r.rps)),
+        okRps: Math.round(med((r) => r.okRps)),
+        probeP50: round1(med((r) => r.probeP50)),
+        probeP99: round1(med((r) => r.probeP99)),
+        probeMax: round1(Math.max(...rs.map((r) => r.probeMax))),
+        probeP99Rounds: rs.map((r) => round1(r.probeP99)),
+        wrkP99: round1(med((r) => r.wrkP99)),
+        non2xx: sum((r) => r.non2xx),
+        socketErrors: sum((r) => r.socketErrors),
+        probeErrors: sum((r) => r.probeErrors),
+        processUs: round1(med((r) => r.processUs)),
+        statuses: rs.map((r) => r.statuses),
+        shed: rs.map((r) => r.shed),
+        probeStatuses: rs.map((r) => r.probeStatuses)
+      }
+    })
+    for (const t of targets) if (t.child !== undefined) await stop(t.child)
+    const report = {
+      date: new Date().toISOString(),
+      machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version, loadAverageAtStart: loadavg() },
+      params: { ...p, path: DEFAULT_PATH, pinned: pinned ? { servers: SERVER_CPUS, rest: REST_CPUS } : false, probeConnections: DEFAULT_PROBE_CONNECTIONS },
+      rows,
+      runs,
+      durationSeconds: Math.round((Date.now() - begun) / 1000)
+    }
+    const md = [
+      '# Overload — wrk far over capacity, and a probe client meanwhile', '',
+      `${report.date} · ${cpus().length} × ${cpus()[0]?.model ?? 'CPU'} · Node ${process.version} · load average at start ${loadavg().map((l) => l.toFixed(1)).join(' ')} · ${report.durationSeconds} s`, '',
+      `GET ${DEFAULT_PATH} on the in-process store (plans whose limits never bind). Load: wrk, 1 thread, ${p.connections} connections, closed loop, ${p.seconds} s per run. ` +
+      `Probe: ${p.rate} requests/s at fixed times (open loop, at most ${DEFAULT_PROBE_CONNECTIONS} in flight), from ${DEFAULT_PROBE_MARGIN_S} s after wrk starts to ${DEFAULT_PROBE_MARGIN_S} s before it ends; its latency is send → last byte of whatever it was answered (200 or 503). ` +
+      `${p.rounds} interleaved rounds; medians (max: the largest of all rounds). ` +
+      (pinned ? `Pinned: gateway on CPU ${SERVER_CPUS}; backend, wrk and the probe on CPU ${REST_CPUS}.` : 'Not pinned.'), '',
+      '| configuration | answers/s | 2xx/s | probe p50 ms | probe p99 ms | probe max ms | wrk p99 ms | non-2xx (all rounds) | socket errors | gateway CPU µs/answer |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+      ...rows.map((r) => `| ${r.name}${Object.keys(r.env).length === 0 ? '' : ` (${Object.entries(r.env).map(([k, v]) => `${k}=${v}`).join(' ')})`} | ${r.rps} | ${r.okRps} | ${r.probeP50} | ${r.probeP99} | ${r.probeMax} | ${r.wrkP99} | ${r.non2xx} | ${r.socketErrors} | ${r.processUs} |`),
+      '',
+      'Per round — statuses the gateway counted (gateway_requests_total), what it shed (gateway_shed_requests_total by reason), the probe\'s statuses and p99, wrk\'s socket errors, and where the requests were (gateway_concurrency_limit, gateway_in_flight_requests, gateway_upstream_in_flight, gateway_upstream_queued):', '',
+      ...runs.map((r) => `- round ${r.round + 1}, ${r.name}: statuses ${JSON.stringify(r.statuses)}; shed ${JSON.stringify(r.shed)}; probe ${JSON.stringify(r.probeStatuses)}, p99 ${r.probeP99.toFixed(1)} ms; wrk socket errors ${JSON.stringify(r.socketErrorsByKind ?? {})}; load gauges (medians of 1 s readings) ${JSON.stringify(r.gauges)}`),
+      ''
+    ]
+    mkdirSync(RESULTS_DIR, { recursive: true })
+    writeFileSync(join(RESULTS_DIR, 'overload.md'), md.join('\n'))
+    writeFileSync(join(RESULTS_DIR, 'overload.json'), `${JSON.stringify(report, null, 2)}\n`)
+    log(md.join('\n'))
+  } finally {
+    await stopAll()
+    rmSync(work, { recursive: true, force: true })
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1] ?? ''}`) await main()
