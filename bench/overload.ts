@@ -8,17 +8,15 @@
 // Env: OVERLOAD_SECONDS [10] OVERLOAD_ROUNDS [3] OVERLOAD_CONNECTIONS [1000] PROBE_RATE [50]
 //      OVERLOAD_VARIANTS="name:K=V,K=V;name2:" gateway configurations by environment
 //      (default: shedding off, then the defaults) BENCH_PIN [1]
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { cpus, loadavg, tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { cpus, loadavg } from 'node:os'
 import { parseScrape } from '../test/helpers/scrape.js'
-import { writeConfigWithKeys } from './config-load.js'
 import { parseVariants } from './lib/env-list.js'
 import { median, percentile, type Run } from './lib/load.js'
 import { DEFAULT_PROBE_CONNECTIONS, openProbe } from './lib/probe.js'
-import { cpuMicros, pinProcess, taskset } from './lib/proc-cpu.js'
-import { REPO_ROOT, startBackend, stop, stopAll, unboundPlans } from './lib/processes.js'
-import { assertServes, DEFAULT_PATH, seed, startGateway, type Target } from './lib/targets.js'
+import { cpuMicros } from './lib/proc-cpu.js'
+import { stop } from './lib/processes.js'
+import { intFromEnv, log, round1, writeResults } from './lib/report.js'
+import { assertServes, DEFAULT_PATH, finishBench, prepareBench, REST_CPUS, SERVER_CPUS, startGateway, type BenchSetup, type Target } from './lib/targets.js'
 import { wrkAvailable, wrkThroughput } from './lib/wrk.js'
 
 export const DEFAULT_OVERLOAD_SECONDS = 10
@@ -32,19 +30,9 @@ export const DEFAULT_WARMUP_SECONDS = 3
 export const DEFAULT_VARIANTS = 'shedding off:SHED_LOOP_DELAY_MS=0;default:'
 /** The probe's target. */
 export const PROBE_P99_TARGET_MS = 100
-export const SERVER_CPUS = '0'
-export const REST_CPUS = '1'
 const KEYS = 2
 const GAUGE_INTERVAL_MS = 1_000
-const RESULTS_DIR = join(REPO_ROOT, 'bench', 'results')
 
-function intFromEnv (name: string, fallback: number): number {
-  const raw = process.env[name]
-  return raw === undefined || raw === '' ? fallback : Number.parseInt(raw, 10)
-}
-
-const log = (line: string): void => { process.stdout.write(`${line}\n`) }
-const round1 = (x: number): number => Math.round(x * 10) / 10
 
 const GAUGES = ['gateway_concurrency_limit', 'gateway_in_flight_requests', 'gateway_upstream_in_flight', 'gateway_upstream_queued'] as const
 type Gauges = Record<(typeof GAUGES)[number], number>
@@ -156,18 +144,11 @@ async function main (): Promise<void> {
     rate: intFromEnv('PROBE_RATE', DEFAULT_PROBE_RATE)
   }
   const variants = parseVariants(process.env.OVERLOAD_VARIANTS ?? DEFAULT_VARIANTS)
-  const pinned = process.env.BENCH_PIN !== '0' && cpus().length >= 2 && taskset() !== null && pinProcess(process.pid, REST_CPUS)
-  const serverCpus = pinned ? SERVER_CPUS : undefined
-  const work = mkdtempSync(join(tmpdir(), 'petstore-overload-'))
   const begun = Date.now()
-  const stopOnSignal = (): void => { void stopAll().then(() => process.exit(130)) }
-  process.once('SIGINT', stopOnSignal)
-  process.once('SIGTERM', stopOnSignal)
+  let setup: BenchSetup | undefined
   try {
-    const { url: backendUrl } = await startBackend(work)
-    await seed(backendUrl)
-    const configDir = writeConfigWithKeys(KEYS, join(work, 'config'))
-    unboundPlans(configDir)
+    setup = await prepareBench('overload', KEYS)
+    const { pinned, serverCpus, backendUrl, configDir } = setup
     const targets: Target[] = []
     for (const v of variants) targets.push(await startGateway(v.name, { configDir, backendUrl, env: v.env, cpus: serverCpus }))
     for (const t of targets) await assertServes(t, 'bench-key-0')
@@ -230,13 +211,9 @@ async function main (): Promise<void> {
       ...runs.map((r) => `- round ${r.round + 1}, ${r.name}: statuses ${JSON.stringify(r.statuses)}; shed ${JSON.stringify(r.shed)}; probe ${JSON.stringify(r.probeStatuses)}, p99 ${r.probeP99.toFixed(1)} ms; wrk socket errors ${JSON.stringify(r.socketErrorsByKind ?? {})}; load gauges (medians of 1 s readings) ${JSON.stringify(r.gauges)}`),
       ''
     ]
-    mkdirSync(RESULTS_DIR, { recursive: true })
-    writeFileSync(join(RESULTS_DIR, 'overload.md'), md.join('\n'))
-    writeFileSync(join(RESULTS_DIR, 'overload.json'), `${JSON.stringify(report, null, 2)}\n`)
-    log(md.join('\n'))
+    writeResults('overload', md, report)
   } finally {
-    await stopAll()
-    rmSync(work, { recursive: true, force: true })
+    await finishBench(setup)
   }
 }
 

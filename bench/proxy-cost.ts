@@ -11,32 +11,22 @@
 // writes bench/results/proxy-profile-<slug>.md.
 // Env: BENCH_SECONDS [5] BENCH_ROUNDS [5] BENCH_CONNECTIONS [50] BENCH_WARMUP [3]
 //      BENCH_BASELINE=<dir> also the gateway of another checkout (before/after)  BENCH_PIN [1]
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { cpus, loadavg, tmpdir } from 'node:os'
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { cpus, loadavg } from 'node:os'
 import { join } from 'node:path'
-import { writeConfigWithKeys } from './config-load.js'
 import { closedLoop, median } from './lib/load.js'
-import { cpuMicros, pinProcess, taskset } from './lib/proc-cpu.js'
-import { REPO_ROOT, startBackend, stop, stopAll, unboundPlans } from './lib/processes.js'
-import { assertServes, DEFAULT_PATH, seed, startGateway, startPrinting, type Target } from './lib/targets.js'
+import { cpuMicros } from './lib/proc-cpu.js'
+import { stop } from './lib/processes.js'
+import { intFromEnv, log, RESULTS_DIR, round1, writeResults } from './lib/report.js'
+import { assertServes, DEFAULT_PATH, finishBench, prepareBench, REST_CPUS, SERVER_CPUS, startGateway, startPrinting, type BenchSetup, type Target } from './lib/targets.js'
 import { summarizeProfile, type CpuProfile } from './profile.js'
 
 export const DEFAULT_SECONDS = 5
 export const DEFAULT_ROUNDS = 5
 export const DEFAULT_CONNECTIONS = 50
 export const DEFAULT_WARMUP_SECONDS = 3
-export const SERVER_CPUS = '0'
-export const REST_CPUS = '1'
-const RESULTS_DIR = join(REPO_ROOT, 'bench', 'results')
 const TOKEN = 'bench-key-0'
 
-function intFromEnv (name: string, fallback: number): number {
-  const raw = process.env[name]
-  return raw === undefined || raw === '' ? fallback : Number.parseInt(raw, 10)
-}
-
-const log = (line: string): void => { process.stdout.write(`${line}\n`) }
-const round1 = (x: number): number => Math.round(x * 10) / 10
 const slug = (name: string): string => name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '')
 
 interface Spec { name: string, start: (nodeArgs?: string[]) => Promise<Target> }
@@ -95,18 +85,11 @@ async function main (): Promise<void> {
     connections: intFromEnv('BENCH_CONNECTIONS', DEFAULT_CONNECTIONS),
     warmup: intFromEnv('BENCH_WARMUP', DEFAULT_WARMUP_SECONDS)
   }
-  const pinned = process.env.BENCH_PIN !== '0' && cpus().length >= 2 && taskset() !== null && pinProcess(process.pid, REST_CPUS)
-  const serverCpus = pinned ? SERVER_CPUS : undefined
-  const work = mkdtempSync(join(tmpdir(), 'petstore-proxy-cost-'))
   const begun = Date.now()
-  const stopOnSignal = (): void => { void stopAll().then(() => process.exit(130)) }
-  process.once('SIGINT', stopOnSignal)
-  process.once('SIGTERM', stopOnSignal)
+  let setup: BenchSetup | undefined
   try {
-    const { url: backendUrl } = await startBackend(work)
-    await seed(backendUrl)
-    const configDir = writeConfigWithKeys(1, join(work, 'config'))
-    unboundPlans(configDir)
+    setup = await prepareBench('proxy-cost', 1)
+    const { pinned, serverCpus, backendUrl, configDir, work } = setup
     const baseline = process.env.BENCH_BASELINE
     const specs: Spec[] = [
       { name: 'undici pool, node:http', start: async (nodeArgs) => await startPrinting('undici pool, node:http', 'bench/servers/undici-pool.ts', [backendUrl, 'node'], { cpus: serverCpus, nodeArgs }) },
@@ -142,10 +125,8 @@ async function main (): Promise<void> {
         ...summarizeProfile(steady), '',
         'Where the time goes from the proxy\'s and undici\'s own functions (time in every function they call included):', '',
         ...inclusive(steady, (url) => PROXY_PACKAGES.some((pkg) => url.includes(pkg))), '']
-      mkdirSync(RESULTS_DIR, { recursive: true })
-      writeFileSync(join(RESULTS_DIR, `proxy-profile-${slug(spec.name)}.md`), md.join('\n'))
+      writeResults(`proxy-profile-${slug(spec.name)}`, md)
       writeFileSync(join(RESULTS_DIR, `proxy-profile-${slug(spec.name)}.cpuprofile`), JSON.stringify(steady))
-      log(md.join('\n'))
       return
     }
 
@@ -199,13 +180,9 @@ async function main (): Promise<void> {
       ...rows.map((r) => `| ${r.name} | ${r.rps} | ${r.us} | ${r.overPool} | ${r.min}–${r.max} | ${r.rounds.join(' / ')} | ${r.bad} |`),
       ''
     ]
-    mkdirSync(RESULTS_DIR, { recursive: true })
-    writeFileSync(join(RESULTS_DIR, 'proxy-cost.md'), md.join('\n'))
-    writeFileSync(join(RESULTS_DIR, 'proxy-cost.json'), `${JSON.stringify(report, null, 2)}\n`)
-    log(md.join('\n'))
+    writeResults('proxy-cost', md, report)
   } finally {
-    await stopAll()
-    rmSync(work, { recursive: true, force: true })
+    await finishBench(setup)
   }
 }
 

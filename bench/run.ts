@@ -34,6 +34,7 @@ import { writeConfigWithKeys } from './config-load.js'
 import { parseEnvList, parseVariants } from './lib/env-list.js'
 import { closedLoop, fixedRate, loaderName, median, type RateRun, type Run } from './lib/load.js'
 import { cpuMicros, pinProcess, taskset } from './lib/proc-cpu.js'
+import { intFromEnv, log, round1 } from './lib/report.js'
 import { commandCalls, commandDelta, REPO_ROOT, startBackend, startRedis, stop, stopAll, unboundPlans, type RedisServer } from './lib/processes.js'
 import {
   assertServes, DEFAULT_PATH, seed, startGateway as startGatewayOn, startPrinting as startPrintingOn, type GatewayChild, type Target
@@ -62,14 +63,7 @@ export const REST_CPUS = '1'
 
 const RESULTS_DIR = join(REPO_ROOT, 'bench', 'results')
 
-function intFromEnv (name: string, fallback: number): number {
-  const raw = process.env[name]
-  return raw === undefined || raw === '' ? fallback : Number.parseInt(raw, 10)
-}
-
-const log = (line: string): void => { process.stdout.write(`${line}\n`) }
 const round3 = (x: number): number => Math.round(x * 1000) / 1000
-const round1 = (x: number): number => Math.round(x * 10) / 10
 const fmt = (x: number, digits = 2): string => Number.isFinite(x) ? x.toFixed(digits) : 'n/a'
 
 let serverCpus: string | undefined

@@ -2,12 +2,19 @@
 // configured from the environment, or a bench server script that prints its port. Shared by
 // bench/run.ts, bench/overload.ts and bench/proxy-cost.ts so each measures the same thing.
 import type { ChildProcess } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { firstLine, freePort, REPO_ROOT, startNode, waitForHttp } from './processes.js'
+import { writeConfigWithKeys } from '../config-load.js'
+import { pinProcess, taskset } from './proc-cpu.js'
+import { firstLine, freePort, REPO_ROOT, startBackend, startNode, stopAll, unboundPlans, waitForHttp } from './processes.js'
 
 /** Pets the backend holds before a run, so `GET /v1/pets?limit=10` returns a full page. */
 export const SEEDED_PETS = 20
 export const DEFAULT_PATH = '/v1/pets?limit=10'
+/** Cores of the pinned layout: the server under test alone on one, everything else on the other. */
+export const SERVER_CPUS = '0'
+export const REST_CPUS = '1'
 
 /** `pid`: the process whose CPU is the configuration's (the backend's own for "direct"). */
 export interface Target { name: string, url: string, child: ChildProcess | undefined, pid: number | undefined, adminUrl?: string }
@@ -80,4 +87,38 @@ export async function assertServes (target: Target, token: string, path = DEFAUL
   const res = await fetch(`${target.url}${path}`, { headers: { authorization: `Bearer ${token}` } })
   await res.arrayBuffer()
   if (res.status !== 200) throw new Error(`${target.name} answered ${res.status}`)
+}
+
+export interface BenchSetup {
+  /** Whether this process (and so the backend and the load generators) runs on REST_CPUS. */
+  pinned: boolean
+  /** Where servers under test run: SERVER_CPUS when pinned. */
+  serverCpus: string | undefined
+  work: string
+  backendUrl: string
+  /** `keys` keys (`bench-key-<i>` in turn) on plans whose limits no run reaches. */
+  configDir: string
+}
+
+/**
+ * What a load bench starts before its servers: this process pinned (unless BENCH_PIN=0), a work
+ * directory, the real backend with pets in it, a config; every child stopped on SIGINT/SIGTERM.
+ */
+export async function prepareBench (name: string, keys: number): Promise<BenchSetup> {
+  const pinned = process.env.BENCH_PIN !== '0' && cpus().length >= 2 && taskset() !== null && pinProcess(process.pid, REST_CPUS)
+  const work = mkdtempSync(join(tmpdir(), `petstore-${name}-`))
+  const stopOnSignal = (): void => { void stopAll().then(() => process.exit(130)) }
+  process.once('SIGINT', stopOnSignal)
+  process.once('SIGTERM', stopOnSignal)
+  const { url: backendUrl } = await startBackend(work)
+  await seed(backendUrl)
+  const configDir = writeConfigWithKeys(keys, join(work, 'config'))
+  unboundPlans(configDir)
+  return { pinned, serverCpus: pinned ? SERVER_CPUS : undefined, work, backendUrl, configDir }
+}
+
+/** Stops every child and removes the work directory. */
+export async function finishBench (setup: BenchSetup | undefined): Promise<void> {
+  await stopAll()
+  if (setup !== undefined) rmSync(setup.work, { recursive: true, force: true })
 }

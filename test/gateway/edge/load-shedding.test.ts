@@ -56,6 +56,16 @@ async function burst (gw: StartedGateway, key: string, n: number): Promise<Answe
   return answers
 }
 
+/** A gateway whose loop delay the test sets (here over the target), with its limit already cut to the minimum, behind a held backend. */
+async function overloaded (t: Test): Promise<{ gw: StartedGateway, backend: Awaited<ReturnType<typeof heldBackend>>, loopDelay: (ms: number) => void }> {
+  let delay = 0
+  const backend = await heldBackend(t)
+  const gw = await startGateway(t, { backendUrl: backend.url, loadShedding: { loopDelayMs: 20, windowMs: 20, loopDelay: () => delay } })
+  delay = 100
+  await until('the limit cut', () => gw.app.loadShedding.limit === MIN_CONCURRENCY_LIMIT, 5_000)
+  return { gw, backend, loopDelay: (ms) => { delay = ms } }
+}
+
 /** Until every request of a burst of `n` is either in flight or shed. */
 async function settled (gw: StartedGateway, n: number, shedBefore = 0): Promise<void> {
   await until('the burst admitted or shed', () => gw.app.loadShedding.inFlight + gw.app.loadShedding.shed - shedBefore >= n, 10_000)
@@ -97,11 +107,7 @@ t.test('an event loop kept busy turn after turn: the excess over the limit is 50
 })
 
 t.test('at the limit, a consumer holding less than its share is still served: one client\'s flood does not take everyone\'s capacity', async (t) => {
-  let delay = 0
-  const backend = await heldBackend(t)
-  const gw = await startGateway(t, { backendUrl: backend.url, loadShedding: { loopDelayMs: 20, windowMs: 20, loopDelay: () => delay } })
-  delay = 100
-  await until('the limit cut', () => gw.app.loadShedding.limit === MIN_CONCURRENCY_LIMIT, 5_000)
+  const { gw, backend } = await overloaded(t)
   const flood = burst(gw, DEMO_KEYS.business, BURST)
   await settled(gw, BURST)
   const other = new Pool(gw.url, { connections: 1 })
@@ -115,17 +121,13 @@ t.test('at the limit, a consumer holding less than its share is still served: on
 })
 
 t.test('a shed connection is not read again before its Retry-After; a well-behaved client that waits is served', async (t) => {
-  let delay = 0
-  const backend = await heldBackend(t)
-  const gw = await startGateway(t, { backendUrl: backend.url, loadShedding: { loopDelayMs: 20, windowMs: 20, loopDelay: () => delay } })
-  delay = 100
-  await until('the limit cut', () => gw.app.loadShedding.limit === MIN_CONCURRENCY_LIMIT, 5_000)
+  const { gw, backend, loopDelay } = await overloaded(t)
   const flood = burst(gw, DEMO_KEYS.business, MIN_CONCURRENCY_LIMIT)
   await settled(gw, MIN_CONCURRENCY_LIMIT)
   const one = new Pool(gw.url, { connections: 1, pipelining: 1 })
   t.equal((await get(one, DEMO_KEYS.business)).status, 503)
   backend.release()
-  delay = 0
+  loopDelay(0)
   await flood
   const sent = performance.now()
   const second = await get(one, DEMO_KEYS.business)
