@@ -160,3 +160,24 @@ t.test('a client that leaves while waiting for a connection is never sent to the
   t.equal((await timedGet(`${gw.url}/v1/pets`)).status, 200, 'the next one is served')
   t.equal(upstream.received.length, 2, 'the backend saw the first and the last, not the one that left')
 })
+
+t.test('a client that leaves while the backend works: its answer is dropped and the connection freed for the next', async (t) => {
+  const upstream = await startEchoUpstream(t)
+  let answerFirst: () => void = () => undefined
+  upstream.behave((_req, res) => {
+    const answer = (): void => { res.writeHead(200, { 'content-type': 'application/json' }); res.end('[]') }
+    if (upstream.received.length === 1) answerFirst = answer; else answer()
+  })
+  const gw = await startGateway(t, { backendUrl: upstream.url, upstreamConnections: 1 })
+  const leaving = new AbortController()
+  const gone = fetch(`${gw.url}/v1/pets`, { headers: KEY, signal: leaving.signal }).catch((err: unknown) => err)
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  t.equal(upstream.received.length, 1, 'sent upstream')
+  leaving.abort()
+  await gone
+  await new Promise((resolve) => setTimeout(resolve, 50))
+  answerFirst()
+  const next = await timedGet(`${gw.url}/v1/pets`)
+  t.equal(next.status, 200, 'the one connection was given back')
+  t.equal(gw.app.upstream.inFlight, 0)
+})
