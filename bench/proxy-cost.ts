@@ -10,7 +10,8 @@
 // steady state (only the samples taken during the measured load, after a warm-up, are kept) and
 // writes bench/results/proxy-profile-<slug>.md.
 // Env: BENCH_SECONDS [5] BENCH_ROUNDS [5] BENCH_CONNECTIONS [50] BENCH_WARMUP [3]
-//      BENCH_BASELINE=<dir> also the gateway of another checkout (before/after)  BENCH_PIN [1]
+//      BENCH_BASELINE=<dir> also the proxy plugin and the gateway of another checkout (before/after:
+//      `git archive` of the older commit with node_modules linked in)  BENCH_PIN [1]
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { cpus, loadavg } from 'node:os'
 import { join } from 'node:path'
@@ -26,6 +27,14 @@ export const DEFAULT_ROUNDS = 5
 export const DEFAULT_CONNECTIONS = 50
 export const DEFAULT_WARMUP_SECONDS = 3
 const TOKEN = 'bench-key-0'
+/** Comparisons reported round by round (those whose two configurations ran). */
+const PAIRS: Array<[string, string]> = [
+  ['http-proxy, stock', 'undici pool, Fastify'],
+  ['http-proxy, gateway configuration', 'undici pool, Fastify'],
+  ['http-proxy, gateway configuration', 'http-proxy, stock'],
+  ['http-proxy, gateway configuration', 'http-proxy, gateway configuration (baseline)'],
+  ['gateway, in-process store', 'gateway, in-process store (baseline)']
+]
 
 const slug = (name: string): string => name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '')
 
@@ -99,7 +108,10 @@ async function main (): Promise<void> {
       { name: 'gateway, in-process store', start: async (nodeArgs) => await startGateway('gateway, in-process store', { configDir, backendUrl, cpus: serverCpus, nodeArgs }) },
       ...(baseline === undefined || baseline === ''
         ? []
-        : [{ name: `gateway, in-process store (baseline: ${baseline})`, start: async (nodeArgs?: string[]) => await startGateway(`gateway, in-process store (baseline: ${baseline})`, { configDir, backendUrl, cpus: serverCpus, nodeArgs, root: baseline }) }])
+        : [
+            { name: 'http-proxy, gateway configuration (baseline)', start: async (nodeArgs?: string[]) => await startPrinting('http-proxy, gateway configuration (baseline)', 'bench/servers/lean-proxy.ts', [backendUrl, baseline], { cpus: serverCpus, nodeArgs }) },
+            { name: 'gateway, in-process store (baseline)', start: async (nodeArgs?: string[]) => await startGateway('gateway, in-process store (baseline)', { configDir, backendUrl, cpus: serverCpus, nodeArgs, root: baseline }) }
+          ])
     ]
 
     const profiled = process.env.PROXY_PROFILE
@@ -162,11 +174,21 @@ async function main (): Promise<void> {
         bad: rs.reduce((a, r) => a + r.bad, 0)
       }
     })
+    // Round by round, each configuration against another measured minutes apart at most: the
+    // machine's drift hits both sides of a ratio alike.
+    const pairs = PAIRS.filter(([a, b]) => runs.has(a) && runs.has(b)).map(([a, b]) => {
+      const ra = runs.get(a) ?? []
+      const rb = runs.get(b) ?? []
+      const ratios = ra.map((r, i) => r.us / (rb[i]?.us ?? NaN)).sort((x, y) => x - y)
+      const diffs = ra.map((r, i) => r.us - (rb[i]?.us ?? NaN))
+      return { a, b, ratio: Math.round(median(ratios) * 1000) / 1000, min: Math.round((ratios[0] ?? NaN) * 1000) / 1000, max: Math.round((ratios[ratios.length - 1] ?? NaN) * 1000) / 1000, diffUs: round1(median(diffs)) }
+    })
     const report = {
       date: new Date().toISOString(),
       machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version, loadAverageAtStart: loadavg() },
       params: { ...p, path: DEFAULT_PATH, pinned: pinned ? { servers: SERVER_CPUS, rest: REST_CPUS } : false },
       rows,
+      pairs,
       durationSeconds: Math.round((Date.now() - begun) / 1000)
     }
     const md = [
@@ -178,6 +200,9 @@ async function main (): Promise<void> {
       '| configuration | req/s | CPU µs/req (median) | over the undici pool | min–max | rounds | non-2xx + errors |',
       '|---|---:|---:|---:|---:|---|---:|',
       ...rows.map((r) => `| ${r.name} | ${r.rps} | ${r.us} | ${r.overPool} | ${r.min}–${r.max} | ${r.rounds.join(' / ')} | ${r.bad} |`),
+      '', 'Paired by round (A and B measured in the same round): median of the per-round CPU ratios A ÷ B, their min–max, and the median per-round difference.', '',
+      '| A | B | A ÷ B | min–max | A − B, µs/req |', '|---|---|---:|---:|---:|',
+      ...pairs.map((x) => `| ${x.a} | ${x.b} | ${x.ratio} | ${x.min}–${x.max} | ${x.diffUs} |`),
       ''
     ]
     writeResults('proxy-cost', md, report)
