@@ -26,7 +26,7 @@ import { unavailableHeaders } from '../limiter/decide.js'
 import { limiterId } from '../limiter/consumer-id.js'
 
 /** The event loop's median delay (ms) the gateway keeps under overload; 0 turns load shedding off. */
-export const DEFAULT_SHED_LOOP_DELAY_MS = 20
+export const DEFAULT_SHED_LOOP_DELAY_MS = 10
 /** How often the limit is adapted (ms). */
 export const DEFAULT_SHED_WINDOW_MS = 100
 /** Retry-After of a shed request, and how long its connection is left unread. */

@@ -27,7 +27,7 @@ t.test('defaults follow docs/decisions.md §8', async (t) => {
     upstreamTimeoutMs: 10000,
     upstreamConnections: 64,
     upstreamQueueMax: 1024,
-    shedLoopDelayMs: 20,
+    shedLoopDelayMs: 10,
     shutdownGraceMs: 10000,
     shutdownDrainDelayMs: 1000,
     workers: 1,
