@@ -38,18 +38,25 @@ const GAUGES = ['gateway_concurrency_limit', 'gateway_in_flight_requests', 'gate
 type Gauges = Record<(typeof GAUGES)[number], number>
 
 /** gateway_requests_total by status, the shed counters and the load gauges, from the admin port. */
-async function scrape (adminUrl: string): Promise<{ byStatus: Record<string, number>, shed: Record<string, number>, gauges: Gauges }> {
+interface Durations { requestSum: number, requestCount: number, upstreamSum: number, upstreamCount: number }
+
+async function scrape (adminUrl: string): Promise<{ byStatus: Record<string, number>, shed: Record<string, number>, gauges: Gauges, durations: Durations }> {
   const res = await fetch(`${adminUrl}/metrics`)
   const samples = parseScrape(await res.text())
   const byStatus: Record<string, number> = {}
   const shed: Record<string, number> = {}
   const gauges = Object.fromEntries(GAUGES.map((g) => [g, NaN])) as Gauges
+  const durations: Durations = { requestSum: 0, requestCount: 0, upstreamSum: 0, upstreamCount: 0 }
   for (const s of samples) {
+    if (s.name === 'gateway_request_duration_seconds_sum') durations.requestSum += s.value
+    if (s.name === 'gateway_request_duration_seconds_count') durations.requestCount += s.value
+    if (s.name === 'gateway_upstream_duration_seconds_sum') durations.upstreamSum += s.value
+    if (s.name === 'gateway_upstream_duration_seconds_count') durations.upstreamCount += s.value
     if (s.name === 'gateway_requests_total') byStatus[s.labels.status ?? ''] = (byStatus[s.labels.status ?? ''] ?? 0) + s.value
     if (s.name === 'gateway_shed_requests_total') shed[s.labels.reason ?? ''] = (shed[s.labels.reason ?? ''] ?? 0) + s.value
     if ((GAUGES as readonly string[]).includes(s.name)) gauges[s.name as keyof Gauges] = s.value
   }
-  return { byStatus, shed, gauges }
+  return { byStatus, shed, gauges, durations }
 }
 
 /** The load gauges once a second while `during` runs, as medians: where the requests were. */
@@ -91,6 +98,9 @@ interface Measured {
   shed: Record<string, number>
   /** Medians of once-a-second readings during the run. */
   gauges: Gauges
+  /** Every answer's time in the gateway, and the backend's part of those that reached it (means, ms; from the duration histograms). */
+  meanRequestMs: number
+  meanUpstreamMs: number
 }
 
 async function measure (t: Target, p: { seconds: number, connections: number, rate: number }, round: number): Promise<Measured> {
@@ -112,6 +122,8 @@ async function measure (t: Target, p: { seconds: number, connections: number, ra
   const cpu = cpuMicros(t.pid) - cpuBefore
   const after = await scrape(t.adminUrl)
   const statuses = delta(after.byStatus, before.byStatus)
+  const meanMs = (sum: keyof Durations, count: keyof Durations): number =>
+    1000 * (after.durations[sum] - before.durations[sum]) / Math.max(1, after.durations[count] - before.durations[count])
   const answered = Object.values(statuses).reduce((a, b) => a + b, 0)
   return {
     name: t.name,
@@ -131,7 +143,9 @@ async function measure (t: Target, p: { seconds: number, connections: number, ra
     processUs: cpu / Math.max(1, answered),
     statuses,
     shed: delta(after.shed, before.shed),
-    gauges
+    gauges,
+    meanRequestMs: meanMs('requestSum', 'requestCount'),
+    meanUpstreamMs: meanMs('upstreamSum', 'upstreamCount')
   }
 }
 
@@ -161,7 +175,7 @@ async function main (): Promise<void> {
         runs.push(m)
         log(`  round ${round + 1}/${p.rounds}  ${t.name.padEnd(16)} ${m.rps.toFixed(0).padStart(6)} answers/s, ${m.okRps.toFixed(0).padStart(6)} 2xx/s  ` +
           `probe p50 ${m.probeP50.toFixed(1)} p99 ${m.probeP99.toFixed(1)} max ${m.probeMax.toFixed(1)} ms ${JSON.stringify(m.probeStatuses)}  ` +
-          `wrk p99 ${m.wrkP99.toFixed(1)} ms  statuses ${JSON.stringify(m.statuses)}  shed ${JSON.stringify(m.shed)}  socket errors ${JSON.stringify(m.socketErrorsByKind ?? {})}  cpu ${m.processUs.toFixed(1)} µs/answer  gauges ${JSON.stringify(m.gauges)}`)
+          `wrk p99 ${m.wrkP99.toFixed(1)} ms  statuses ${JSON.stringify(m.statuses)}  shed ${JSON.stringify(m.shed)}  socket errors ${JSON.stringify(m.socketErrorsByKind ?? {})}  cpu ${m.processUs.toFixed(1)} µs/answer  mean ms: request ${m.meanRequestMs.toFixed(1)}, upstream ${m.meanUpstreamMs.toFixed(1)}  gauges ${JSON.stringify(m.gauges)}`)
       }
     }
     const rows = targets.map((t) => {
@@ -208,7 +222,7 @@ async function main (): Promise<void> {
       ...rows.map((r) => `| ${r.name}${Object.keys(r.env).length === 0 ? '' : ` (${Object.entries(r.env).map(([k, v]) => `${k}=${v}`).join(' ')})`} | ${r.rps} | ${r.okRps} | ${r.probeP50} | ${r.probeP99} | ${r.probeMax} | ${r.wrkP99} | ${r.non2xx} | ${r.socketErrors} | ${r.processUs} |`),
       '',
       'Per round — statuses the gateway counted (gateway_requests_total), what it shed (gateway_shed_requests_total by reason), the probe\'s statuses and p99, wrk\'s socket errors, and where the requests were (gateway_concurrency_limit, gateway_in_flight_requests, gateway_upstream_in_flight, gateway_upstream_queued):', '',
-      ...runs.map((r) => `- round ${r.round + 1}, ${r.name}: statuses ${JSON.stringify(r.statuses)}; shed ${JSON.stringify(r.shed)}; probe ${JSON.stringify(r.probeStatuses)}, p99 ${r.probeP99.toFixed(1)} ms; wrk socket errors ${JSON.stringify(r.socketErrorsByKind ?? {})}; load gauges (medians of 1 s readings) ${JSON.stringify(r.gauges)}`),
+      ...runs.map((r) => `- round ${r.round + 1}, ${r.name}: statuses ${JSON.stringify(r.statuses)}; shed ${JSON.stringify(r.shed)}; probe ${JSON.stringify(r.probeStatuses)}, p99 ${r.probeP99.toFixed(1)} ms; wrk socket errors ${JSON.stringify(r.socketErrorsByKind ?? {})}; load gauges (medians of 1 s readings) ${JSON.stringify(r.gauges)}; mean time in the gateway ${r.meanRequestMs.toFixed(1)} ms, of the backend (for those sent) ${r.meanUpstreamMs.toFixed(1)} ms`),
       ''
     ]
     writeResults('overload', md, report)

@@ -2,8 +2,8 @@
 // to end: a request waits here, not in undici's unbounded queue, and its wait counts against its
 // budget. A request that cannot be served within its budget is told so at once — 503 with
 // Retry-After — instead of joining a queue it would time out in: when the queue is full, when the
-// wait the queue predicts (its length × the backend's recent time per request ÷ connections) plus
-// that time would exceed the budget, or when its budget runs out before a connection frees up.
+// wait the queue predicts (see #expectedWaitMs) plus the backend's recent time per request would
+// exceed the budget, or when its budget runs out before a connection frees up.
 // A request that got a connection keeps what is left of its budget as undici's headers timeout,
 // so a slow answer is still 504 upstream_timeout (docs/decisions.md §7).
 import { performance } from 'node:perf_hooks'
@@ -14,6 +14,8 @@ export const DEFAULT_UPSTREAM_CONNECTIONS = 64
 export const DEFAULT_UPSTREAM_QUEUE_MAX = 1024
 /** Weight of the newest sample in the moving average of the backend's time per request. */
 export const SERVICE_TIME_WEIGHT = 0.1
+/** A waiter is admitted only if its predicted wait leaves it this much more than the backend's usual time. */
+export const SERVICE_TIME_MARGIN = 0.1
 
 /** setTimeout's largest delay; a longer one fires at once. */
 const MAX_TIMER_MS = 2 ** 31 - 1
@@ -92,7 +94,7 @@ export class UpstreamGate implements UpstreamGateStatus {
     }
     const wait = this.#expectedWaitMs(queued + 1)
     // Unknown pace (no answer yet): only the queue bound and the deadline below apply.
-    if (wait + this.#serviceMs > this.#budgetMs) {
+    if (wait + this.#serviceMs * (1 + SERVICE_TIME_MARGIN) > this.#budgetMs) {
       this.#refuse(waiter, 'budget', wait)
       return
     }
@@ -116,9 +118,13 @@ export class UpstreamGate implements UpstreamGateStatus {
     while ((waiter = this.#take()) !== undefined) this.#refuse(waiter, 'budget', 0)
   }
 
-  /** Predicted wait of the `position`-th waiter: connections free up every serviceMs ÷ connections on average. */
+  /**
+   * Predicted wait of the `position`-th waiter, on the safe side: as if the connections freed up all
+   * together, every serviceMs (requests that arrived in one burst do). Spread out, they free up
+   * sooner; a prediction too short would only shed the waiter later, after it waited.
+   */
   #expectedWaitMs (position: number): number {
-    return position * this.#serviceMs / this.#connections
+    return Math.ceil(position / this.#connections) * this.#serviceMs
   }
 
   #refuse (waiter: UpstreamWaiter, reason: UpstreamShedReason, waitMs: number): void {
