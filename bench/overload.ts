@@ -159,6 +159,7 @@ async function main (): Promise<void> {
   }
   const variants = parseVariants(process.env.OVERLOAD_VARIANTS ?? DEFAULT_VARIANTS)
   const begun = Date.now()
+  const loadAtStart = loadavg()
   let setup: BenchSetup | undefined
   try {
     setup = await prepareBench('overload', KEYS)
@@ -204,7 +205,7 @@ async function main (): Promise<void> {
     for (const t of targets) if (t.child !== undefined) await stop(t.child)
     const report = {
       date: new Date().toISOString(),
-      machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version, loadAverageAtStart: loadavg() },
+      machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version, loadAverageAtStart: loadAtStart, loadAverageAtEnd: loadavg() },
       params: { ...p, path: DEFAULT_PATH, pinned: pinned ? { servers: SERVER_CPUS, rest: REST_CPUS } : false, probeConnections: DEFAULT_PROBE_CONNECTIONS },
       rows,
       runs,
@@ -212,7 +213,7 @@ async function main (): Promise<void> {
     }
     const md = [
       '# Overload — wrk far over capacity, and a probe client meanwhile', '',
-      `${report.date} · ${cpus().length} × ${cpus()[0]?.model ?? 'CPU'} · Node ${process.version} · load average at start ${loadavg().map((l) => l.toFixed(1)).join(' ')} · ${report.durationSeconds} s`, '',
+      `${report.date} · ${cpus().length} × ${cpus()[0]?.model ?? 'CPU'} · Node ${process.version} · load average at start ${loadAtStart.map((l) => l.toFixed(1)).join(' ')}, at end ${loadavg().map((l) => l.toFixed(1)).join(' ')} · ${report.durationSeconds} s`, '',
       `GET ${DEFAULT_PATH} on the in-process store (plans whose limits never bind). Load: wrk, 1 thread, ${p.connections} connections, closed loop, ${p.seconds} s per run. ` +
       `Probe: ${p.rate} requests/s at fixed times (open loop, at most ${DEFAULT_PROBE_CONNECTIONS} in flight), from ${DEFAULT_PROBE_MARGIN_S} s after wrk starts to ${DEFAULT_PROBE_MARGIN_S} s before it ends; its latency is send → last byte of whatever it was answered (200 or 503). ` +
       `${p.rounds} interleaved rounds; medians (max: the largest of all rounds). ` +

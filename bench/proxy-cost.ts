@@ -8,7 +8,7 @@
 // and proxy-cost.json.
 // PROXY_PROFILE=<configuration name> instead profiles that one configuration with --cpu-prof at
 // steady state (only the samples taken during the measured load, after a warm-up, are kept) and
-// writes bench/results/proxy-profile-<slug>.md.
+// writes bench/results/proxy-profile-<slug>.md (and, with PROXY_PROFILE_KEEP=1, the .cpuprofile).
 // Env: BENCH_SECONDS [5] BENCH_ROUNDS [5] BENCH_CONNECTIONS [50] BENCH_WARMUP [3]
 //      BENCH_BASELINE=<dir> also the proxy plugin and the gateway of another checkout (before/after:
 //      `git archive` of the older commit with node_modules linked in)  BENCH_PIN [1]
@@ -95,6 +95,7 @@ async function main (): Promise<void> {
     warmup: intFromEnv('BENCH_WARMUP', DEFAULT_WARMUP_SECONDS)
   }
   const begun = Date.now()
+  const loadAtStart = loadavg()
   let setup: BenchSetup | undefined
   try {
     setup = await prepareBench('proxy-cost', 1)
@@ -138,7 +139,8 @@ async function main (): Promise<void> {
         'Where the time goes from the proxy\'s and undici\'s own functions (time in every function they call included):', '',
         ...inclusive(steady, (url) => PROXY_PACKAGES.some((pkg) => url.includes(pkg))), '']
       writeResults(`proxy-profile-${slug(spec.name)}`, md)
-      writeFileSync(join(RESULTS_DIR, `proxy-profile-${slug(spec.name)}.cpuprofile`), JSON.stringify(steady))
+      // The profile itself (open it in Chrome DevTools or speedscope) only when asked: a megabyte per run.
+      if (process.env.PROXY_PROFILE_KEEP === '1') writeFileSync(join(RESULTS_DIR, `proxy-profile-${slug(spec.name)}.cpuprofile`), JSON.stringify(steady))
       return
     }
 
@@ -185,7 +187,7 @@ async function main (): Promise<void> {
     })
     const report = {
       date: new Date().toISOString(),
-      machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version, loadAverageAtStart: loadavg() },
+      machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version, loadAverageAtStart: loadAtStart, loadAverageAtEnd: loadavg() },
       params: { ...p, path: DEFAULT_PATH, pinned: pinned ? { servers: SERVER_CPUS, rest: REST_CPUS } : false },
       rows,
       pairs,

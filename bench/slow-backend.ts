@@ -71,6 +71,7 @@ async function main (): Promise<void> {
   const backendMs = intFromEnv('SLOW_BACKEND_MS', DEFAULT_BACKEND_MS)
   const seconds = intFromEnv('SLOW_SECONDS', DEFAULT_SECONDS)
   const begun = Date.now()
+  const loadAtStart = loadavg()
   let setup: BenchSetup | undefined
   const backend = await slowBackend(backendMs)
   try {
@@ -92,7 +93,7 @@ async function main (): Promise<void> {
     }
     writeResults('slow-backend', [
       '# A slow backend behind the gateway (issue 26, finding 2)', '',
-      `${new Date().toISOString()} · ${cpus().length} × ${cpus()[0]?.model ?? 'CPU'} · Node ${process.version} · load average at start ${loadavg().map((l) => l.toFixed(1)).join(' ')} · ${Math.round((Date.now() - begun) / 1000)} s`, '',
+      `${new Date().toISOString()} · ${cpus().length} × ${cpus()[0]?.model ?? 'CPU'} · Node ${process.version} · load average at start ${loadAtStart.map((l) => l.toFixed(1)).join(' ')}, at end ${loadavg().map((l) => l.toFixed(1)).join(' ')} · ${Math.round((Date.now() - begun) / 1000)} s`, '',
       `A backend answering every request after ${backendMs} ms; ${clients} clients, each sending GET /v1/pets again as soon as it has an answer, for ${seconds} s (the requests out at the end are awaited; rates are over the whole time until the last answer). ` +
       'Gateway defaults: 64 upstream connections, UPSTREAM_TIMEOUT_MS 10 s, in-process store. Latency: from sending to the last byte.', '',
       '| gateway | answers | p50 ms | p99 ms | by status: count, rate, latency | client errors |', '|---|---:|---:|---:|---|---:|',
