@@ -8,6 +8,8 @@
 // Env: OVERLOAD_SECONDS [10] OVERLOAD_ROUNDS [3] OVERLOAD_CONNECTIONS [1000] PROBE_RATE [50]
 //      OVERLOAD_VARIANTS="name:K=V,K=V;name2:" gateway configurations by environment
 //      (default: shedding off, then the defaults) BENCH_PIN [1]
+//      BENCH_BASELINE=<dir> also another checkout's gateway, first (`git archive` of an older commit
+//      with node_modules linked in): "today's" behaviour in the same rounds
 import { cpus, loadavg } from 'node:os'
 import { parseScrape } from '../test/helpers/scrape.js'
 import { parseVariants } from './lib/env-list.js'
@@ -165,6 +167,8 @@ async function main (): Promise<void> {
     setup = await prepareBench('overload', KEYS)
     const { pinned, serverCpus, backendUrl, configDir } = setup
     const targets: Target[] = []
+    const baseline = process.env.BENCH_BASELINE
+    if (baseline !== undefined && baseline !== '') targets.push(await startGateway('before (baseline)', { configDir, backendUrl, cpus: serverCpus, root: baseline }))
     for (const v of variants) targets.push(await startGateway(v.name, { configDir, backendUrl, env: v.env, cpus: serverCpus }))
     for (const t of targets) await assertServes(t, 'bench-key-0')
     log(`overload: ${p.rounds} rounds × ${p.seconds} s, wrk -c${p.connections}, probe ${p.rate}/s; ${targets.map((t) => t.name).join(' · ')}`)
