@@ -10,6 +10,7 @@
 //      (default: shedding off, then the defaults) BENCH_PIN [1]
 //      BENCH_BASELINE=<dir> also another checkout's gateway, first (`git archive` of an older commit
 //      with node_modules linked in): "today's" behaviour in the same rounds
+import { readFileSync } from 'node:fs'
 import { cpus, loadavg } from 'node:os'
 import { parseScrape } from '../test/helpers/scrape.js'
 import { parseVariants } from './lib/env-list.js'
@@ -29,7 +30,7 @@ export const DEFAULT_PROBE_RATE = 50
 /** The probe starts this long after wrk (1,000 connections opening is not the steady state) and stops as long before its end. */
 export const DEFAULT_PROBE_MARGIN_S = 1
 export const DEFAULT_WARMUP_SECONDS = 3
-export const DEFAULT_VARIANTS = 'shedding off:SHED_LOOP_DELAY_MS=0;default:'
+export const DEFAULT_VARIANTS = 'shedding off:SHED_QUEUE_DELAY_MS=0;default:'
 /** The probe's target. */
 export const PROBE_P99_TARGET_MS = 100
 const KEYS = 2
@@ -59,6 +60,22 @@ async function scrape (adminUrl: string): Promise<{ byStatus: Record<string, num
     if ((GAUGES as readonly string[]).includes(s.name)) gauges[s.name as keyof Gauges] = s.value
   }
   return { byStatus, shed, gauges, durations }
+}
+
+/**
+ * The kernel's count of connections dropped because a listen queue was full (TcpExt ListenDrops):
+ * wrk opening 1,000 connections at once overflows the accept backlog, and a dropped SYN is retried
+ * after 1 s and 3 s — what wrk then reports as timeouts happened before any request was sent.
+ */
+function listenDrops (): number {
+  try {
+    const lines = readFileSync('/proc/net/netstat', 'utf8').split('\n').filter((l) => l.startsWith('TcpExt:'))
+    const names = (lines[0] ?? '').split(/\s+/)
+    const values = (lines[1] ?? '').split(/\s+/)
+    return Number(values[names.indexOf('ListenDrops')] ?? NaN)
+  } catch {
+    return NaN
+  }
 }
 
 /** The load gauges once a second while `during` runs, as medians: where the requests were. */
@@ -100,6 +117,8 @@ interface Measured {
   shed: Record<string, number>
   /** Medians of once-a-second readings during the run. */
   gauges: Gauges
+  /** Connections the kernel dropped at a full accept queue during the run (machine-wide). */
+  listenDrops: number
   /** Every answer's time in the gateway, and the backend's part of those that reached it (means, ms; from the duration histograms). */
   meanRequestMs: number
   meanUpstreamMs: number
@@ -108,6 +127,7 @@ interface Measured {
 async function measure (t: Target, p: { seconds: number, connections: number, rate: number }, round: number): Promise<Measured> {
   if (t.adminUrl === undefined) throw new Error(`${t.name} has no admin port`)
   const before = await scrape(t.adminUrl)
+  const dropsBefore = listenDrops()
   const cpuBefore = cpuMicros(t.pid)
   const probeSeconds = p.seconds - 2 * DEFAULT_PROBE_MARGIN_S
   const probe = await openProbe(`${t.url}${DEFAULT_PATH}`, 'bench-key-1')
@@ -146,6 +166,7 @@ async function measure (t: Target, p: { seconds: number, connections: number, ra
     statuses,
     shed: delta(after.shed, before.shed),
     gauges,
+    listenDrops: listenDrops() - dropsBefore,
     meanRequestMs: meanMs('requestSum', 'requestCount'),
     meanUpstreamMs: meanMs('upstreamSum', 'upstreamCount')
   }
@@ -180,7 +201,7 @@ async function main (): Promise<void> {
         runs.push(m)
         log(`  round ${round + 1}/${p.rounds}  ${t.name.padEnd(16)} ${m.rps.toFixed(0).padStart(6)} answers/s, ${m.okRps.toFixed(0).padStart(6)} 2xx/s  ` +
           `probe p50 ${m.probeP50.toFixed(1)} p99 ${m.probeP99.toFixed(1)} max ${m.probeMax.toFixed(1)} ms ${JSON.stringify(m.probeStatuses)}  ` +
-          `wrk p99 ${m.wrkP99.toFixed(1)} ms  statuses ${JSON.stringify(m.statuses)}  shed ${JSON.stringify(m.shed)}  socket errors ${JSON.stringify(m.socketErrorsByKind ?? {})}  cpu ${m.processUs.toFixed(1)} µs/answer  mean ms: request ${m.meanRequestMs.toFixed(1)}, upstream ${m.meanUpstreamMs.toFixed(1)}  gauges ${JSON.stringify(m.gauges)}`)
+          `wrk p99 ${m.wrkP99.toFixed(1)} ms  statuses ${JSON.stringify(m.statuses)}  shed ${JSON.stringify(m.shed)}  socket errors ${JSON.stringify(m.socketErrorsByKind ?? {})} (listen drops ${m.listenDrops})  cpu ${m.processUs.toFixed(1)} µs/answer  mean ms: request ${m.meanRequestMs.toFixed(1)}, upstream ${m.meanUpstreamMs.toFixed(1)}  gauges ${JSON.stringify(m.gauges)}`)
       }
     }
     const rows = targets.map((t) => {
@@ -227,7 +248,7 @@ async function main (): Promise<void> {
       ...rows.map((r) => `| ${r.name}${Object.keys(r.env).length === 0 ? '' : ` (${Object.entries(r.env).map(([k, v]) => `${k}=${v}`).join(' ')})`} | ${r.rps} | ${r.okRps} | ${r.probeP50} | ${r.probeP99} | ${r.probeMax} | ${r.wrkP99} | ${r.non2xx} | ${r.socketErrors} | ${r.processUs} |`),
       '',
       'Per round — statuses the gateway counted (gateway_requests_total), what it shed (gateway_shed_requests_total by reason), the probe\'s statuses and p99, wrk\'s socket errors, and where the requests were (gateway_concurrency_limit, gateway_in_flight_requests, gateway_upstream_in_flight, gateway_upstream_queued):', '',
-      ...runs.map((r) => `- round ${r.round + 1}, ${r.name}: statuses ${JSON.stringify(r.statuses)}; shed ${JSON.stringify(r.shed)}; probe ${JSON.stringify(r.probeStatuses)}, p99 ${r.probeP99.toFixed(1)} ms; wrk socket errors ${JSON.stringify(r.socketErrorsByKind ?? {})}; load gauges (medians of 1 s readings) ${JSON.stringify(r.gauges)}; mean time in the gateway ${r.meanRequestMs.toFixed(1)} ms, of the backend (for those sent) ${r.meanUpstreamMs.toFixed(1)} ms`),
+      ...runs.map((r) => `- round ${r.round + 1}, ${r.name}: statuses ${JSON.stringify(r.statuses)}; shed ${JSON.stringify(r.shed)}; probe ${JSON.stringify(r.probeStatuses)}, p99 ${r.probeP99.toFixed(1)} ms; wrk socket errors ${JSON.stringify(r.socketErrorsByKind ?? {})}, connections dropped at a full accept queue ${r.listenDrops}; load gauges (medians of 1 s readings) ${JSON.stringify(r.gauges)}; mean time in the gateway ${r.meanRequestMs.toFixed(1)} ms, of the backend (for those sent) ${r.meanUpstreamMs.toFixed(1)} ms`),
       ''
     ]
     writeResults('overload', md, report)

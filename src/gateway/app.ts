@@ -48,7 +48,7 @@ export interface GatewayOptions {
   now?: Clock
   /** Per-request metrics and process metrics; false only for the bench's baseline. Default true. */
   metrics?: boolean
-  /** Load shedding at the edge (edge/load-shedding.ts); `{ loopDelayMs: 0 }` turns it off. */
+  /** Load shedding at the edge (edge/load-shedding.ts); `{ queueDelayMs: 0 }` turns it off. */
   loadShedding?: LoadSheddingOptions
   /** The limiter's store (or Redis settings to create one) and clock. Default: in-process store. */
   limiter?: LimiterOptions
@@ -114,7 +114,7 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
   await app.register(configPlugin, { holder })
   await app.register(screenRequest)
   await app.register(authenticate)
-  await app.register(loadSheddingPlugin, options.loadShedding ?? {})
+  await app.register(loadSheddingPlugin, { minLimit: options.upstreamConnections, ...options.loadShedding })
   await app.register(limiterPlugin, { ...options.limiter, readiness })
   await app.register(rejectScreened)
   await app.register(requireKey)

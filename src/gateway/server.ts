@@ -47,7 +47,7 @@ async function main (): Promise<void> {
     upstreamTimeoutMs: settings.upstreamTimeoutMs,
     upstreamConnections: settings.upstreamConnections,
     upstreamQueueMax: settings.upstreamQueueMax,
-    loadShedding: { loopDelayMs: settings.shedLoopDelayMs },
+    loadShedding: { queueDelayMs: settings.shedQueueDelayMs },
     bodyLimit: settings.bodyLimit,
     trustProxy: settings.trustProxy,
     logger,

@@ -80,7 +80,7 @@ export async function startGateway (t: Test, opts: StartGatewayOptions = {}): Pr
     config: testConfig(),
     // Off unless a test is about it: a test's own bursts (and a loaded machine) would otherwise
     // have requests shed where the test counts the limiter's answers (test/gateway/edge/load-shedding.test.ts).
-    loadShedding: { loopDelayMs: 0 },
+    loadShedding: { queueDelayMs: 0 },
     ...gatewayOptions,
     readiness,
     backendUrl: opts.backendUrl ?? backend?.url ?? '',

@@ -88,7 +88,7 @@ export function gatewayProcessEnv (opts: GatewayProcessOptions, extra: Record<st
     CONFIG_WATCH: 'false',
     REDIS_URL: opts.redisUrl ?? '',
     // As in startGateway: no load shedding unless the test sets it.
-    SHED_LOOP_DELAY_MS: '0',
+    SHED_QUEUE_DELAY_MS: '0',
     ...extra
   }
 }

@@ -1,13 +1,15 @@
-// Load shedding at the edge: when the gateway itself is over capacity, the excess is answered 503
-// at once instead of queueing — behind it, every request (a well-behaved client's too) would wait
-// for the whole queue (issue 26, finding 3). Docs: docs/decisions.md §7.
+// Load shedding at the edge: when the gateway holds more requests than it can serve promptly, the
+// excess is answered 503 at once instead of queueing — behind it, every request (a well-behaved
+// client's too) would wait for the whole queue (issue 26, finding 3). Docs: docs/decisions.md §7.
 //
-// - Signal: the event loop's delay. A request waits in its socket's buffer for as long as one turn
-//   of the loop, so the loop's median delay over a short window is the gateway's own queueing delay
-//   (a slow backend does not raise it: that is the upstream gate's business).
+// - Signal: the gateway's own queueing delay, over short windows, from the two places a request
+//   waits in it: its socket's buffer, for about one turn of the event loop (the loop's median delay),
+//   and the upstream gate, for a backend connection (the standing queue's delay, CoDel's measure: a
+//   burst that drains does not count). Whichever is longer.
 // - Actuator: a limit on requests in flight through the gateway, adapted each window (AIMD): cut
 //   when the delay is over its target, raised when the limit was reached and the delay is under it —
-//   doubled while far under, so a gateway recovers from a pause in a few windows.
+//   doubled while far under, so a gateway recovers from a pause in a few windows. Never below the
+//   backend's connections.
 // - Fairness: at the limit, a consumer (for anonymous requests: its client address, as the limiter
 //   counts it) below an equal share of the limit is still admitted; the consumers holding more are
 //   shed. One client's flood does not take everyone's capacity.
@@ -24,19 +26,20 @@ import type { FastifyRequest } from 'fastify'
 import { gatewayErrors } from '../../interface/errors.js'
 import { unavailableHeaders } from '../limiter/decide.js'
 import { limiterId } from '../limiter/consumer-id.js'
+import { DEFAULT_UPSTREAM_CONNECTIONS } from '../proxy/upstream-gate.js'
 
-/** The event loop's median delay (ms) the gateway keeps under overload; 0 turns load shedding off. */
-export const DEFAULT_SHED_LOOP_DELAY_MS = 10
+/** The queueing delay (ms) the gateway keeps under overload (loop delay, standing wait for a backend connection); 0 turns load shedding off. */
+export const DEFAULT_SHED_QUEUE_DELAY_MS = 10
 /** How often the limit is adapted (ms). */
 export const DEFAULT_SHED_WINDOW_MS = 100
 /** Retry-After of a shed request, and how long its connection is left unread. */
 export const DEFAULT_SHED_RETRY_AFTER_SECONDS = 1
 /**
- * The limit never goes below this: as many requests as the backend has connections always get
- * through, and a loop slowed by something else than requests (a neighbour taking the CPU) does not
- * shed a lightly loaded gateway.
+ * The limit never goes below the backend's connections (UPSTREAM_CONNECTIONS, default 64): as many
+ * requests as the backend can take always get through, and a loop slowed by something else than
+ * requests (a neighbour taking the CPU) does not shed a lightly loaded gateway.
  */
-export const MIN_CONCURRENCY_LIMIT = 64
+export const DEFAULT_MIN_CONCURRENCY_LIMIT = DEFAULT_UPSTREAM_CONNECTIONS
 /** The limit before any overload, and at most: in practice, no limit. */
 export const MAX_CONCURRENCY_LIMIT = 100_000
 /** Sampling interval of the loop-delay monitor (ms): its timer fires once per turn at most. */
@@ -46,9 +49,11 @@ const INCREASE = 1.1
 const SLOW_START = 2
 
 export interface LoadSheddingOptions {
-  /** Target median loop delay (ms); 0: no shedding. */
-  loopDelayMs?: number
+  /** Target queueing delay (ms); 0: no shedding. */
+  queueDelayMs?: number
   windowMs?: number
+  /** The limit's floor: the backend's connections. */
+  minLimit?: number
   /** The loop delay of the window that just ended (ms); tests inject one. Default: perf_hooks' monitor. */
   loopDelay?: () => number
 }
@@ -76,7 +81,7 @@ export class ConcurrencyLimit implements LoadSheddingStatus {
   #peak = 0
   readonly #byClient = new Map<string, number>()
 
-  constructor (private readonly targetMs: number) {}
+  constructor (private readonly targetMs: number, private readonly minLimit = DEFAULT_MIN_CONCURRENCY_LIMIT) {}
 
   /** Admits (and counts) a request of `client`, or returns false: shed it. */
   admit (client: string): boolean {
@@ -101,10 +106,10 @@ export class ConcurrencyLimit implements LoadSheddingStatus {
     else this.#byClient.set(client, held)
   }
 
-  /** End of a window whose median loop delay was `delayMs`. */
+  /** End of a window whose queueing delay was `delayMs`. */
   adapt (delayMs: number): void {
     if (delayMs > this.targetMs) {
-      this.limit = Math.max(MIN_CONCURRENCY_LIMIT, Math.floor(Math.min(this.limit, this.#peak) * DECREASE))
+      this.limit = Math.max(this.minLimit, Math.floor(Math.min(this.limit, this.#peak) * DECREASE))
     } else if (this.#peak >= this.limit) {
       this.limit = Math.min(MAX_CONCURRENCY_LIMIT, Math.ceil(this.limit * (delayMs <= this.targetMs / 2 ? SLOW_START : INCREASE)))
     }
@@ -144,17 +149,19 @@ function clientOf (request: FastifyRequest): string {
 }
 
 export const loadSheddingPlugin = fp<LoadSheddingOptions>(async function loadSheddingPlugin (app, opts) {
-  const target = opts.loopDelayMs ?? DEFAULT_SHED_LOOP_DELAY_MS
+  const target = opts.queueDelayMs ?? DEFAULT_SHED_QUEUE_DELAY_MS
   if (target <= 0) {
     app.decorate('loadShedding', { inFlight: 0, limit: 0, shed: 0 })
     return
   }
-  const limiter = new ConcurrencyLimit(target)
+  const limiter = new ConcurrencyLimit(target, opts.minLimit)
   app.decorate('loadShedding', limiter)
 
   const monitor = opts.loopDelay === undefined ? monitoredLoopDelay() : undefined
-  const read = opts.loopDelay ?? monitor?.read ?? (() => 0)
-  const timer = setInterval(() => { limiter.adapt(read()) }, opts.windowMs ?? DEFAULT_SHED_WINDOW_MS)
+  const loopDelay = opts.loopDelay ?? monitor?.read ?? (() => 0)
+  // The proxy registers after this plugin: its gate is looked up when a window ends.
+  const standingDelay = (): number => app.hasDecorator('upstream') ? app.upstream.takeStandingDelayMs() : 0
+  const timer = setInterval(() => { limiter.adapt(Math.max(loopDelay(), standingDelay())) }, opts.windowMs ?? DEFAULT_SHED_WINDOW_MS)
   timer.unref()
   app.addHook('onClose', async () => {
     clearInterval(timer)

@@ -50,6 +50,13 @@ export interface UpstreamGateStatus {
   readonly queued: number
   /** Requests answered 503 by the gate since start, by reason. */
   readonly shed: Readonly<Record<UpstreamShedReason, number>>
+  /**
+   * The standing queue's delay since the last call (ms): the shortest wait of the requests that got
+   * a connection meanwhile (0 when one got it at once), or, when none did, how long the oldest
+   * waiter has waited. A burst that drains leaves it at 0; only a queue that never empties raises it
+   * (CoDel's measure). One reader: load shedding's window.
+   */
+  takeStandingDelayMs: () => number
 }
 
 export class UpstreamGate implements UpstreamGateStatus {
@@ -64,6 +71,7 @@ export class UpstreamGate implements UpstreamGateStatus {
   /** Moving average of a connection's time per request (dispatch → released); NaN before the first. */
   #serviceMs = NaN
   #timer: NodeJS.Timeout | undefined
+  #shortestWaitMs = Infinity
   readonly #shed: Record<UpstreamShedReason, number> = { queue_full: 0, budget: 0 }
 
   constructor (opts: UpstreamGateOptions) {
@@ -85,6 +93,7 @@ export class UpstreamGate implements UpstreamGateStatus {
     const queued = this.queued
     if (queued === 0 && this.#inFlight < this.#connections) {
       this.#inFlight++
+      this.#shortestWaitMs = 0
       waiter.dispatch(this.#budgetMs)
       return
     }
@@ -108,6 +117,14 @@ export class UpstreamGate implements UpstreamGateStatus {
     this.#serviceMs = Number.isNaN(this.#serviceMs) ? took : this.#serviceMs + SERVICE_TIME_WEIGHT * (took - this.#serviceMs)
     this.#inFlight--
     this.#drain()
+  }
+
+  takeStandingDelayMs (): number {
+    const shortest = this.#shortestWaitMs
+    this.#shortestWaitMs = Infinity
+    if (shortest !== Infinity) return shortest
+    const oldest = this.#queue[this.#head]
+    return oldest === undefined ? 0 : this.#now() - oldest.enteredAt
   }
 
   /** Sheds every waiter (the gateway is closing) and stops the timer. */
@@ -160,6 +177,8 @@ export class UpstreamGate implements UpstreamGateStatus {
         continue
       }
       this.#inFlight++
+      const waited = now - waiter.enteredAt
+      if (waited < this.#shortestWaitMs) this.#shortestWaitMs = waited
       waiter.dispatch(remaining)
     }
     if (this.queued === 0) {

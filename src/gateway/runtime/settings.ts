@@ -1,7 +1,7 @@
 // Every setting the gateway reads from the environment, typed, with its default beside its name
 // (or, for a setting of one module, in that module, imported here). The rest of the gateway receives
 // a GatewaySettings and never reads process.env itself.
-import { DEFAULT_SHED_LOOP_DELAY_MS } from '../edge/load-shedding.js'
+import { DEFAULT_SHED_QUEUE_DELAY_MS } from '../edge/load-shedding.js'
 import { DEFAULT_UPSTREAM_CONNECTIONS, DEFAULT_UPSTREAM_QUEUE_MAX } from '../proxy/upstream-gate.js'
 
 export const DEFAULT_GATEWAY_HOST = '0.0.0.0'
@@ -18,7 +18,7 @@ export const DEFAULT_BODY_LIMIT_BYTES = 16 * 1024
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 10_000
 export const MAX_UPSTREAM_CONNECTIONS = 4096
 export const MAX_UPSTREAM_QUEUE = 1_000_000
-export const MAX_SHED_LOOP_DELAY_MS = 60_000
+export const MAX_SHED_QUEUE_DELAY_MS = 60_000
 export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000
 /**
  * Readiness fails, and every response says `Connection: close`, this long before the listener stops
@@ -79,8 +79,8 @@ export interface GatewaySettings {
   readonly upstreamConnections: number
   /** UPSTREAM_QUEUE_MAX: requests waiting for a backend connection at most (beyond: 503 at once). */
   readonly upstreamQueueMax: number
-  /** SHED_LOOP_DELAY_MS: the event loop's median delay kept under overload by shedding load; 0 = no shedding. */
-  readonly shedLoopDelayMs: number
+  /** SHED_QUEUE_DELAY_MS: the gateway's queueing delay (loop delay, standing wait for a backend connection) kept under overload by shedding load; 0 = no shedding. */
+  readonly shedQueueDelayMs: number
   readonly shutdownGraceMs: number
   /** On SIGTERM, readiness fails (and responses close their connection) this long before the listener stops accepting. */
   readonly shutdownDrainDelayMs: number
@@ -168,7 +168,7 @@ export function settingsFromEnv (env: Env = process.env): GatewaySettings {
     upstreamTimeoutMs: int(env, 'UPSTREAM_TIMEOUT_MS', DEFAULT_UPSTREAM_TIMEOUT_MS, 1),
     upstreamConnections: int(env, 'UPSTREAM_CONNECTIONS', DEFAULT_UPSTREAM_CONNECTIONS, 1, MAX_UPSTREAM_CONNECTIONS),
     upstreamQueueMax: int(env, 'UPSTREAM_QUEUE_MAX', DEFAULT_UPSTREAM_QUEUE_MAX, 0, MAX_UPSTREAM_QUEUE),
-    shedLoopDelayMs: int(env, 'SHED_LOOP_DELAY_MS', DEFAULT_SHED_LOOP_DELAY_MS, 0, MAX_SHED_LOOP_DELAY_MS),
+    shedQueueDelayMs: int(env, 'SHED_QUEUE_DELAY_MS', DEFAULT_SHED_QUEUE_DELAY_MS, 0, MAX_SHED_QUEUE_DELAY_MS),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', DEFAULT_SHUTDOWN_GRACE_MS, 0),
     shutdownDrainDelayMs: int(env, 'SHUTDOWN_DRAIN_DELAY_MS', DEFAULT_SHUTDOWN_DRAIN_DELAY_MS, 0),
     workers: int(env, 'GATEWAY_WORKERS', DEFAULT_GATEWAY_WORKERS, 1, MAX_GATEWAY_WORKERS),

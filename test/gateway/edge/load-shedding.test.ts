@@ -6,13 +6,13 @@
 import { performance } from 'node:perf_hooks'
 import t, { type Test } from 'tap'
 import { Pool } from 'undici'
-import { ConcurrencyLimit, MAX_CONCURRENCY_LIMIT, MIN_CONCURRENCY_LIMIT } from '../../../src/gateway/edge/load-shedding.js'
+import { ConcurrencyLimit, MAX_CONCURRENCY_LIMIT, DEFAULT_MIN_CONCURRENCY_LIMIT } from '../../../src/gateway/edge/load-shedding.js'
 import { startEchoUpstream } from '../../helpers/echo-upstream.js'
 import { bearer, DEMO_KEYS, startGateway, type StartedGateway } from '../../helpers/gateway.js'
 import { until } from '../../helpers/poll.js'
 import { sampleValue, scrape } from '../../helpers/scrape.js'
 
-const BURST = MIN_CONCURRENCY_LIMIT + 36
+const BURST = DEFAULT_MIN_CONCURRENCY_LIMIT + 36
 
 /** A backend that holds every request until `release()`, then answers at once: admitted requests stay in flight as long as the test needs. */
 async function heldBackend (t: Test): Promise<{ url: string, release: () => void }> {
@@ -60,9 +60,9 @@ async function burst (gw: StartedGateway, key: string, n: number): Promise<Answe
 async function overloaded (t: Test): Promise<{ gw: StartedGateway, backend: Awaited<ReturnType<typeof heldBackend>>, loopDelay: (ms: number) => void }> {
   let delay = 0
   const backend = await heldBackend(t)
-  const gw = await startGateway(t, { backendUrl: backend.url, loadShedding: { loopDelayMs: 20, windowMs: 20, loopDelay: () => delay } })
+  const gw = await startGateway(t, { backendUrl: backend.url, loadShedding: { queueDelayMs: 20, windowMs: 20, loopDelay: () => delay } })
   delay = 100
-  await until('the limit cut', () => gw.app.loadShedding.limit === MIN_CONCURRENCY_LIMIT, 5_000)
+  await until('the limit cut', () => gw.app.loadShedding.limit === DEFAULT_MIN_CONCURRENCY_LIMIT, 5_000)
   return { gw, backend, loopDelay: (ms) => { delay = ms } }
 }
 
@@ -73,12 +73,12 @@ async function settled (gw: StartedGateway, n: number, shedBefore = 0): Promise<
 
 t.test('an event loop kept busy turn after turn: the excess over the limit is 503 + Retry-After, counted, never sent upstream', async (t) => {
   const backend = await heldBackend(t)
-  const gw = await startGateway(t, { backendUrl: backend.url, loadShedding: { loopDelayMs: 20, windowMs: 50 } })
+  const gw = await startGateway(t, { backendUrl: backend.url, loadShedding: { queueDelayMs: 20, windowMs: 50 } })
   t.equal(gw.app.loadShedding.limit, MAX_CONCURRENCY_LIMIT, 'no limit before any overload')
   // Busy turns of 40 ms: the loop's median delay is twice the target, window after window.
   let blocking = true
   const load = (async () => { while (blocking) { busy(40); await new Promise((resolve) => setImmediate(resolve)) } })()
-  await until('the limit cut', () => gw.app.loadShedding.limit === MIN_CONCURRENCY_LIMIT, 5_000)
+  await until('the limit cut', () => gw.app.loadShedding.limit === DEFAULT_MIN_CONCURRENCY_LIMIT, 5_000)
   const answering = burst(gw, DEMO_KEYS.business, BURST)
   await settled(gw, BURST)
   blocking = false
@@ -86,8 +86,8 @@ t.test('an event loop kept busy turn after turn: the excess over the limit is 50
   backend.release()
   const answers = await answering
   const shed = answers.filter((a) => a.status === 503)
-  t.equal(answers.filter((a) => a.status === 200).length, MIN_CONCURRENCY_LIMIT, 'the limit\'s worth admitted and served')
-  t.equal(shed.length, BURST - MIN_CONCURRENCY_LIMIT)
+  t.equal(answers.filter((a) => a.status === 200).length, DEFAULT_MIN_CONCURRENCY_LIMIT, 'the limit\'s worth admitted and served')
+  t.equal(shed.length, BURST - DEFAULT_MIN_CONCURRENCY_LIMIT)
   for (const answer of shed) assertShed(t, answer, '1000')
 
   const { samples } = await scrape(gw.adminUrl)
@@ -112,18 +112,18 @@ t.test('at the limit, a consumer holding less than its share is still served: on
   await settled(gw, BURST)
   const other = new Pool(gw.url, { connections: 1 })
   const light = get(other, DEMO_KEYS.pro)
-  await until('the other consumer admitted', () => gw.app.loadShedding.inFlight === MIN_CONCURRENCY_LIMIT + 1, 5_000)
+  await until('the other consumer admitted', () => gw.app.loadShedding.inFlight === DEFAULT_MIN_CONCURRENCY_LIMIT + 1, 5_000)
   backend.release()
   t.equal((await light).status, 200, 'another consumer, nothing in flight: admitted over the limit')
   const flooded = await flood
-  t.equal(flooded.filter((a) => a.status === 503).length, BURST - MIN_CONCURRENCY_LIMIT, 'the flooding consumer shed beyond the limit')
+  t.equal(flooded.filter((a) => a.status === 503).length, BURST - DEFAULT_MIN_CONCURRENCY_LIMIT, 'the flooding consumer shed beyond the limit')
   await other.close()
 })
 
 t.test('a shed connection is not read again before its Retry-After; a well-behaved client that waits is served', async (t) => {
   const { gw, backend, loopDelay } = await overloaded(t)
-  const flood = burst(gw, DEMO_KEYS.business, MIN_CONCURRENCY_LIMIT)
-  await settled(gw, MIN_CONCURRENCY_LIMIT)
+  const flood = burst(gw, DEMO_KEYS.business, DEFAULT_MIN_CONCURRENCY_LIMIT)
+  await settled(gw, DEFAULT_MIN_CONCURRENCY_LIMIT)
   const one = new Pool(gw.url, { connections: 1, pipelining: 1 })
   t.equal((await get(one, DEMO_KEYS.business)).status, 503)
   const shedAt = performance.now()
@@ -139,6 +139,21 @@ t.test('a shed connection is not read again before its Retry-After; a well-behav
   await one.close()
 })
 
+t.test('a standing queue for the backend\'s connections cuts the limit too, with the loop idle: the excess is shed at the edge, not queued', async (t) => {
+  const backend = await heldBackend(t)
+  const connections = 2
+  const gw = await startGateway(t, { backendUrl: backend.url, upstreamConnections: connections, loadShedding: { queueDelayMs: 20, windowMs: 20, loopDelay: () => 0 } })
+  const waiting = burst(gw, DEMO_KEYS.business, 10)
+  await until('2 sent, 8 waiting for a connection', () => gw.app.upstream.inFlight === connections && gw.app.upstream.queued === 8, 5_000)
+  await until('the limit cut to the backend\'s connections', () => gw.app.loadShedding.limit === connections, 5_000)
+  const more = await burst(gw, DEMO_KEYS.business, 5)
+  t.same(more.map((a) => a.status), [503, 503, 503, 503, 503], 'the excess is answered at once')
+  for (const answer of more) assertShed(t, answer, '1000')
+  t.equal(gw.app.upstream.queued, 8, 'and never joined the queue')
+  backend.release()
+  t.same((await waiting).map((a) => a.status), Array.from({ length: 10 }, () => 200), 'those already waiting are served')
+})
+
 t.test('the limit: cut on a slow loop from what was in flight, never under the minimum; doubled while the loop is idle and traffic reaches it', async (t) => {
   const limit = new ConcurrencyLimit(20)
   for (let i = 0; i < 200; i++) t.ok(limit.admit('a'))
@@ -147,11 +162,11 @@ t.test('the limit: cut on a slow loop from what was in flight, never under the m
   limit.adapt(30)
   t.equal(limit.limit, 112)
   for (let i = 0; i < 5; i++) limit.adapt(30)
-  t.equal(limit.limit, MIN_CONCURRENCY_LIMIT)
+  t.equal(limit.limit, DEFAULT_MIN_CONCURRENCY_LIMIT)
   limit.adapt(5)
-  t.equal(limit.limit, 2 * MIN_CONCURRENCY_LIMIT, 'in flight above the limit and the loop idle: doubled')
+  t.equal(limit.limit, 2 * DEFAULT_MIN_CONCURRENCY_LIMIT, 'in flight above the limit and the loop idle: doubled')
   limit.adapt(15)
-  t.equal(limit.limit, Math.ceil(2 * MIN_CONCURRENCY_LIMIT * 1.1), 'under the target but not idle: +10 %')
+  t.equal(limit.limit, Math.ceil(2 * DEFAULT_MIN_CONCURRENCY_LIMIT * 1.1), 'under the target but not idle: +10 %')
   for (let i = 0; i < 200; i++) limit.done('a')
   limit.adapt(5)
   const held = limit.limit

@@ -65,6 +65,24 @@ t.test('a wait the queue predicts beyond the budget is shed at once, with the pr
   gate.close()
 })
 
+t.test('the standing delay: the shortest wait of those dispatched since the last reading, else the oldest waiter\'s age, else 0', async (t) => {
+  const c = clock()
+  const gate = new UpstreamGate({ connections: 1, budgetMs: 10_000, now: c.now })
+  t.equal(gate.takeStandingDelayMs(), 0, 'nothing waited')
+  gate.enter(waiter())
+  t.equal(gate.takeStandingDelayMs(), 0, 'dispatched at once')
+  gate.enter(waiter())
+  gate.enter(waiter())
+  c.advance(40)
+  t.equal(gate.takeStandingDelayMs(), 40, 'none dispatched: the oldest has waited 40 ms')
+  gate.release(c.now() - 40)
+  c.advance(10)
+  gate.release(c.now() - 10)
+  t.equal(gate.takeStandingDelayMs(), 40, 'two dispatched, after 40 and 50 ms: the shortest')
+  t.equal(gate.takeStandingDelayMs(), 0, 'read: reset, and nobody waits')
+  gate.close()
+})
+
 t.test('a full queue is shed as queue_full; Retry-After stays within 1 s and the budget', async (t) => {
   const gate = new UpstreamGate({ connections: 1, queueMax: 1, budgetMs: 3_000, now: clock().now })
   gate.enter(waiter())

@@ -300,7 +300,7 @@ export function createGatewayMetrics (opts: MetricsOptions): GatewayMetrics {
   })
   new Gauge({
     name: 'gateway_concurrency_limit',
-    help: 'Requests in flight the gateway admits before shedding (adapted to keep its event-loop delay at SHED_LOOP_DELAY_MS); 0 with load shedding off',
+    help: 'Requests in flight the gateway admits before shedding (adapted to keep its queueing delay — event loop, waiting for a backend connection — at SHED_QUEUE_DELAY_MS); 0 with load shedding off',
     registers,
     collect () { this.set(opts.shedding?.concurrency()?.limit ?? 0) }
   })
