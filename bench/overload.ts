@@ -8,6 +8,7 @@
 // Env: OVERLOAD_SECONDS [10] OVERLOAD_ROUNDS [3] OVERLOAD_CONNECTIONS [1000] PROBE_RATE [50]
 //      OVERLOAD_VARIANTS="name:K=V,K=V;name2:" gateway configurations by environment
 //      (default: shedding off, then the defaults) BENCH_PIN [1]
+//      OVERLOAD_FLOOR=0 leaves out the reference server that answers 503 to everything at once
 //      BENCH_BASELINE=<dir> also another checkout's gateway, first (`git archive` of an older commit
 //      with node_modules linked in): "today's" behaviour in the same rounds
 import { readFileSync } from 'node:fs'
@@ -19,7 +20,7 @@ import { DEFAULT_PROBE_CONNECTIONS, openProbe } from './lib/probe.js'
 import { cpuMicros } from './lib/proc-cpu.js'
 import { stop } from './lib/processes.js'
 import { intFromEnv, log, round1, writeResults } from './lib/report.js'
-import { assertServes, DEFAULT_PATH, finishBench, prepareBench, REST_CPUS, SERVER_CPUS, startGateway, type BenchSetup, type Target } from './lib/targets.js'
+import { assertServes, DEFAULT_PATH, finishBench, prepareBench, REST_CPUS, SERVER_CPUS, startGateway, startPrinting, type BenchSetup, type Target } from './lib/targets.js'
 import { wrkAvailable, wrkThroughput } from './lib/wrk.js'
 
 export const DEFAULT_OVERLOAD_SECONDS = 10
@@ -35,6 +36,8 @@ export const DEFAULT_VARIANTS = 'shedding off:SHED_QUEUE_DELAY_MS=0;default:'
 export const PROBE_P99_TARGET_MS = 100
 const KEYS = 2
 const GAUGE_INTERVAL_MS = 1_000
+/** The reference configuration: a server shedding everything at once (bench/servers/shed-all.ts). */
+const FLOOR = 'floor: 503 to everything'
 
 
 const GAUGES = ['gateway_concurrency_limit', 'gateway_in_flight_requests', 'gateway_upstream_in_flight', 'gateway_upstream_queued'] as const
@@ -124,9 +127,18 @@ interface Measured {
   meanUpstreamMs: number
 }
 
+type Scrape = Awaited<ReturnType<typeof scrape>>
+const NOTHING: Scrape = {
+  byStatus: {},
+  shed: {},
+  gauges: Object.fromEntries(GAUGES.map((g) => [g, NaN])) as Gauges,
+  durations: { requestSum: 0, requestCount: 0, upstreamSum: 0, upstreamCount: 0 }
+}
+
 async function measure (t: Target, p: { seconds: number, connections: number, rate: number }, round: number): Promise<Measured> {
-  if (t.adminUrl === undefined) throw new Error(`${t.name} has no admin port`)
-  const before = await scrape(t.adminUrl)
+  // The floor has no admin port: its answers are wrk's.
+  const read = async (): Promise<Scrape> => t.adminUrl === undefined ? NOTHING : await scrape(t.adminUrl)
+  const before = await read()
   const dropsBefore = listenDrops()
   const cpuBefore = cpuMicros(t.pid)
   const probeSeconds = p.seconds - 2 * DEFAULT_PROBE_MARGIN_S
@@ -138,15 +150,15 @@ async function measure (t: Target, p: { seconds: number, connections: number, ra
       await new Promise((resolve) => setTimeout(resolve, DEFAULT_PROBE_MARGIN_S * 1000))
       return await probe.run(p.rate, probeSeconds)
     })(),
-    sampleGauges(t.adminUrl, wrk)
+    t.adminUrl === undefined ? NOTHING.gauges : sampleGauges(t.adminUrl, wrk)
   ])
   await probe.close()
   const cpu = cpuMicros(t.pid) - cpuBefore
-  const after = await scrape(t.adminUrl)
+  const after = await read()
   const statuses = delta(after.byStatus, before.byStatus)
   const meanMs = (sum: keyof Durations, count: keyof Durations): number =>
     1000 * (after.durations[sum] - before.durations[sum]) / Math.max(1, after.durations[count] - before.durations[count])
-  const answered = Object.values(statuses).reduce((a, b) => a + b, 0)
+  const answered = t.adminUrl === undefined ? run.total : Object.values(statuses).reduce((a, b) => a + b, 0)
   return {
     name: t.name,
     round,
@@ -188,10 +200,11 @@ async function main (): Promise<void> {
     setup = await prepareBench('overload', KEYS)
     const { pinned, serverCpus, backendUrl, configDir } = setup
     const targets: Target[] = []
+    if (process.env.OVERLOAD_FLOOR !== '0') targets.push(await startPrinting(FLOOR, 'bench/servers/shed-all.ts', [], { cpus: serverCpus }))
     const baseline = process.env.BENCH_BASELINE
     if (baseline !== undefined && baseline !== '') targets.push(await startGateway('before (baseline)', { configDir, backendUrl, cpus: serverCpus, root: baseline }))
     for (const v of variants) targets.push(await startGateway(v.name, { configDir, backendUrl, env: v.env, cpus: serverCpus }))
-    for (const t of targets) await assertServes(t, 'bench-key-0')
+    for (const t of targets) if (t.name !== FLOOR) await assertServes(t, 'bench-key-0')
     log(`overload: ${p.rounds} rounds × ${p.seconds} s, wrk -c${p.connections}, probe ${p.rate}/s; ${targets.map((t) => t.name).join(' · ')}`)
     for (const t of targets) await wrkThroughput({ url: `${t.url}${DEFAULT_PATH}`, seconds: DEFAULT_WARMUP_SECONDS, connections: 50, tokens: ['bench-key-0'] })
     const runs: Measured[] = []
