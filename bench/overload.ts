@@ -38,9 +38,10 @@ const KEYS = 2
 const GAUGE_INTERVAL_MS = 1_000
 /** The reference configuration: a server shedding everything at once (bench/servers/shed-all.ts). */
 const FLOOR = 'floor: 503 to everything'
+const BASELINE = 'before (baseline)'
 
 
-const GAUGES = ['gateway_concurrency_limit', 'gateway_in_flight_requests', 'gateway_upstream_in_flight', 'gateway_upstream_queued'] as const
+const GAUGES = ['gateway_concurrency_limit', 'gateway_in_flight_requests', 'gateway_upstream_in_flight', 'gateway_upstream_queued', 'gateway_queue_delay_seconds{where="loop"}', 'gateway_queue_delay_seconds{where="upstream"}'] as const
 type Gauges = Record<(typeof GAUGES)[number], number>
 
 /** gateway_requests_total by status, the shed counters and the load gauges, from the admin port. */
@@ -60,7 +61,8 @@ async function scrape (adminUrl: string): Promise<{ byStatus: Record<string, num
     if (s.name === 'gateway_upstream_duration_seconds_count') durations.upstreamCount += s.value
     if (s.name === 'gateway_requests_total') byStatus[s.labels.status ?? ''] = (byStatus[s.labels.status ?? ''] ?? 0) + s.value
     if (s.name === 'gateway_shed_requests_total') shed[s.labels.reason ?? ''] = (shed[s.labels.reason ?? ''] ?? 0) + s.value
-    if ((GAUGES as readonly string[]).includes(s.name)) gauges[s.name as keyof Gauges] = s.value
+    const name = s.labels.where === undefined ? s.name : `${s.name}{where="${s.labels.where}"}`
+    if ((GAUGES as readonly string[]).includes(name)) gauges[name as keyof Gauges] = s.value
   }
   return { byStatus, shed, gauges, durations }
 }
@@ -202,7 +204,7 @@ async function main (): Promise<void> {
     const targets: Target[] = []
     if (process.env.OVERLOAD_FLOOR !== '0') targets.push(await startPrinting(FLOOR, 'bench/servers/shed-all.ts', [], { cpus: serverCpus }))
     const baseline = process.env.BENCH_BASELINE
-    if (baseline !== undefined && baseline !== '') targets.push(await startGateway('before (baseline)', { configDir, backendUrl, cpus: serverCpus, root: baseline }))
+    if (baseline !== undefined && baseline !== '') targets.push(await startGateway(BASELINE, { configDir, backendUrl, cpus: serverCpus, root: baseline }))
     for (const v of variants) targets.push(await startGateway(v.name, { configDir, backendUrl, env: v.env, cpus: serverCpus }))
     for (const t of targets) if (t.name !== FLOOR) await assertServes(t, 'bench-key-0')
     log(`overload: ${p.rounds} rounds × ${p.seconds} s, wrk -c${p.connections}, probe ${p.rate}/s; ${targets.map((t) => t.name).join(' · ')}`)
@@ -241,11 +243,23 @@ async function main (): Promise<void> {
       }
     })
     for (const t of targets) if (t.child !== undefined) await stop(t.child)
+    // Round by round against the configuration measured next to it: "today's" (the baseline) when
+    // it ran, else shedding off. A neighbour's load moves both sides of a round alike.
+    const reference = targets.find((t) => t.name === BASELINE)?.name ?? variants[0]?.name ?? ''
+    const paired = targets.filter((t) => t.name !== reference && t.name !== FLOOR).map((t) => {
+      const ratio = (f: (r: Measured) => number): number => {
+        const mine = runs.filter((r) => r.name === t.name)
+        const theirs = runs.filter((r) => r.name === reference)
+        return Math.round(1000 * median(mine.map((r, i) => f(r) / f(theirs[i] ?? r)))) / 1000
+      }
+      return { name: t.name, reference, okRps: ratio((r) => r.okRps), probeP99: ratio((r) => r.probeP99) }
+    })
     const report = {
       date: new Date().toISOString(),
       machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', node: process.version, loadAverageAtStart: loadAtStart, loadAverageAtEnd: loadavg() },
       params: { ...p, path: DEFAULT_PATH, pinned: pinned ? { servers: SERVER_CPUS, rest: REST_CPUS } : false, probeConnections: DEFAULT_PROBE_CONNECTIONS },
       rows,
+      paired,
       runs,
       durationSeconds: Math.round((Date.now() - begun) / 1000)
     }
@@ -260,6 +274,9 @@ async function main (): Promise<void> {
       '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
       ...rows.map((r) => `| ${r.name}${Object.keys(r.env).length === 0 ? '' : ` (${Object.entries(r.env).map(([k, v]) => `${k}=${v}`).join(' ')})`} | ${r.rps} | ${r.okRps} | ${r.probeP50} | ${r.probeP99} | ${r.probeMax} | ${r.wrkP99} | ${r.non2xx} | ${r.socketErrors} | ${r.processUs} |`),
       '',
+      `Paired by round against "${reference}" (median of the per-round ratios):`, '',
+      '| configuration | 2xx/s ÷ reference | probe p99 ÷ reference |', '|---|---:|---:|',
+      ...paired.map((x) => `| ${x.name} | ${x.okRps} | ${x.probeP99} |`), '',
       'Per round — statuses the gateway counted (gateway_requests_total), what it shed (gateway_shed_requests_total by reason), the probe\'s statuses and p99, wrk\'s socket errors, and where the requests were (gateway_concurrency_limit, gateway_in_flight_requests, gateway_upstream_in_flight, gateway_upstream_queued):', '',
       ...runs.map((r) => `- round ${r.round + 1}, ${r.name}: statuses ${JSON.stringify(r.statuses)}; shed ${JSON.stringify(r.shed)}; probe ${JSON.stringify(r.probeStatuses)}, p99 ${r.probeP99.toFixed(1)} ms; wrk socket errors ${JSON.stringify(r.socketErrorsByKind ?? {})}, connections dropped at a full accept queue ${r.listenDrops}; load gauges (medians of 1 s readings) ${JSON.stringify(r.gauges)}; mean time in the gateway ${r.meanRequestMs.toFixed(1)} ms, of the backend (for those sent) ${r.meanUpstreamMs.toFixed(1)} ms`),
       ''

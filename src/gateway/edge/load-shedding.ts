@@ -44,6 +44,8 @@ export const DEFAULT_MIN_CONCURRENCY_LIMIT = DEFAULT_UPSTREAM_CONNECTIONS
 export const MAX_CONCURRENCY_LIMIT = 100_000
 /** Sampling interval of the loop-delay monitor (ms): its timer fires once per turn at most. */
 const LOOP_DELAY_RESOLUTION_MS = 5
+/** Holds last from (1 − this) × Retry-After to Retry-After. */
+const HOLD_SPREAD = 0.5
 const DECREASE = 0.75
 const INCREASE = 1.1
 const SLOW_START = 2
@@ -65,6 +67,8 @@ export interface LoadSheddingStatus {
   readonly limit: number
   /** Requests shed since start. */
   readonly shed: number
+  /** The last window's delays (ms): the event loop's median, the standing wait for a backend connection. */
+  readonly delays: { readonly loop: number, readonly upstream: number }
 }
 
 declare module 'fastify' {
@@ -78,6 +82,7 @@ export class ConcurrencyLimit implements LoadSheddingStatus {
   limit = MAX_CONCURRENCY_LIMIT
   inFlight = 0
   shed = 0
+  delays = { loop: 0, upstream: 0 }
   #peak = 0
   readonly #byClient = new Map<string, number>()
 
@@ -137,11 +142,15 @@ function monitoredLoopDelay (): { read: () => number, stop: () => void } {
   }
 }
 
-/** Leaves `socket` unread for `ms` once the shed response is written (the client was told to wait as long). */
+/**
+ * Leaves `socket` unread for between half and all of `ms` once the shed response is written (the
+ * client was told to wait `ms`). Spread at random: connections shed in one turn would otherwise all
+ * be read again in one turn a second later, a wave that slows the loop and cuts the limit again.
+ */
 function holdConnection (socket: Socket | null, ms: number): void {
   if (socket === null || socket.destroyed) return
   socket.pause()
-  setTimeout(() => { if (!socket.destroyed) socket.resume() }, ms).unref()
+  setTimeout(() => { if (!socket.destroyed) socket.resume() }, ms * (1 - HOLD_SPREAD * Math.random())).unref()
 }
 
 function clientOf (request: FastifyRequest): string {
@@ -151,7 +160,7 @@ function clientOf (request: FastifyRequest): string {
 export const loadSheddingPlugin = fp<LoadSheddingOptions>(async function loadSheddingPlugin (app, opts) {
   const target = opts.queueDelayMs ?? DEFAULT_SHED_QUEUE_DELAY_MS
   if (target <= 0) {
-    app.decorate('loadShedding', { inFlight: 0, limit: 0, shed: 0 })
+    app.decorate('loadShedding', { inFlight: 0, limit: 0, shed: 0, delays: { loop: 0, upstream: 0 } })
     return
   }
   const limiter = new ConcurrencyLimit(target, opts.minLimit)
@@ -161,7 +170,10 @@ export const loadSheddingPlugin = fp<LoadSheddingOptions>(async function loadShe
   const loopDelay = opts.loopDelay ?? monitor?.read ?? (() => 0)
   // The proxy registers after this plugin: its gate is looked up when a window ends.
   const standingDelay = (): number => app.hasDecorator('upstream') ? app.upstream.takeStandingDelayMs() : 0
-  const timer = setInterval(() => { limiter.adapt(Math.max(loopDelay(), standingDelay())) }, opts.windowMs ?? DEFAULT_SHED_WINDOW_MS)
+  const timer = setInterval(() => {
+    limiter.delays = { loop: loopDelay(), upstream: standingDelay() }
+    limiter.adapt(Math.max(limiter.delays.loop, limiter.delays.upstream))
+  }, opts.windowMs ?? DEFAULT_SHED_WINDOW_MS)
   timer.unref()
   app.addHook('onClose', async () => {
     clearInterval(timer)

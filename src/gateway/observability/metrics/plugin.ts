@@ -32,6 +32,9 @@ function sheddingOf (app: FastifyInstance): SheddingStatus {
       const edge = app.hasDecorator('loadShedding') ? app.loadShedding.shed : 0
       return { overload: edge, upstream_queue_full: gate?.queue_full ?? 0, upstream_budget: gate?.budget ?? 0 }
     },
+    queueDelays () {
+      return app.hasDecorator('loadShedding') ? app.loadShedding.delays : undefined
+    },
     concurrency () {
       // The shutdown plugin counts every request in flight, shed or not, load shedding on or off.
       return {

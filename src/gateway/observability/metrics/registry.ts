@@ -30,6 +30,8 @@ export interface SheddingStatus {
   upstream: () => { inFlight: number, queued: number } | undefined
   /** Requests in flight through the gateway, and the load-shedding limit (0: shedding off). */
   concurrency: () => { inFlight: number, limit: number } | undefined
+  /** Load shedding's last window: the event loop's median delay and the standing wait for a backend connection (ms). */
+  queueDelays: () => { loop: number, upstream: number } | undefined
 }
 
 const LINT_FAILING_DEFAULTS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']
@@ -303,6 +305,17 @@ export function createGatewayMetrics (opts: MetricsOptions): GatewayMetrics {
     help: 'Requests in flight the gateway admits before shedding (adapted to keep its queueing delay — event loop, waiting for a backend connection — at SHED_QUEUE_DELAY_MS); 0 with load shedding off',
     registers,
     collect () { this.set(opts.shedding?.concurrency()?.limit ?? 0) }
+  })
+  new Gauge<'where'>({
+    name: 'gateway_queue_delay_seconds',
+    help: 'The queueing delay load shedding reads, over its last window: where="loop" the event loop\'s median delay, where="upstream" the standing wait for a backend connection (0 with load shedding off)',
+    labelNames: ['where'],
+    registers,
+    collect () {
+      const delays = opts.shedding?.queueDelays()
+      this.set({ where: 'loop' }, (delays?.loop ?? 0) / 1000)
+      this.set({ where: 'upstream' }, (delays?.upstream ?? 0) / 1000)
+    }
   })
   new Gauge({
     name: 'gateway_upstream_in_flight',
