@@ -18,7 +18,7 @@ export const DEFAULT_TOP_FRAMES = 25
 const RESULTS_DIR = join(REPO_ROOT, 'bench', 'results')
 
 interface ProfileNode { id: number, callFrame: { functionName: string, url: string, lineNumber: number }, hitCount?: number, children?: number[] }
-interface CpuProfile { nodes: ProfileNode[], samples: number[], timeDeltas: number[], startTime: number, endTime: number }
+export interface CpuProfile { nodes: ProfileNode[], samples: number[], timeDeltas: number[], startTime: number, endTime: number }
 
 /** Which package (or our module, or Node internals) a frame belongs to. */
 function owner (url: string): string {

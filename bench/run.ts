@@ -30,7 +30,6 @@
 //                   written to bench/results/tracing.md (+ .json) instead of latest.*
 //      BENCH_TRACING_ROUNDS [6]  BENCH_TRACING_RATE [closed loop]  (with BENCH_BASELINE, its gateway is the
 //                   reference row of the tracing rows)
-import type { ChildProcess } from 'node:child_process'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -40,10 +39,13 @@ import { parseEnvList, parseVariants } from './lib/env-list.js'
 import { closedLoop, fixedRate, loaderName, median, type RateRun, type Run } from './lib/load.js'
 import { cpuMicros, pinProcess, taskset } from './lib/proc-cpu.js'
 import { adminPortEnv, DEFAULT_TRACING_ROUNDS, tracingCost } from './lib/tracing-cost.js'
+import { intFromEnv, log, round1 } from './lib/report.js'
+import { commandCalls, commandDelta, REPO_ROOT, startBackend, startRedis, stop, stopAll, unboundPlans, type RedisServer } from './lib/processes.js'
 import {
-  commandCalls, commandDelta, firstLine, freePort, REPO_ROOT, startBackend, startNode, startRedis, stop, stopAll,
-  unboundPlans, waitForHttp, type RedisServer
-} from './lib/processes.js'
+  assertServes, DEFAULT_PATH, seed, startGateway as startGatewayOn, startPrinting as startPrintingOn, type GatewayChild, type Target
+} from './lib/targets.js'
+
+export { DEFAULT_PATH, SEEDED_PETS } from './lib/targets.js'
 
 export const DEFAULT_SECONDS = 5
 export const DEFAULT_QUICK_SECONDS = 2
@@ -54,8 +56,6 @@ export const DEFAULT_WARMUP_SECONDS = 2
 export const DEFAULT_RATE = 2_000
 /** Connections of the constant-rate run: enough that 2,000 req/s never queue behind each other. */
 export const DEFAULT_RATE_CONNECTIONS = 16
-export const DEFAULT_PATH = '/v1/pets?limit=10'
-export const SEEDED_PETS = 20
 /** Keys of the many-keys workload, used in turn (one per request). */
 export const DEFAULT_ROTATING_KEYS = 1_000
 export const CONFIG_KEY_COUNTS = [10, 10_000, 100_000] as const
@@ -68,76 +68,21 @@ export const REST_CPUS = '1'
 
 const RESULTS_DIR = join(REPO_ROOT, 'bench', 'results')
 
-/** `pid`: the process whose CPU is the configuration's (the backend's own for "direct"). */
-interface Target { name: string, url: string, child: ChildProcess | undefined, pid: number | undefined }
-interface Workload { name: string, tokens: string[] }
-
-function intFromEnv (name: string, fallback: number): number {
-  const raw = process.env[name]
-  return raw === undefined || raw === '' ? fallback : Number.parseInt(raw, 10)
-}
-
-const log = (line: string): void => { process.stdout.write(`${line}\n`) }
 const round3 = (x: number): number => Math.round(x * 1000) / 1000
-const round1 = (x: number): number => Math.round(x * 10) / 10
 const fmt = (x: number, digits = 2): string => Number.isFinite(x) ? x.toFixed(digits) : 'n/a'
 
 let serverCpus: string | undefined
 
 async function startPrinting (name: string, script: string, args: string[]): Promise<Target> {
-  const child = startNode([join(REPO_ROOT, script), ...args], { stdout: 'pipe', cpus: serverCpus })
-  const { port } = JSON.parse(await firstLine(child)) as { port: number }
-  return { name, url: `http://127.0.0.1:${port}`, child, pid: child.pid }
+  return await startPrintingOn(name, script, args, { cpus: serverCpus })
 }
-
-interface GatewayChild { configDir: string, backendUrl: string, redisUrl?: string, workers?: number, logLevel?: string, env?: Record<string, string>, root?: string }
 
 /** The real entry point (src/gateway/server.ts), configured from the environment as users run it. */
 async function startGateway (name: string, opts: GatewayChild): Promise<Target> {
-  const port = await freePort()
-  const workers = opts.workers ?? 1
-  const child = startNode([join(opts.root ?? REPO_ROOT, 'src', 'gateway', 'server.ts')], {
-    cpus: workers === 1 ? serverCpus : undefined,
-    env: {
-      GATEWAY_HOST: '127.0.0.1',
-      GATEWAY_PORT: String(port),
-      ADMIN_HOST: '127.0.0.1',
-      ADMIN_PORT: String(await freePort()),
-      BACKEND_URL: opts.backendUrl,
-      CONFIG_DIR: opts.configDir,
-      CONFIG_WATCH: 'false',
-      LOG_LEVEL: opts.logLevel ?? 'info',
-      REDIS_URL: opts.redisUrl ?? '',
-      REDIS_CLUSTER_NODES: '',
-      REDIS_SENTINELS: '',
-      GATEWAY_WORKERS: String(workers),
-      NODE_ENV: 'bench',
-      ...opts.env
-    }
-  })
-  const url = `http://127.0.0.1:${port}`
-  await waitForHttp(`${url}/healthz-not-a-route`)
-  return { name, url, child, pid: child.pid }
+  return await startGatewayOn(name, { cpus: serverCpus, ...opts })
 }
 
-async function seed (backendUrl: string): Promise<void> {
-  for (let i = 0; i < SEEDED_PETS; i++) {
-    const res = await fetch(`${backendUrl}/v1/pets`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ name: `pet-${i}`, categoryId: 1 })
-    })
-    await res.arrayBuffer()
-    if (res.status !== 201) throw new Error(`seeding answered ${res.status}`)
-  }
-}
-
-/** Checks one request through a target is a 200 before it is measured (a bench of 401s measures nothing). */
-async function assertServes (target: Target, token: string): Promise<void> {
-  const res = await fetch(`${target.url}${DEFAULT_PATH}`, { headers: { authorization: `Bearer ${token}` } })
-  await res.arrayBuffer()
-  if (res.status !== 200) throw new Error(`${target.name} answered ${res.status}`)
-}
+interface Workload { name: string, tokens: string[] }
 
 interface Params { seconds: number, rounds: number, connections: number, warmup: number, rate: number }
 

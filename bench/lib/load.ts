@@ -14,6 +14,8 @@ export interface Run {
   latencyP99Ms: number
   non2xx: number
   errors: number
+  /** wrk's socket errors by kind, when wrk ran. */
+  errorsByKind?: { connect: number, read: number, write: number, timeout: number }
 }
 
 export interface LoadOptions {

@@ -59,7 +59,8 @@ export function parseWrk (out: string): Run {
   const non2xx = Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0)
   const sock = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out)
   const errors = sock === null ? 0 : sock.slice(1).reduce((a, x) => a + Number(x), 0)
-  return { requestsPerSecond: rps, total, latencyP50Ms: pct('50'), latencyP99Ms: pct('99'), non2xx, errors }
+  const errorsByKind = sock === null ? undefined : { connect: Number(sock[1]), read: Number(sock[2]), write: Number(sock[3]), timeout: Number(sock[4]) }
+  return { requestsPerSecond: rps, total, latencyP50Ms: pct('50'), latencyP99Ms: pct('99'), non2xx, errors, ...(errorsByKind === undefined ? {} : { errorsByKind }) }
 }
 
 /** One wrk run (1 thread; `opts.connections` connections) on `cpus` when given. */

@@ -2,9 +2,9 @@
 // tests build it with options). Plugins are registered in the order of the request pipeline:
 // client address → tracing (server span, trace id of the log lines) → config snapshot (and, from a
 // config directory, its first load) → screen (malformed URL, doubled Authorization) → authenticate →
-// limit (inside its span) → 400 for what was screened → require a key (401) → route (404/405) →
-// lifecycle → edge checks (413/415, by Fastify's body parsing) → proxy. The connection caps watch the
-// listener beside it (edge/connection-limits.ts).
+// shed load (503 when the gateway is over capacity) → limit (inside its span) → 400 for what was
+// screened → require a key (401) → route (404/405) → lifecycle → edge checks (413/415, by Fastify's
+// body parsing) → proxy. The connection caps watch the listener beside it (edge/connection-limits.ts).
 import { randomUUID } from 'node:crypto'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import type { LoggerOptions } from 'pino'
@@ -20,6 +20,7 @@ import { fastifyLimitOptions, installJsonParser, refuseConnect, serverLimits, ty
 import { rejectScreened, screenRequest } from './edge/request-screen.js'
 import { ReadinessRegistry } from './runtime/readiness.js'
 import { lifecyclePlugin } from './lifecycle/plugin.js'
+import { loadSheddingPlugin, type LoadSheddingOptions } from './edge/load-shedding.js'
 import { limiterPlugin, type LimiterOptions } from './limiter/plugin.js'
 import { metricsPlugin } from './observability/metrics/plugin.js'
 import { limiterSpanEnd, limiterSpanStart } from './observability/tracing/limiter-spans.js'
@@ -44,7 +45,12 @@ export type GatewayConfigSource =
 
 export interface GatewayOptionsBase {
   backendUrl: string
+  /** The upstream budget, end to end (proxy/upstream-gate.ts). */
   upstreamTimeoutMs?: number
+  /** Connections to the backend (and requests in flight to it) at most; tests make it small. */
+  upstreamConnections?: number
+  /** Requests waiting for a backend connection at most. */
+  upstreamQueueMax?: number
   bodyLimit?: number
   trustProxy?: TrustProxy
   /** A pino logger, pino options, or false for none. */
@@ -53,6 +59,8 @@ export interface GatewayOptionsBase {
   now?: Clock
   /** Per-request metrics and process metrics; false only for the bench's baseline. Default true. */
   metrics?: boolean
+  /** Load shedding at the edge (edge/load-shedding.ts); `{ queueDelayMs: 0 }` turns it off. */
+  loadShedding?: LoadSheddingOptions
   /** The limiter's store (or Redis settings to create one); it runs on `now`. Default: in-process store. */
   limiter?: LimiterOptions
   /** Header/body/time/connection limits of the public listener (edge/limits.ts); tests shorten the timeouts. */
@@ -121,6 +129,7 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
   if (options.reload !== undefined) await app.register(reloadPlugin, options.reload)
   await app.register(screenRequest)
   await app.register(authenticate)
+  await app.register(loadSheddingPlugin, { minLimit: options.upstreamConnections, ...options.loadShedding })
   await app.register(limiterSpanStart)
   await app.register(limiterPlugin, { ...options.limiter, readiness })
   await app.register(limiterSpanEnd)
@@ -140,6 +149,8 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
   await app.register(proxyPlugin, {
     backendUrl: options.backendUrl,
     upstreamTimeoutMs: options.upstreamTimeoutMs ?? DEFAULT_UPSTREAM_TIMEOUT_MS,
+    connections: options.upstreamConnections,
+    queueMax: options.upstreamQueueMax,
     readiness
   })
   return app

@@ -136,6 +136,12 @@ export const gatewayErrors = {
   upstreamUnavailable: () => new ApiError('upstream_unavailable', 'The pet store service is unavailable'),
   upstreamTimeout: () => new ApiError('upstream_timeout', 'The pet store service did not answer in time'),
   unavailable: (reason: string) => new ApiError('unavailable', reason),
+  /** The backend's connections are taken and the request could not get one within its upstream budget. */
+  upstreamBusy: (retryAfterSeconds: number) =>
+    new ApiError('unavailable', `The pet store service cannot take this request in time; retry after ${retryAfterSeconds} s`, { 'retry-after': String(retryAfterSeconds) }),
+  /** Load shed at the edge: the gateway is over capacity; `headers` state the consumer's policy with nothing left until then. */
+  overloaded: (retryAfterSeconds: number, headers: Record<string, string>) =>
+    new ApiError('unavailable', `The gateway is over capacity; retry after ${retryAfterSeconds} s`, { ...headers, 'retry-after': String(retryAfterSeconds) }),
   /** Limiter store failing under STORE_ON_ERROR=closed: no decision, so the headers say "nothing left, retry shortly". */
   limiterUnavailable: (headers: Record<string, string>) => new ApiError('unavailable', 'The rate limiter is unavailable', headers),
   // The edge: requests refused as malformed, before or beside the router.

@@ -80,6 +80,7 @@ t.test('promtool check rules: the alert rules, one per operational concern', asy
     ['limiter fallback active', 'gateway_store_fallback_active'],
     ['config reload failures', 'gateway_config_reloads_total{result="failure"}'],
     ['backend latency', 'gateway_upstream_duration_seconds_bucket'],
+    ['load shed (503)', 'gateway_shed_requests_total'],
     ['keys expiring soon', 'alert: GatewayKeysExpiringSoon\n        expr: max(gateway_keys_expiring{within="7d"}) > 0']
   ]
   for (const [concern, metric] of concerns) t.ok(text.includes(metric), `an alert on ${concern} (${metric})`)

@@ -75,8 +75,8 @@ export interface GatewayProcessOptions {
 
 /**
  * The environment of a gateway entry point (src/gateway/server.ts) run by a test: loopback
- * listeners, the given backend, config and Redis, config watching off (tests reload explicitly);
- * `extra` adds or overrides variables.
+ * listeners, the given backend, config and Redis, config watching off (tests reload explicitly),
+ * load shedding off; `extra` adds or overrides variables.
  */
 export function gatewayProcessEnv (opts: GatewayProcessOptions, extra: Record<string, string> = {}): Record<string, string> {
   return {
@@ -87,6 +87,8 @@ export function gatewayProcessEnv (opts: GatewayProcessOptions, extra: Record<st
     CONFIG_DIR: opts.configDir,
     CONFIG_WATCH: 'false',
     REDIS_URL: opts.redisUrl ?? '',
+    // As in startGateway: no load shedding unless the test sets it.
+    SHED_QUEUE_DELAY_MS: '0',
     ...extra
   }
 }

@@ -1,79 +1,74 @@
-// Forwards the public operations to the backend with @fastify/http-proxy over one keep-alive undici
-// pool. The gateway, not the client, decides the identity headers the backend sees.
+// Forwards the public operations to the backend: @fastify/http-proxy routes them (prefix, paths,
+// destination checks) and hands each to the gateway's own forwarder (forward.ts), which sends it
+// over one keep-alive undici pool through the upstream gate (upstream-gate.ts: the upstream budget
+// is end to end, and a request that cannot be served within it is answered 503 at once). The
+// gateway, not the client, decides the identity headers the backend sees (request-headers.ts).
+import { performance } from 'node:perf_hooks'
 import fp from 'fastify-plugin'
 import httpProxy from '@fastify/http-proxy'
-import type { FastifyRequest, HTTPMethods } from 'fastify'
+import type { HTTPMethods } from 'fastify'
 import { Pool } from 'undici'
 import { registerMethodNotAllowed } from '../../interface/errors.js'
 import { methodsByPath, OPERATIONS, type Operation } from './operations.js'
-import { upstreamError } from './upstream-errors.js'
+import { createForwarder } from './forward.js'
 import { probeBackend } from './backend-probe.js'
+import { DEFAULT_UPSTREAM_CONNECTIONS, DEFAULT_UPSTREAM_QUEUE_MAX, UpstreamGate, type UpstreamGateStatus } from './upstream-gate.js'
 import type { ReadinessRegistry } from '../runtime/readiness.js'
-import { startUpstreamTimer, stopUpstreamTimer } from '../observability/metrics/upstream-timing.js'
 
-export const DEFAULT_UPSTREAM_CONNECTIONS = 64
+export { DEFAULT_UPSTREAM_CONNECTIONS, DEFAULT_UPSTREAM_QUEUE_MAX } from './upstream-gate.js'
 /** Requests in flight per upstream connection; 1 = no HTTP pipelining (see bench/results/latest.md). */
 export const DEFAULT_UPSTREAM_PIPELINING = 1
 /** Idle upstream sockets are kept this long (the backend's own keep-alive is longer). */
 export const DEFAULT_UPSTREAM_KEEP_ALIVE_MS = 30_000
 const PREFIX = '/v1'
 
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The upstream gate's state, read by the metrics at scrape time. */
+    upstream: UpstreamGateStatus
+  }
+}
+
 export interface ProxyOptions {
   backendUrl: string
+  /** The upstream budget of one request: waiting for a connection, then the backend's answer (headers). */
   upstreamTimeoutMs: number
+  /** UPSTREAM_CONNECTIONS: connections to the backend, and so requests in flight to it at most. */
   connections?: number
+  /** Requests waiting for a connection at most (UPSTREAM_QUEUE_MAX). */
+  queueMax?: number
   operations?: readonly Operation[]
   /** Where the backend's readiness check is registered. */
   readiness: ReadinessRegistry
 }
 
-/** Headers that only the gateway may set, and that never leave for the backend as the client sent them. */
-// `expect`: Node already answered the client's 100-continue; undici refuses to send the header (→ 502).
-const GATEWAY_OWNED = ['authorization', 'x-consumer-id', 'x-consumer-plan', 'x-request-id', 'connection', 'keep-alive', 'proxy-authorization', 'expect']
-
-type Headers = Record<string, string | string[] | undefined>
-
-const GATEWAY_OWNED_SET = new Set(GATEWAY_OWNED)
-/** With `request.ownsTraceContext` (observability/tracing): the client's trace context stays here too. */
-const GATEWAY_OWNED_WITH_TRACE_SET = new Set([...GATEWAY_OWNED, 'traceparent', 'tracestate'])
-
-/**
- * `X_Consumer_Id` and the like: many servers (CGI, PHP, nginx's underscores_in_headers) read `_` as
- * `-`, so a client's twin of a gateway-owned header could stand in for the gateway's own.
- */
-function isUnderscoreTwin (name: string): boolean {
-  return name.indexOf('_') !== -1 && GATEWAY_OWNED_SET.has(name.replaceAll('_', '-'))
-}
-
-/**
- * The backend's request headers: the client's minus the gateway-owned ones, plus the gateway's. A
- * filtered copy, not a spread and `delete`s: `delete` turns the object into a slow dictionary, and
- * this runs on every request (~75 ns instead of ~250 ns; 1 % of the gateway's CPU in the profile).
- */
-export function backendRequestHeaders (request: Pick<FastifyRequest, 'id' | 'consumer' | 'ownsTraceContext'>, headers: Headers): Headers {
-  const out: Headers = {}
-  const owned = request.ownsTraceContext ? GATEWAY_OWNED_WITH_TRACE_SET : GATEWAY_OWNED_SET
-  for (const name in headers) if (!owned.has(name) && !isUnderscoreTwin(name)) out[name] = headers[name]
-  out['x-request-id'] = request.id
-  if (request.consumer !== null) {
-    out['x-consumer-id'] = request.consumer.consumerId
-    out['x-consumer-plan'] = request.consumer.plan
-  }
-  return out
+/** http-proxy's `preRewrite`: the path alone. It would parse and re-serialise the query only to drop it; the forwarder sends the client's own. */
+function pathOnly (url: string): string {
+  const query = url.indexOf('?')
+  return query === -1 ? url : url.slice(0, query)
 }
 
 export const proxyPlugin = fp<ProxyOptions>(async function proxyPlugin (app, opts) {
   const operations = opts.operations ?? OPERATIONS
+  const connections = opts.connections ?? DEFAULT_UPSTREAM_CONNECTIONS
   const pool = new Pool(opts.backendUrl, {
-    connections: opts.connections ?? DEFAULT_UPSTREAM_CONNECTIONS,
+    connections,
     pipelining: DEFAULT_UPSTREAM_PIPELINING,
+    // Per request, the forwarder gives what is left of the budget after the wait at the gate.
     headersTimeout: opts.upstreamTimeoutMs,
     bodyTimeout: opts.upstreamTimeoutMs,
+    connectTimeout: opts.upstreamTimeoutMs,
     keepAliveTimeout: DEFAULT_UPSTREAM_KEEP_ALIVE_MS
   })
+  const now = (): number => performance.now()
+  const gate = new UpstreamGate({ connections, queueMax: opts.queueMax ?? DEFAULT_UPSTREAM_QUEUE_MAX, budgetMs: opts.upstreamTimeoutMs, now })
+  app.decorate('upstream', gate)
   // onClose runs after the listener closed its last connection: no client waits on what is still
   // running upstream (a request cut at the drain deadline), so destroy rather than wait for it.
-  app.addHook('onClose', async () => { await pool.destroy() })
+  app.addHook('onClose', async () => {
+    gate.close()
+    await pool.destroy()
+  })
   opts.readiness.register('backend', () => probeBackend(opts.backendUrl))
 
   const pathsByMethod = new Map<HTTPMethods, string[]>()
@@ -83,6 +78,7 @@ export const proxyPlugin = fp<ProxyOptions>(async function proxyPlugin (app, opt
     pathsByMethod.set(op.method, paths)
   }
 
+  const forward = createForwarder({ pool, gate, host: new URL(opts.backendUrl).host, now })
   for (const [method, routes] of pathsByMethod) {
     await app.register(httpProxy, {
       upstream: opts.backendUrl,
@@ -90,27 +86,12 @@ export const proxyPlugin = fp<ProxyOptions>(async function proxyPlugin (app, opt
       rewritePrefix: PREFIX,
       httpMethods: [method],
       routes,
+      // Fastify parses (and checks) the JSON body; the forwarder sends it.
       proxyPayloads: false,
-      undici: pool,
-      disableRequestLogging: true,
-      replyOptions: {
-        rewriteRequestHeaders (request, headers) {
-          startUpstreamTimer(request)
-          return backendRequestHeaders(request, headers)
-        },
-        onResponse (request, reply, res) {
-          stopUpstreamTimer(request)
-          // Hop-by-hop: the backend connection's keep-alive is not the client's (a client that sent
-          // `Connection: close` was otherwise kept open by the backend's `connection: keep-alive`).
-          reply.removeHeader('connection')
-          reply.removeHeader('keep-alive')
-          reply.send(res.stream)
-        },
-        onError (reply, { error }) {
-          stopUpstreamTimer(reply.request)
-          reply.send(upstreamError(error))
-        }
-      }
+      preRewrite: pathOnly,
+      handler: forward,
+      // reply-from (registered by http-proxy, unused by the forwarder) shares the pool instead of opening its own.
+      undici: pool
     })
   }
 

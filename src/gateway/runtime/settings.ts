@@ -5,10 +5,12 @@ import { parseAdminHosts } from '../admin/request-guard.js'
 import { DEFAULT_CONFIG_DIR, DEFAULT_CONFIG_MAX_BYTES } from '../config/read-files.js'
 import { DEFAULT_CONFIG_QUIET_MS } from '../config/watch.js'
 import { DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT } from '../edge/limits.js'
+import { DEFAULT_SHED_QUEUE_DELAY_MS } from '../edge/load-shedding.js'
 import { DEFAULT_REDIS_SENTINEL_NAME } from '../limiter/create-store.js'
 import { DEFAULT_STORE_ON_ERROR, STORE_ON_ERROR_POLICIES, type StoreOnError } from '../limiter/stores/fallback-policy.js'
 import { DEFAULT_ANONYMOUS_STATE_MAX } from '../limiter/stores/memory.js'
 import { DEFAULT_STORE_TIMEOUT_MS } from '../limiter/stores/resilient.js'
+import { DEFAULT_UPSTREAM_CONNECTIONS, DEFAULT_UPSTREAM_QUEUE_MAX } from '../proxy/upstream-gate.js'
 import { DEFAULT_GATEWAY_SERVICE_NAME, DEFAULT_TRACE_INCOMING, TRACE_INCOMING_POLICIES, type TraceIncoming } from '../observability/tracing/plugin.js'
 import { tracingSettingsFromEnv, type TracingSettings } from '../../shared/tracing/settings.js'
 
@@ -21,6 +23,9 @@ export const DEFAULT_LOG_LEVEL = 'info'
 export const DEFAULT_LOG_BUFFER_BYTES = 4096
 export const DEFAULT_BODY_LIMIT_BYTES = 16 * 1024
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 10_000
+export const MAX_UPSTREAM_CONNECTIONS = 4096
+export const MAX_UPSTREAM_QUEUE = 1_000_000
+export const MAX_SHED_QUEUE_DELAY_MS = 60_000
 export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000
 /**
  * Readiness fails, and every response says `Connection: close`, this long before the listener stops
@@ -74,7 +79,14 @@ export interface GatewaySettings {
   /** MAX_CONNECTIONS_PER_CLIENT: open connections of one client address or IPv6 prefix; 0: no cap. */
   readonly maxConnectionsPerClient: number
   readonly bodyLimit: number
+  /** UPSTREAM_TIMEOUT_MS: the upstream budget of a request, end to end (waiting for a connection included). */
   readonly upstreamTimeoutMs: number
+  /** UPSTREAM_CONNECTIONS: connections to the backend, so requests in flight to it at most. */
+  readonly upstreamConnections: number
+  /** UPSTREAM_QUEUE_MAX: requests waiting for a backend connection at most (beyond: 503 at once). */
+  readonly upstreamQueueMax: number
+  /** SHED_QUEUE_DELAY_MS: the gateway's queueing delay (loop delay, standing wait for a backend connection) kept under overload by shedding load; 0 = no shedding. */
+  readonly shedQueueDelayMs: number
   readonly shutdownGraceMs: number
   /** On SIGTERM, readiness fails (and responses close their connection) this long before the listener stops accepting. */
   readonly shutdownDrainDelayMs: number
@@ -168,6 +180,9 @@ export function settingsFromEnv (env: Env = process.env): GatewaySettings {
     maxConnectionsPerClient: int(env, 'MAX_CONNECTIONS_PER_CLIENT', DEFAULT_MAX_CONNECTIONS_PER_CLIENT, 0),
     bodyLimit: int(env, 'BODY_LIMIT_BYTES', DEFAULT_BODY_LIMIT_BYTES, 1),
     upstreamTimeoutMs: int(env, 'UPSTREAM_TIMEOUT_MS', DEFAULT_UPSTREAM_TIMEOUT_MS, 1),
+    upstreamConnections: int(env, 'UPSTREAM_CONNECTIONS', DEFAULT_UPSTREAM_CONNECTIONS, 1, MAX_UPSTREAM_CONNECTIONS),
+    upstreamQueueMax: int(env, 'UPSTREAM_QUEUE_MAX', DEFAULT_UPSTREAM_QUEUE_MAX, 0, MAX_UPSTREAM_QUEUE),
+    shedQueueDelayMs: int(env, 'SHED_QUEUE_DELAY_MS', DEFAULT_SHED_QUEUE_DELAY_MS, 0, MAX_SHED_QUEUE_DELAY_MS),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', DEFAULT_SHUTDOWN_GRACE_MS, 0),
     shutdownDrainDelayMs: int(env, 'SHUTDOWN_DRAIN_DELAY_MS', DEFAULT_SHUTDOWN_DRAIN_DELAY_MS, 0),
     workers: int(env, 'GATEWAY_WORKERS', DEFAULT_GATEWAY_WORKERS, 1, MAX_GATEWAY_WORKERS),

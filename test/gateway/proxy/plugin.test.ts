@@ -173,3 +173,22 @@ t.test('a backend that dies mid-body never passes a half response off as complet
   t.equal(res.status, 200, 'the status line had already been forwarded')
   await t.rejects(res.text(), 'the client sees the body fail, not a short success')
 })
+
+t.test('a backend answer that is not relayable HTTP is a clean 502: a status outside 100–599, a control byte in a header', async (t) => {
+  const upstream = await startEchoUpstream(t)
+  const answers = [
+    'HTTP/1.1 999 Odd\r\ncontent-length: 2\r\n\r\n[]',
+    'HTTP/1.1 200 OK\r\nx-bad: a\u0001b\r\ncontent-length: 2\r\n\r\n[]'
+  ]
+  let next = 0
+  upstream.behave((req) => { req.socket.end(answers[next++] ?? '') })
+  const gw = await startGateway(t, { backendUrl: upstream.url })
+  for (const what of ['status 999', 'control byte']) {
+    const res = await fetch(`${gw.url}/v1/pets`, { headers: KEY })
+    t.equal(res.status, 502, what)
+    t.same(await res.json(), { code: 'upstream_unavailable', message: 'The pet store service is unavailable', status: 502 })
+  }
+  const still = await fetch(`${gw.url}/v1/store/orders`, { headers: KEY })
+  t.equal(still.status, 502, 'and the gateway is still up')
+  await still.arrayBuffer()
+})

@@ -30,6 +30,9 @@ t.test('defaults follow docs/decisions.md §8', async (t) => {
     maxConnectionsPerClient: 1024,
     bodyLimit: 16384,
     upstreamTimeoutMs: 10000,
+    upstreamConnections: 64,
+    upstreamQueueMax: 1024,
+    shedQueueDelayMs: 10,
     shutdownGraceMs: 10000,
     shutdownDrainDelayMs: 1000,
     workers: 1,
@@ -59,6 +62,9 @@ t.test('values from the environment are parsed and checked', async (t) => {
   t.throws(() => settingsFromEnv({ GATEWAY_PORT: '70000' }), { message: 'GATEWAY_PORT: expected an integer from 0 to 65535, got "70000"' })
   t.same([settingsFromEnv({ STORE_TIMEOUT_MS: '20', STORE_ON_ERROR: 'closed' })].map((x) => [x.storeTimeoutMs, x.storeOnError]), [[20, 'closed']])
   t.equal(settingsFromEnv({ STORE_LEASES: 'false' }).storeLeases, false)
+  t.same([settingsFromEnv({ UPSTREAM_CONNECTIONS: '8', UPSTREAM_QUEUE_MAX: '0' })].map((x) => [x.upstreamConnections, x.upstreamQueueMax]), [[8, 0]])
+  t.equal(settingsFromEnv({ SHED_QUEUE_DELAY_MS: '0' }).shedQueueDelayMs, 0)
+  t.throws(() => settingsFromEnv({ UPSTREAM_CONNECTIONS: '0' }), { message: 'UPSTREAM_CONNECTIONS: expected an integer from 1 to 4096, got "0"' })
   t.throws(() => settingsFromEnv({ STORE_ON_ERROR: 'fail-open' }), { message: 'STORE_ON_ERROR: expected one of local, open, closed, got "fail-open"' })
   t.throws(() => settingsFromEnv({ BACKEND_URL: 'ftp://x' }), { message: 'BACKEND_URL: expected http(s)://host:port, got "ftp://x"' })
   t.same([settingsFromEnv({ MAX_CONNECTIONS: '500', MAX_CONNECTIONS_PER_CLIENT: '0' })].map((x) => [x.maxConnections, x.maxConnectionsPerClient]), [[500, 0]],

@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify'
 import { routeUrlOf } from '../route-url.js'
 import { ANONYMOUS_PLAN } from '../../../shared/labels.js'
 import type { LimiterStatus } from './limiter-status.js'
-import { createGatewayMetrics, type GatewayMetrics } from './registry.js'
+import { createGatewayMetrics, type GatewayMetrics, type SheddingStatus } from './registry.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -24,6 +24,32 @@ function limiterStatusOf (app: FastifyInstance): () => LimiterStatus | undefined
   return () => app.hasDecorator('limiterStatus') ? app.limiterStatus : undefined
 }
 
+/** Load shedding's and the upstream gate's counts, read at scrape time: the proxy registers after the metrics. */
+function sheddingOf (app: FastifyInstance): SheddingStatus {
+  const upstream = (): FastifyInstance['upstream'] | undefined => app.hasDecorator('upstream') ? app.upstream : undefined
+  return {
+    shed () {
+      const gate = upstream()?.shed
+      const edge = app.hasDecorator('loadShedding') ? app.loadShedding.shed : 0
+      return { overload: edge, upstream_queue_full: gate?.queue_full ?? 0, upstream_budget: gate?.budget ?? 0 }
+    },
+    queueDelays () {
+      return app.hasDecorator('loadShedding') ? app.loadShedding.delays : undefined
+    },
+    concurrency () {
+      // The shutdown plugin counts every request in flight, shed or not, load shedding on or off.
+      return {
+        inFlight: app.hasDecorator('drain') ? app.drain.inFlight : 0,
+        limit: app.hasDecorator('loadShedding') ? app.loadShedding.limit : 0
+      }
+    },
+    upstream () {
+      const gate = upstream()
+      return gate === undefined ? undefined : { inFlight: gate.inFlight, queued: gate.queued }
+    }
+  }
+}
+
 export const metricsPlugin = fp<MetricsPluginOptions>(async function metricsPlugin (app, opts) {
   const enabled = opts.enabled !== false
   const snapshot = app.gatewayConfig.current
@@ -33,6 +59,7 @@ export const metricsPlugin = fp<MetricsPluginOptions>(async function metricsPlug
     limiterStatus: limiterStatusOf(app),
     keyExpiry: { snapshot: () => app.gatewayConfig.current, now: () => app.clock() },
     traceSpans: () => app.hasDecorator('tracing') ? app.tracing.counts : undefined,
+    shedding: sheddingOf(app),
     defaultMetrics: enabled
   })
   app.decorate('metrics', metrics)

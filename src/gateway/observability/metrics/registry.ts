@@ -15,6 +15,25 @@ export const WINDOWS = ['minute', 'day'] as const
 /** `window` of a 429: the window that refused, or `ban` for a key answered `key_banned`. */
 export const REJECTION_WINDOWS = [...WINDOWS, 'ban'] as const
 export const RELOAD_RESULTS = ['success', 'failure'] as const
+/**
+ * `reason` of a request answered 503 to shed load: `overload` at the edge (the gateway itself is
+ * over capacity), `upstream_queue_full` / `upstream_budget` at the upstream gate (no backend
+ * connection in time).
+ */
+export const SHED_REASONS = ['overload', 'upstream_queue_full', 'upstream_budget'] as const
+export type ShedReason = (typeof SHED_REASONS)[number]
+
+/** What the metrics read at scrape time about load shedding and the backend's connections. */
+export interface SheddingStatus {
+  /** Requests shed since start, by reason (cumulative). */
+  shed: () => Partial<Record<ShedReason, number>>
+  /** Requests holding / waiting for a backend connection now; undefined without a proxy. */
+  upstream: () => { inFlight: number, queued: number } | undefined
+  /** Requests in flight through the gateway, and the load-shedding limit (0: shedding off). */
+  concurrency: () => { inFlight: number, limit: number } | undefined
+  /** Load shedding's last window: the event loop's median delay and the standing wait for a backend connection (ms). */
+  queueDelays: () => { loop: number, upstream: number } | undefined
+}
 
 const LINT_FAILING_DEFAULTS = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']
 
@@ -157,6 +176,8 @@ export interface MetricsOptions {
   keyExpiry?: KeyExpirySource
   /** Spans exported and dropped by the tracing SDK, read at scrape time; undefined while tracing is off (the counters stay at 0). */
   traceSpans?: () => SpanCounts | undefined
+  /** Load shedding and the upstream gate, read at scrape time; absent: the counters stay at 0. */
+  shedding?: SheddingStatus
 }
 
 function successStatus (op: Operation): number {
@@ -284,6 +305,59 @@ export function createGatewayMetrics (opts: MetricsOptions): GatewayMetrics {
         droppedSeen[reason] = Math.max(total, seen)
       }
     }
+  })
+
+  const shedSeen: Partial<Record<ShedReason, number>> = {}
+  new Counter<'reason'>({
+    name: 'gateway_shed_requests_total',
+    help: 'Requests answered 503 unavailable to shed load, by reason: overload (the gateway over capacity), upstream_queue_full or upstream_budget (no backend connection within the upstream budget)',
+    labelNames: ['reason'],
+    registers,
+    collect () {
+      const now = opts.shedding?.shed() ?? {}
+      for (const reason of SHED_REASONS) {
+        const total = now[reason] ?? 0
+        const seen = shedSeen[reason] ?? 0
+        if (total > seen) this.inc({ reason }, total - seen)
+        else this.inc({ reason }, 0)
+        shedSeen[reason] = Math.max(total, seen)
+      }
+    }
+  })
+  new Gauge({
+    name: 'gateway_in_flight_requests',
+    help: 'Requests received by the public port and not yet answered',
+    registers,
+    collect () { this.set(opts.shedding?.concurrency()?.inFlight ?? 0) }
+  })
+  new Gauge({
+    name: 'gateway_concurrency_limit',
+    help: 'Requests in flight the gateway admits before shedding (adapted to keep its queueing delay — event loop, waiting for a backend connection — at SHED_QUEUE_DELAY_MS); 0 with load shedding off',
+    registers,
+    collect () { this.set(opts.shedding?.concurrency()?.limit ?? 0) }
+  })
+  new Gauge<'where'>({
+    name: 'gateway_queue_delay_seconds',
+    help: 'The queueing delay load shedding reads, over its last window: where="loop" the event loop\'s median delay, where="upstream" the standing wait for a backend connection (0 with load shedding off)',
+    labelNames: ['where'],
+    registers,
+    collect () {
+      const delays = opts.shedding?.queueDelays()
+      this.set({ where: 'loop' }, (delays?.loop ?? 0) / 1000)
+      this.set({ where: 'upstream' }, (delays?.upstream ?? 0) / 1000)
+    }
+  })
+  new Gauge({
+    name: 'gateway_upstream_in_flight',
+    help: 'Requests holding a backend connection now',
+    registers,
+    collect () { this.set(opts.shedding?.upstream()?.inFlight ?? 0) }
+  })
+  new Gauge({
+    name: 'gateway_upstream_queued',
+    help: 'Requests waiting for a backend connection now (their wait counts against the upstream budget)',
+    registers,
+    collect () { this.set(opts.shedding?.upstream()?.queued ?? 0) }
   })
 
   for (const op of operations) {

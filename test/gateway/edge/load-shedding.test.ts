@@ -1,0 +1,185 @@
+// Load shedding at the edge (issue 26, finding 3: overload queued instead of shedding). The gateway
+// runs in this process, so blocking this event loop blocks the gateway's: a loop kept busy turn
+// after turn is what an overloaded gateway looks like from inside. The backend is slow, so the
+// admitted requests stay in flight while the excess arrives. The throughput/latency target under
+// wrk -c1000 is measured by bench/overload.ts, not here.
+import { performance } from 'node:perf_hooks'
+import t, { type Test } from 'tap'
+import { Pool } from 'undici'
+import { ConcurrencyLimit, MAX_CONCURRENCY_LIMIT, DEFAULT_MIN_CONCURRENCY_LIMIT } from '../../../src/gateway/edge/load-shedding.js'
+import { startEchoUpstream } from '../../helpers/echo-upstream.js'
+import { bearer, DEMO_KEYS, startGateway, type StartedGateway } from '../../helpers/gateway.js'
+import { until } from '../../helpers/poll.js'
+import { sampleValue, scrape } from '../../helpers/scrape.js'
+
+const BURST = DEFAULT_MIN_CONCURRENCY_LIMIT + 36
+
+/** A backend that holds every request until `release()`, then answers at once: admitted requests stay in flight as long as the test needs. */
+async function heldBackend (t: Test): Promise<{ url: string, release: () => void }> {
+  const upstream = await startEchoUpstream(t)
+  const held: Array<() => void> = []
+  let released = false
+  upstream.behave((_req, res) => {
+    const answer = (): void => { res.writeHead(200, { 'content-type': 'application/json' }); res.end('[]') }
+    if (released) answer(); else held.push(answer)
+  })
+  const release = (): void => { released = true; for (const answer of held.splice(0)) answer() }
+  t.teardown(release)
+  return { url: upstream.url, release }
+}
+
+interface Answer { status: number, headers: Record<string, string | string[] | undefined>, body: Record<string, unknown> }
+
+async function get (pool: Pool, key: string): Promise<Answer> {
+  const res = await pool.request({ path: '/v1/pets', method: 'GET', headers: bearer(key) })
+  return { status: res.statusCode, headers: res.headers, body: await res.body.json() as Record<string, unknown> }
+}
+
+function busy (ms: number): void {
+  const end = performance.now() + ms
+  while (performance.now() < end) { /* the gateway's loop is this one */ }
+}
+
+function assertShed (t: Test, answer: Answer, limit: string): void {
+  t.strictSame(answer.body, { code: 'unavailable', message: 'The gateway is over capacity; retry after 1 s', status: 503 })
+  t.equal(answer.headers['retry-after'], '1')
+  t.equal(answer.headers['x-ratelimit-limit'], limit, 'the consumer\'s policy')
+  t.equal(answer.headers['x-ratelimit-remaining'], '0', 'nothing until Retry-After')
+  t.ok(answer.headers.ratelimit !== undefined && answer.headers['ratelimit-policy'] !== undefined)
+  t.match(answer.headers['x-request-id'], /^[0-9a-f-]{36}$/)
+}
+
+async function burst (gw: StartedGateway, key: string, n: number): Promise<Answer[]> {
+  const pool = new Pool(gw.url, { connections: n })
+  const answers = await Promise.all(Array.from({ length: n }, async () => await get(pool, key)))
+  await pool.close()
+  return answers
+}
+
+/** A gateway whose loop delay the test sets (here over the target), with its limit already cut to the minimum, behind a held backend. */
+async function overloaded (t: Test): Promise<{ gw: StartedGateway, backend: Awaited<ReturnType<typeof heldBackend>>, loopDelay: (ms: number) => void }> {
+  let delay = 0
+  const backend = await heldBackend(t)
+  const gw = await startGateway(t, { backendUrl: backend.url, loadShedding: { queueDelayMs: 20, windowMs: 20, loopDelay: () => delay } })
+  delay = 100
+  await until('the limit cut', () => gw.app.loadShedding.limit === DEFAULT_MIN_CONCURRENCY_LIMIT, 5_000)
+  return { gw, backend, loopDelay: (ms) => { delay = ms } }
+}
+
+/** Until every request of a burst of `n` is either in flight or shed. */
+async function settled (gw: StartedGateway, n: number, shedBefore = 0): Promise<void> {
+  await until('the burst admitted or shed', () => gw.app.loadShedding.inFlight + gw.app.loadShedding.shed - shedBefore >= n, 10_000)
+}
+
+t.test('an event loop kept busy turn after turn: the excess over the limit is 503 + Retry-After, counted, never sent upstream', async (t) => {
+  const backend = await heldBackend(t)
+  const gw = await startGateway(t, { backendUrl: backend.url, loadShedding: { queueDelayMs: 20, windowMs: 50 } })
+  t.equal(gw.app.loadShedding.limit, MAX_CONCURRENCY_LIMIT, 'no limit before any overload')
+  // Busy turns of 40 ms: the loop's median delay is twice the target, window after window.
+  let blocking = true
+  const load = (async () => { while (blocking) { busy(40); await new Promise((resolve) => setImmediate(resolve)) } })()
+  await until('the limit cut', () => gw.app.loadShedding.limit === DEFAULT_MIN_CONCURRENCY_LIMIT, 5_000)
+  const answering = burst(gw, DEMO_KEYS.business, BURST)
+  await settled(gw, BURST)
+  blocking = false
+  await load
+  backend.release()
+  const answers = await answering
+  const shed = answers.filter((a) => a.status === 503)
+  t.equal(answers.filter((a) => a.status === 200).length, DEFAULT_MIN_CONCURRENCY_LIMIT, 'the limit\'s worth admitted and served')
+  t.equal(shed.length, BURST - DEFAULT_MIN_CONCURRENCY_LIMIT)
+  for (const answer of shed) assertShed(t, answer, '1000')
+
+  const { samples } = await scrape(gw.adminUrl)
+  t.equal(sampleValue(samples, 'gateway_shed_requests_total', { reason: 'overload' }), shed.length)
+  t.equal(sampleValue(samples, 'gateway_requests_total', { route: '/v1/pets', method: 'GET', status: '503', plan: 'business' }), shed.length)
+  t.equal(sampleValue(samples, 'gateway_ratelimit_rejections_total', { plan: 'business', window: 'minute' }), 0)
+  t.equal(sampleValue(samples, 'gateway_concurrency_limit'), gw.app.loadShedding.limit)
+  const line = gw.logs.find((l) => l.msg === 'request' && l.status === 503)
+  t.match(line, { plan: 'business', keyId: 'demo-business', upstreamMs: null }, 'logged, never sent upstream')
+  t.notOk(line?.rateLimit, 'never reached the limiter')
+
+  // Once the loop is free again, the limit grows back as soon as traffic reaches it.
+  await until('the limit back over the burst', async () => {
+    const again = await burst(gw, DEMO_KEYS.business, BURST)
+    return again.every((a) => a.status === 200)
+  }, 10_000, 50)
+})
+
+t.test('at the limit, a consumer holding less than its share is still served: one client\'s flood does not take everyone\'s capacity', async (t) => {
+  const { gw, backend } = await overloaded(t)
+  const flood = burst(gw, DEMO_KEYS.business, BURST)
+  await settled(gw, BURST)
+  const other = new Pool(gw.url, { connections: 1 })
+  const light = get(other, DEMO_KEYS.pro)
+  await until('the other consumer admitted', () => gw.app.loadShedding.inFlight === DEFAULT_MIN_CONCURRENCY_LIMIT + 1, 5_000)
+  backend.release()
+  t.equal((await light).status, 200, 'another consumer, nothing in flight: admitted over the limit')
+  const flooded = await flood
+  t.equal(flooded.filter((a) => a.status === 503).length, BURST - DEFAULT_MIN_CONCURRENCY_LIMIT, 'the flooding consumer shed beyond the limit')
+  await other.close()
+})
+
+t.test('a shed connection is not read again before its Retry-After; a well-behaved client that waits is served', async (t) => {
+  const { gw, backend, loopDelay } = await overloaded(t)
+  const flood = burst(gw, DEMO_KEYS.business, DEFAULT_MIN_CONCURRENCY_LIMIT)
+  await settled(gw, DEFAULT_MIN_CONCURRENCY_LIMIT)
+  const one = new Pool(gw.url, { connections: 1, pipelining: 1 })
+  t.equal((await get(one, DEMO_KEYS.business)).status, 503)
+  const shedAt = performance.now()
+  // Sent at once, as a client ignoring Retry-After would: it waits, unread, on that connection.
+  const second = get(one, DEMO_KEYS.business)
+  backend.release()
+  loopDelay(0)
+  await flood
+  const answer = await second
+  const waited = performance.now() - shedAt
+  t.ok(waited >= 450, `the next request on that connection was read only after at least half the Retry-After (${Math.round(waited)} ms)`)
+  t.equal(answer.status, 200, 'and then served: nothing lost')
+  await one.close()
+})
+
+t.test('a standing queue for the backend\'s connections cuts the limit too, with the loop idle: the excess is shed at the edge, not queued', async (t) => {
+  const backend = await heldBackend(t)
+  const connections = 2
+  const gw = await startGateway(t, { backendUrl: backend.url, upstreamConnections: connections, loadShedding: { queueDelayMs: 20, windowMs: 20, loopDelay: () => 0 } })
+  const waiting = burst(gw, DEMO_KEYS.business, 10)
+  await until('2 sent, 8 waiting for a connection', () => gw.app.upstream.inFlight === connections && gw.app.upstream.queued === 8, 5_000)
+  await until('the limit cut to the backend\'s connections', () => gw.app.loadShedding.limit === connections, 5_000)
+  const more = await burst(gw, DEMO_KEYS.business, 5)
+  t.same(more.map((a) => a.status), [503, 503, 503, 503, 503], 'the excess is answered at once')
+  for (const answer of more) assertShed(t, answer, '1000')
+  t.equal(gw.app.upstream.queued, 8, 'and never joined the queue')
+  backend.release()
+  t.same((await waiting).map((a) => a.status), Array.from({ length: 10 }, () => 200), 'those already waiting are served')
+})
+
+t.test('the limit: cut on a slow loop from what was in flight, never under the minimum; doubled while the loop is idle and traffic reaches it', async (t) => {
+  const limit = new ConcurrencyLimit(20)
+  for (let i = 0; i < 200; i++) t.ok(limit.admit('a'))
+  limit.adapt(30)
+  t.equal(limit.limit, 150, 'three quarters of the 200 in flight')
+  limit.adapt(30)
+  t.equal(limit.limit, 112)
+  for (let i = 0; i < 5; i++) limit.adapt(30)
+  t.equal(limit.limit, DEFAULT_MIN_CONCURRENCY_LIMIT)
+  limit.adapt(5)
+  t.equal(limit.limit, 2 * DEFAULT_MIN_CONCURRENCY_LIMIT, 'in flight above the limit and the loop idle: doubled')
+  limit.adapt(15)
+  t.equal(limit.limit, Math.ceil(2 * DEFAULT_MIN_CONCURRENCY_LIMIT * 1.1), 'under the target but not idle: +10 %')
+  for (let i = 0; i < 200; i++) limit.done('a')
+  limit.adapt(5)
+  const held = limit.limit
+  limit.adapt(5)
+  t.equal(limit.limit, held, 'traffic under the limit: no information, no change')
+
+  const shares = new ConcurrencyLimit(20)
+  shares.limit = 4
+  t.same(['a', 'a', 'a', 'a', 'a'].map((c) => shares.admit(c)), [true, true, true, true, false], 'one client: the whole limit')
+  t.ok(shares.admit('b'), 'a second client holding nothing: under its share of 2')
+  t.ok(shares.admit('b'))
+  t.notOk(shares.admit('b'), 'at its share')
+  t.equal(shares.shed, 2)
+  for (let i = 0; i < 4; i++) shares.done('a')
+  t.ok(shares.admit('a'), 'under the limit again')
+})
