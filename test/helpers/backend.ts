@@ -21,7 +21,7 @@ export interface StartBackendOptions {
   bodyLimit?: number
 }
 
-export async function startBackend (t: Test, opts: StartBackendOptions = {}): Promise<StartedBackend> {
+export async function startBackend (t: Pick<Test, 'teardown'>, opts: StartBackendOptions = {}): Promise<StartedBackend> {
   let tempDir: string | undefined
   let dbPath = opts.dbPath
   if (dbPath === undefined) {

@@ -6,7 +6,7 @@ import { createBanCache } from '../../../src/gateway/limiter/ban-cache.js'
 import type { StoreSettings } from '../../../src/gateway/limiter/create-store.js'
 import { startBackend } from '../../helpers/backend.js'
 import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
-import { startRedis, startRedisCluster } from '../../helpers/redis.js'
+import { decisionScriptCalls, startRedis, startRedisCluster } from '../../helpers/redis.js'
 
 const PLANS = plansYaml({ pro: { perMinute: 5, perDay: 10000 }, ban: { threshold: 3 } })
 const ID = 'demo-pro'
@@ -37,10 +37,6 @@ async function get (gw: StartedGateway): Promise<{ status: number, code: string 
   return { status: res.status, code: body.code }
 }
 
-async function evalshaCalls (cli: (...args: string[]) => Promise<string>): Promise<number> {
-  return Number(/cmdstat_evalsha:calls=(\d+)/.exec(await cli('INFO', 'commandstats'))?.[1] ?? 0)
-}
-
 async function scenario (t: Test, settings: StoreSettings, cli: (...args: string[]) => Promise<string>): Promise<void> {
   const backend = await startBackend(t)
   const skew = { ms: 0 }
@@ -58,7 +54,7 @@ async function scenario (t: Test, settings: StoreSettings, cli: (...args: string
   t.ok(flood.every((r) => r.status === 429 && r.code === 'key_banned'), '50 requests to B: all key_banned')
   skew.ms = 60_000
   t.same(await get(b!), { status: 429, code: 'key_banned' }, 'still cached a minute later (B\'s clock), far past the old 5 s')
-  t.equal(await evalshaCalls(cli), 0, '0 EVALSHA for the banned flood')
+  t.equal(await decisionScriptCalls(cli), 0, '0 decision scripts for the banned flood')
   skew.ms = 0
 
   await cli('DEL', `rl:{${ID}}:m`) // as if the minute window had drained, so a lifted key is admitted
@@ -82,7 +78,7 @@ t.test('Redis Cluster: the same through cluster pub/sub', async (t) => {
   const everyNode = async (...args: string[]): Promise<string> => {
     if (args[0] === 'INFO') {
       let calls = 0
-      for (const port of cluster.ports) calls += await evalshaCalls((...a) => cluster.cli(port, ...a))
+      for (const port of cluster.ports) calls += await decisionScriptCalls((...a) => cluster.cli(port, ...a))
       return `cmdstat_evalsha:calls=${calls}`
     }
     return (await Promise.all(cluster.ports.map(async (port) => await cluster.cli(port, '-c', ...args).catch(() => '')))).join('\n')
