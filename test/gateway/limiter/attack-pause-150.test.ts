@@ -1,0 +1,15 @@
+// Exact through faults: Redis frozen (SIGSTOP) for 150 ms every 3-4 s under the attack load, some
+// pauses starting just before a second boundary so that the boundary's burst meets a frozen Redis.
+// Long enough for the breakers to open: each process answers from what it knew, Redis runs the
+// queued scripts when it wakes, the breakers close after their probes.
+// The most admissions in any rolling minute stays the limit (test/helpers/attack.ts).
+import t from 'tap'
+import { ATTACK_LIMIT, attack, describeRun, SCENARIOS } from '../../helpers/attack.js'
+
+t.test('150 ms pauses: never more than the limit in a rolling minute', async (t) => {
+  const run = await attack(t, SCENARIOS['150 ms pauses'])
+  t.comment(describeRun(run))
+  t.equal(run.faults.length, SCENARIOS['150 ms pauses'].faults.length, 'every pause happened')
+  t.ok(run.most <= ATTACK_LIMIT, `most admissions in a rolling minute: ${run.most}`)
+  t.ok(run.most >= ATTACK_LIMIT - 6, 'and the limit is reached')
+})
