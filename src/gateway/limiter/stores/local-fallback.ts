@@ -3,14 +3,17 @@
 // (knowledge.ts) is taken to stay in the window until everything it counted could have left
 // (the reply's bucket + 61 s, and + 24 h 15 min for the day); this process's own fallback
 // admissions are added exactly (write-back.ts); and of the room left, this process admits only
-// its share: room ÷ the gateway processes registered in Redis (process-registry.ts), so the
-// processes' shares add up to the room. A consumer this process has not heard of within
-// DEFAULT_FALLBACK_FRESH_MS of the shard's last answer may have been counted by others since:
-// until everything counted before the outage has left its window, it is taken as full but for
-// DEFAULT_STALE_ALLOWANCE of its limit. docs/limiter-internals.md ("Through faults") gives the
-// argument and the bound. Anonymous clients (per address, no quota to protect) get this process's
-// share of their limit from an in-process window. Bans decided here (429s counted under the ban
-// policy by the in-process store) last only while Redis does not answer (resilient.ts).
+// its share: room ÷ (the gateway processes registered in Redis (process-registry.ts) + 1). The
+// shares add up to less than the room: the one kept back absorbs admissions a process had not
+// heard of when Redis stopped answering it, and a process the others do not count yet. Once
+// nothing from before the outage can be in the window, each process has limit ÷ processes. A
+// consumer this process has not heard of within DEFAULT_FALLBACK_FRESH_MS of the shard's last
+// answer may have been counted by others since: until everything counted before the outage has
+// left its window, it is taken as full but for DEFAULT_STALE_ALLOWANCE of its limit.
+// docs/limiter-internals.md ("Through faults") gives the argument and the bound. Anonymous
+// clients (per address, no quota to protect) get this process's share of their limit from an
+// in-process window. Bans decided here (429s counted under the ban policy by the in-process
+// store) last only while Redis does not answer (resilient.ts).
 import type { BanPolicy, Limits } from '../../config/types.js'
 import { ANONYMOUS_ID_PREFIX } from '../../edge/client-address.js'
 import { DAY_WINDOW, MINUTE_WINDOW } from '../arithmetic.js'
@@ -143,17 +146,20 @@ export function createLocalFallback (opts: LocalFallbackOptions): LocalFallback 
       dayUntil = (Math.floor(k.at / DB) + D_SLOTS) * DB
     }
     const p = Math.max(1, opts.processes())
+    // While a count from before the outage is in force, one share is kept back: for admissions
+    // Redis counted that this process had not heard of yet, and a process the others do not count.
+    const parts = (until: number): number => until > 0 ? p + 1 : p
     const own = ledger.own(id, minuteNow - M_SLOTS + 1, dayNow - D_SLOTS + 1)
     const minute: Share = {
       limit: limits.perMinute,
-      share: Math.max(0, Math.floor((limits.perMinute - knownMinute) / p)),
+      share: Math.max(0, Math.floor((limits.perMinute - knownMinute) / parts(minuteUntil))),
       own: own.minute,
       knownUntil: minuteUntil,
       ownUntil: own.oldestMinute < 0 ? 0 : (own.oldestMinute + M_SLOTS) * MB
     }
     const day: Share = {
       limit: limits.perDay,
-      share: Math.max(0, Math.floor((limits.perDay - knownDay) / p)),
+      share: Math.max(0, Math.floor((limits.perDay - knownDay) / parts(dayUntil))),
       own: own.day,
       knownUntil: dayUntil,
       ownUntil: own.oldestDay < 0 ? 0 : (own.oldestDay + D_SLOTS) * DB

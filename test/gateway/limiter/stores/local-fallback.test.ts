@@ -1,6 +1,7 @@
 // The `local` fallback's decision on injected clocks (docs/limiter-internals.md, "Through faults"):
 // the count last heard taken to stay until everything it counted could have left, this process's
-// own fallback admissions added exactly, its share of the room only; a consumer not heard of
+// own fallback admissions added exactly, its share of the room only (one share kept back while a
+// count from before the outage is in force); a consumer not heard of
 // lately taken as full but for the allowance during the outage's first minute; Redis time
 // bounded from the last reply (admissions counted in the latest bucket they can be in); bans
 // heard of, bans decided here; anonymous clients.
@@ -49,9 +50,9 @@ t.test('from the count last heard: this process admits its share of the room, he
   failed.since = clock.now
   const first = await fallback.consume('c', LIMITS, null)
   t.equal(first.outcome, 'ok')
-  t.equal(LIMITS.perMinute - first.minute.count, 49, 'remaining: (600 - 500) / 2 processes, one taken')
+  t.equal(LIMITS.perMinute - first.minute.count, 32, 'remaining: (600 - 500) / (2 processes + 1 share kept back), one taken')
   t.equal(first.minute.resetAt, (Math.floor((T0 + 400) / 1000) + 61) * 1000, 'the known count leaves 61 s after its bucket began')
-  t.equal(await admitted(fallback, 'c', 100), 49, 'then 49 more, not one beyond the share')
+  t.equal(await admitted(fallback, 'c', 100), 32, 'then 32 more, not one beyond the share')
   const refused = await fallback.consume('c', LIMITS, null)
   t.equal(refused.outcome, 'rate_limited')
   t.equal(refused.minute.retryAt, (Math.floor((T0 + 400) / 1000) + 61) * 1000, 'retry when the known count leaves')
@@ -67,7 +68,7 @@ t.test('a full window known: nothing admitted until what it counted could have l
   clock.now = T0 + 60_999
   t.equal(await admitted(fallback, 'c', 5), 0, 'still inside 61 s of the reply\'s bucket')
   clock.now = T0 + 61_000
-  t.equal(await admitted(fallback, 'c', 400), 300, 'then 600 / 2 processes')
+  t.equal(await admitted(fallback, 'c', 400), 300, 'then 600 / 2 processes: nothing from before the outage is left to keep a share back for')
   t.same(ledger.own('c', Math.floor(clock.now / 1000) - 60, 0), { minute: 300, day: 300, oldestMinute: Math.floor((T0 + 61_000) / 1000), oldestDay: Math.floor(T0 / 900_000) }, 'each counted in the ledger, in its bucket')
   clock.now = T0 + 121_000
   t.equal(await admitted(fallback, 'c', 400), 0, 'its own admissions stay for the 61 buckets the window counts')
@@ -79,7 +80,7 @@ t.test('the day window binds too, from its own count', async (t) => {
   const { knowledge, fallback, clock, failed } = setup()
   knowledge.learn('c', reply(T0, 10, 9_990), T0)
   failed.since = clock.now
-  t.equal(await admitted(fallback, 'c', 20), 5, '(10,000 - 9,990) / 2')
+  t.equal(await admitted(fallback, 'c', 20), 3, '(10,000 - 9,990) / (2 + 1)')
   const refused = await fallback.consume('c', LIMITS, null)
   t.ok(refused.day.retryAt > 0 && refused.minute.retryAt === 0, 'rejected by the day window')
 })
@@ -91,8 +92,8 @@ t.test('a consumer not heard of lately, or never: full but for the allowance dur
   knowledge.learn('other', reply(T0 + 5_000, 1), T0 + 5_000) // the shard answered later: 'old' is 5 s stale
   failed.since = T0 + 5_100
   clock.now = T0 + 5_200
-  t.equal(await admitted(fallback, 'old', 20), 3, '1 % of 600, split over 2 processes')
-  t.equal(await admitted(fallback, 'never', 20), 3, 'the same for a consumer never heard of')
+  t.equal(await admitted(fallback, 'old', 20), 2, '1 % of 600, split over 2 processes + 1')
+  t.equal(await admitted(fallback, 'never', 20), 2, 'the same for a consumer never heard of')
   clock.now = T0 + 5_100 + 61_000
   t.equal(await admitted(fallback, 'never', 400), 300, 'once what was counted before the outage left: a share of the limit')
 })
@@ -153,10 +154,10 @@ t.test('anonymous clients: this process\'s share of their limit, from an empty w
 
 t.test('peek decides the same and records nothing', async (t) => {
   const { knowledge, fallback, ledger, failed, clock } = setup()
-  knowledge.learn('c', reply(T0, 598), T0)
+  knowledge.learn('c', reply(T0, 597), T0)
   failed.since = clock.now
   t.equal((await fallback.peek('c', LIMITS)).outcome, 'ok')
   t.equal(ledger.size, 0)
   t.equal((await fallback.consume('c', LIMITS, null)).outcome, 'ok')
-  t.equal((await fallback.peek('c', LIMITS)).outcome, 'rate_limited', '(600 - 598) / 2 = 1, taken')
+  t.equal((await fallback.peek('c', LIMITS)).outcome, 'rate_limited', '(600 - 597) / 3 = 1, taken')
 })
