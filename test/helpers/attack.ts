@@ -270,6 +270,13 @@ export const SCENARIOS = {
   }
 } satisfies Record<string, AttackOptions>
 
+/** What every attack test asserts first: each fault happened, and never more than the limit in a rolling minute (with the run described in a comment). */
+export function assertWithinLimit (t: Test, run: AttackResult, scenario: AttackOptions): void {
+  t.comment(describeRun(run))
+  t.equal(run.faults.length, scenario.faults.length, 'every fault happened')
+  t.ok(run.most <= ATTACK_LIMIT, `most admissions in a rolling minute: ${run.most} (limit ${ATTACK_LIMIT})`)
+}
+
 /** One line for a test's comment or a bench table: what the run did and the most 200s in a minute. */
 export function describeRun (result: AttackResult): string {
   const faults = result.faults.map((f) => `${f.kind} ${f.ms.toFixed(0)} ms`).join(', ')

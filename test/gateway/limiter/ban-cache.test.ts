@@ -1,6 +1,7 @@
 // docs/decisions.md §3: bans are cached in-process until they end, so a banned flood costs Redis nothing —
 // also long after the old 5 s cache interval — and a lift made through one gateway reaches every
-// other gateway at once (Redis pub/sub), standalone and Cluster.
+// other gateway at once (Redis pub/sub), standalone and Cluster. A ban the STORE_ON_ERROR fallback
+// decided is cached only while the fallback answers (§7).
 import t, { type Test } from 'tap'
 import { createBanCache } from '../../../src/gateway/limiter/ban-cache.js'
 import type { StoreSettings } from '../../../src/gateway/limiter/create-store.js'
@@ -29,6 +30,21 @@ t.test('the cache itself: kept in this process\'s clock until the ban ends, forg
   t.equal(bans.get('c'), 1_015_000)
   bans.forget(undefined)
   t.equal(bans.get('c'), undefined, 'a missed lift forgets all')
+})
+
+t.test('a ban the fallback decided is kept only while the fallback answers', async (t) => {
+  const clock = { now: 1_000_000 }
+  const fallback = { answers: true }
+  const bans = createBanCache(() => clock.now, 10, () => fallback.answers)
+  const answer = { outcome: 'key_banned' as const, now: 0, bannedUntil: 900_000, minute: { count: 0, resetAt: 0, retryAt: 0 }, day: { count: 0, resetAt: 0, retryAt: 0 } }
+  bans.remember('local', answer, true)
+  bans.remember('redis', answer)
+  t.equal(bans.get('local'), 1_900_000, 'while Redis does not answer, the local ban holds')
+  fallback.answers = false
+  t.equal(bans.get('local'), undefined, 'Redis answers again: the next request is decided there')
+  t.equal(bans.get('redis'), 1_900_000, 'a ban Redis decided holds until it ends')
+  fallback.answers = true
+  t.equal(bans.get('local'), undefined, 'and the local one is gone for good')
 })
 
 async function get (gw: StartedGateway): Promise<{ status: number, code: string | undefined }> {

@@ -16,7 +16,7 @@
 // store) last only while Redis does not answer (resilient.ts).
 import type { BanPolicy, Limits } from '../../config/types.js'
 import { ANONYMOUS_ID_PREFIX } from '../../edge/client-address.js'
-import { DAY_WINDOW, MINUTE_WINDOW } from '../arithmetic.js'
+import { DAY_WINDOW, MINUTE_WINDOW, type WindowSpec } from '../arithmetic.js'
 import type { ConsumeOutcome, ConsumeResult, LimiterStore, WindowState } from '../store.js'
 import type { Knowledge } from './knowledge.js'
 import type { Ledger } from './write-back.js'
@@ -71,9 +71,33 @@ interface Share {
   readonly knownUntil: number
   /** Redis ms its oldest own admission leaves the window (0: none). */
   readonly ownUntil: number
+  readonly windowMs: number
 }
 
-function windowState (w: Share, now: number, windowMs: number): WindowState {
+/** A count heard at Redis time `at`, while it can still be in `spec`'s window at `now` (it counted buckets up to `at`'s); `until` 0: none. */
+function knownIn (spec: WindowSpec, count: number, at: number, now: number): { count: number, until: number } {
+  const bucket = Math.floor(at / spec.bucketMs)
+  if (Math.floor(now / spec.bucketMs) > bucket + spec.slots - 1) return { count: 0, until: 0 }
+  return { count, until: (bucket + spec.slots) * spec.bucketMs }
+}
+
+/** This process's part of a window's room, its own admissions (the oldest in bucket `oldest`, -1: none), out of `processes`. */
+function shareOf (spec: WindowSpec, limit: number, known: { count: number, until: number }, own: number, oldest: number, processes: number): Share {
+  // While a count from before the outage is in force, one share is kept back: for admissions
+  // Redis counted that this process had not heard of yet, and a process the others do not count.
+  const parts = known.until > 0 ? processes + 1 : processes
+  return {
+    limit,
+    share: Math.max(0, Math.floor((limit - known.count) / parts)),
+    own,
+    knownUntil: known.until,
+    ownUntil: oldest < 0 ? 0 : (oldest + spec.slots) * spec.bucketMs,
+    windowMs: spec.windowMs
+  }
+}
+
+function windowState (w: Share, now: number): WindowState {
+  const windowMs = w.windowMs
   const frees = [w.knownUntil, w.ownUntil].filter((t) => t > now)
   const resetAt = frees.length > 0 ? Math.min(...frees) : now + windowMs
   return {
@@ -121,12 +145,7 @@ export function createLocalFallback (opts: LocalFallbackOptions): LocalFallback 
       const idle = { count: 0, resetAt: 0, retryAt: 0 }
       return result('key_banned', idle, idle, k.bannedUntil)
     }
-    let knownMinute = 0
-    let minuteUntil = 0
-    if (k !== undefined && minuteNow <= Math.floor(k.at / MB) + M_SLOTS - 1) {
-      knownMinute = k.minute
-      minuteUntil = (Math.floor(k.at / MB) + M_SLOTS) * MB
-    }
+    const minuteKnown = knownIn(MINUTE_WINDOW, k?.minute ?? 0, k?.at ?? Number.NEGATIVE_INFINITY, now)
     const fresh = k !== undefined && clock !== undefined && k.at >= clock.at - freshMs
     if (!fresh) {
       // Others may have counted it since this process last heard: until what was counted before
@@ -134,41 +153,21 @@ export function createLocalFallback (opts: LocalFallbackOptions): LocalFallback 
       const since = opts.failedSince(shard) ?? x
       const until = (Math.floor((since + hi) / MB) + M_SLOTS) * MB
       const assumed = limits.perMinute - Math.floor(limits.perMinute * allowance)
-      if (now < until && assumed > knownMinute) {
-        knownMinute = assumed
-        minuteUntil = until
+      if (now < until && assumed > minuteKnown.count) {
+        minuteKnown.count = assumed
+        minuteKnown.until = until
       }
     }
-    let knownDay = 0
-    let dayUntil = 0
-    if (k !== undefined && dayNow <= Math.floor(k.at / DB) + D_SLOTS - 1) {
-      knownDay = k.day
-      dayUntil = (Math.floor(k.at / DB) + D_SLOTS) * DB
-    }
+    const dayKnown = knownIn(DAY_WINDOW, k?.day ?? 0, k?.at ?? Number.NEGATIVE_INFINITY, now)
     const p = Math.max(1, opts.processes())
-    // While a count from before the outage is in force, one share is kept back: for admissions
-    // Redis counted that this process had not heard of yet, and a process the others do not count.
-    const parts = (until: number): number => until > 0 ? p + 1 : p
     const own = ledger.own(id, minuteNow - M_SLOTS + 1, dayNow - D_SLOTS + 1)
-    const minute: Share = {
-      limit: limits.perMinute,
-      share: Math.max(0, Math.floor((limits.perMinute - knownMinute) / parts(minuteUntil))),
-      own: own.minute,
-      knownUntil: minuteUntil,
-      ownUntil: own.oldestMinute < 0 ? 0 : (own.oldestMinute + M_SLOTS) * MB
-    }
-    const day: Share = {
-      limit: limits.perDay,
-      share: Math.max(0, Math.floor((limits.perDay - knownDay) / parts(dayUntil))),
-      own: own.day,
-      knownUntil: dayUntil,
-      ownUntil: own.oldestDay < 0 ? 0 : (own.oldestDay + D_SLOTS) * DB
-    }
+    const minute = shareOf(MINUTE_WINDOW, limits.perMinute, minuteKnown, own.minute, own.oldestMinute, p)
+    const day = shareOf(DAY_WINDOW, limits.perDay, dayKnown, own.day, own.oldestDay, p)
     const store = opts.store()
     if (write) touched.add(id)
     const local = await store.peek(id, limits)
     const toRedisTime = (t: number): number => t - x + now
-    if (local.outcome === 'key_banned') return result('key_banned', windowState(minute, now, 60_000), windowState(day, now, 86_400_000), toRedisTime(local.bannedUntil))
+    if (local.outcome === 'key_banned') return result('key_banned', windowState(minute, now), windowState(day, now), toRedisTime(local.bannedUntil))
     if (minute.own < minute.share && day.own < day.share) {
       if (write) {
         // Counted in the bucket of the latest Redis time it can be: it never leaves a window early.
@@ -176,11 +175,11 @@ export function createLocalFallback (opts: LocalFallbackOptions): LocalFallback 
         minute.own++
         day.own++
       }
-      return result('ok', windowState(minute, now, 60_000), windowState(day, now, 86_400_000), 0)
+      return result('ok', windowState(minute, now), windowState(day, now), 0)
     }
     const refused = write ? await store.consume(id, SHUT, ban) : undefined
     const outcome = refused?.outcome === 'key_banned' || refused?.outcome === 'ban_started' ? refused.outcome : 'rate_limited'
-    return result(outcome, windowState(minute, now, 60_000), windowState(day, now, 86_400_000), refused === undefined || refused.bannedUntil === 0 ? 0 : toRedisTime(refused.bannedUntil))
+    return result(outcome, windowState(minute, now), windowState(day, now), refused === undefined || refused.bannedUntil === 0 ? 0 : toRedisTime(refused.bannedUntil))
   }
 
   return {
