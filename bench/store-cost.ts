@@ -4,6 +4,8 @@
 // path, one script call per decision) and STORE_COST_CONCURRENCY calls in flight. With a baseline
 // checkout (`git archive` of an older commit, node_modules linked in) its store runs in the same
 // process, rounds interleaved, so neighbours' load on a shared machine hits both alike.
+// Each round also counts the store's failed calls (its health's errors, where the checkout has
+// one): on a healthy Redis every one is a false timeout, a decision Redis did not make.
 // Env: STORE_COST_CALLS [20000 per round] STORE_COST_ROUNDS [5] STORE_COST_LEASES [on].
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -16,19 +18,27 @@ import { REPO_ROOT, type RedisServer, startRedis, stopAll } from './lib/processe
 
 type StoreSettings = { redisUrl: string, storeLeases?: boolean }
 /** A checkout's createStore: today's gives the store and its health, an older one the store alone. */
-type CreateStore = (settings: StoreSettings) => Promise<LimiterStore | { store: LimiterStore }>
+type CreateStore = (settings: StoreSettings) => Promise<LimiterStore | { store: LimiterStore, health?: { errors: () => number } }>
+
+interface Measured {
+  store: LimiterStore
+  /** Failed calls so far (0 when the checkout's store reports none). */
+  errors: () => number
+}
 
 const LIMITS = { perMinute: 1_000_000_000, perDay: 1_000_000_000_000 }
 
-async function load (root: string): Promise<(settings: StoreSettings) => Promise<LimiterStore>> {
+async function load (root: string): Promise<(settings: StoreSettings) => Promise<Measured>> {
   const mod = await import(pathToFileURL(join(root, 'src', 'gateway', 'limiter', 'create-store.ts')).href) as { createStore: CreateStore }
   return async (settings) => {
     const created = await mod.createStore(settings)
-    return 'store' in created ? created.store : created
+    if (!('store' in created)) return { store: created, errors: () => 0 }
+    const health = created.health
+    return { store: created.store, errors: () => health?.errors() ?? 0 }
   }
 }
 
-interface Round { processUs: number, redisUs: number, callsPerSecond: number, scriptUs: number, commands: number }
+interface Round { processUs: number, redisUs: number, callsPerSecond: number, scriptUs: number, commands: number, errors: number }
 
 /** EVALSHA µs per call and commands per EVALSHA (the script's inner calls included) since the last reset. */
 async function scriptStats (cli: (...args: string[]) => Promise<string>): Promise<{ scriptUs: number, commands: number }> {
@@ -40,9 +50,10 @@ async function scriptStats (cli: (...args: string[]) => Promise<string>): Promis
   return { scriptUs: calls === 0 ? 0 : Number(evalsha?.[2] ?? 0) / calls, commands: calls === 0 ? 0 : commands / calls }
 }
 
-async function round (store: LimiterStore, prefix: string, keys: number, calls: number, concurrency: number, redis: RedisServer): Promise<Round> {
+async function round ({ store, errors }: Measured, prefix: string, keys: number, calls: number, concurrency: number, redis: RedisServer): Promise<Round> {
   const redisPid = redis.child.pid
   await redis.cli('CONFIG', 'RESETSTAT')
+  const errorsBefore = errors()
   let next = 0
   const cpu = process.cpuUsage()
   const redisBefore = cpuMicros(redisPid)
@@ -58,7 +69,7 @@ async function round (store: LimiterStore, prefix: string, keys: number, calls: 
   const elapsed = performance.now() - start
   const used = process.cpuUsage(cpu)
   const redisUs = (cpuMicros(redisPid) - redisBefore) / calls
-  return { processUs: (used.user + used.system) / calls, redisUs, callsPerSecond: calls / elapsed * 1000, ...await scriptStats(redis.cli) }
+  return { processUs: (used.user + used.system) / calls, redisUs, callsPerSecond: calls / elapsed * 1000, ...await scriptStats(redis.cli), errors: errors() - errorsBefore }
 }
 
 async function main (): Promise<void> {
@@ -83,9 +94,11 @@ async function main (): Promise<void> {
     variants.forEach((v, i) => {
       const rs = results[i] ?? []
       const f = (pick: (x: Round) => number): string => `${median(rs.map(pick)).toFixed(1)} [${rs.map((x) => pick(x).toFixed(1)).join(' ')}]`
-      process.stdout.write(`${v.name}: process ${f((x) => x.processUs)} µs/call · Redis ${f((x) => x.redisUs)} µs/call · ${f((x) => x.callsPerSecond)} calls/s · script ${f((x) => x.scriptUs)} µs/EVALSHA · ${f((x) => x.commands)} commands/EVALSHA\n`)
+      const failed = rs.reduce((sum, x) => sum + x.errors, 0)
+      process.stdout.write(`${v.name}: process ${f((x) => x.processUs)} µs/call · Redis ${f((x) => x.redisUs)} µs/call · ${f((x) => x.callsPerSecond)} calls/s · script ${f((x) => x.scriptUs)} µs/EVALSHA · ${f((x) => x.commands)} commands/EVALSHA · ` +
+        `failed calls ${failed} of ${rs.length * calls} (${(failed / (rs.length * calls) * 100_000).toFixed(0)} per 100,000) [${rs.map((x) => x.errors).join(' ')}]\n`)
     })
-    await Promise.all(stores.map(async (s) => { await s.close() }))
+    await Promise.all(stores.map(async (s) => { await s.store.close() }))
   } finally {
     await stopAll()
     rmSync(work, { recursive: true, force: true })

@@ -38,7 +38,7 @@ export function capturingStream (lines: Array<Record<string, unknown>>): Writabl
   })
 }
 
-export async function startBackend (t: Test, opts: StartBackendOptions = {}): Promise<StartedBackend> {
+export async function startBackend (t: Pick<Test, 'teardown'>, opts: StartBackendOptions = {}): Promise<StartedBackend> {
   let tempDir: string | undefined
   let dbPath = opts.dbPath
   if (dbPath === undefined) {

@@ -20,9 +20,10 @@ export interface RunningProcess {
   exited: Promise<{ code: number | null, signal: NodeJS.Signals | null }>
 }
 
-export function runEntry (t: Test, entry: string, env: Record<string, string>): RunningProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(REPO_ROOT, entry)], {
-    cwd: REPO_ROOT,
+/** Runs `entry` (a path in the checkout at `root`, default this one) with tsx. */
+export function runEntry (t: Pick<Test, 'teardown'>, entry: string, env: Record<string, string>, root = REPO_ROOT): RunningProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(root, entry)], {
+    cwd: root,
     env: { ...process.env, ...CHILD_ENV, LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe']
   })

@@ -26,6 +26,17 @@ export async function redisCli (port: number, ...args: string[]): Promise<string
   return stdout.trim()
 }
 
+/**
+ * Script calls Redis ran for decisions since its stats were reset: every EVALSHA but each gateway
+ * process's own once-a-second ones — the registry heartbeat (its one ZADD) and the epoch check
+ * (its one GET) — which no decision script runs.
+ */
+export async function decisionScriptCalls (cli: (...args: string[]) => Promise<string>): Promise<number> {
+  const info = await cli('INFO', 'commandstats')
+  const calls = (name: string): number => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(info)?.[1] ?? 0)
+  return calls('evalsha') - calls('zadd') - calls('get')
+}
+
 export interface RedisProcess {
   port: number
   url: string
@@ -35,6 +46,8 @@ export interface RedisProcess {
   start: () => Promise<void>
   /** Sends a signal to the running server (SIGKILL to crash it, SIGSTOP/SIGCONT to freeze it). */
   signal: (signal: NodeJS.Signals) => void
+  /** The running server's pid. */
+  pid: () => number
   cli: (...args: string[]) => Promise<string>
 }
 
@@ -57,7 +70,7 @@ async function stopServer (child: ChildProcess | undefined): Promise<void> {
   })
 }
 
-export async function startRedis (t: Test, extra: string[] = []): Promise<RedisProcess> {
+export async function startRedis (t: Pick<Test, 'teardown'>, extra: string[] = []): Promise<RedisProcess> {
   const port = await freeRedisPort()
   const dir = mkdtempSync(join(tmpdir(), 'petstore-redis-'))
   let child: ChildProcess | undefined = await startServer(port, extra, dir)
@@ -71,6 +84,7 @@ export async function startRedis (t: Test, extra: string[] = []): Promise<RedisP
     stop: async () => { await stopServer(child); child = undefined },
     start: async () => { child = await startServer(port, extra, dir) },
     signal: (signal) => { child?.kill(signal) },
+    pid: () => child?.pid ?? 0,
     cli: (...args) => redisCli(port, ...args)
   }
 }

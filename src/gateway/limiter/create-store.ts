@@ -1,16 +1,21 @@
 // Settings → store: Redis Cluster when REDIS_CLUSTER_NODES is set, Sentinel when REDIS_SENTINELS is,
 // standalone Redis for REDIS_URL (redis:// or rediss://), else the in-process store. Clients fail
-// fast (no offline queue, one retry) so a dead Redis answers an error instead of a hanging request
-// (the Redis store batches one turn's calls into one write itself: stores/redis.ts). A Redis store
-// gets the lease table (STORE_LEASES) and is wrapped in the resilient store (timeout, circuit
-// breaker, STORE_ON_ERROR), which answers a lease's admissions first, with no timer; the in-process
-// store needs neither.
+// fast (no offline queue) so a dead Redis answers an error instead of a hanging request (the Redis
+// store batches one turn's calls into one write itself: stores/redis.ts), and a call in flight when
+// its connection drops fails then and there: resent on the next connection it could run on a Redis
+// that lost its data before the resilient store has re-seeded it. A Redis store gets the lease
+// table (STORE_LEASES) and is wrapped in the resilient store (timeout, circuit breaker,
+// STORE_ON_ERROR), which answers a lease's admissions first, with no timer, and learns what the
+// `local` fallback needs from every reply; the in-process store needs none of it.
+import { randomBytes } from 'node:crypto'
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis'
 import type { LimiterStore, StoreDescription } from './store.js'
 import { plainHealth, type StoreHealth } from './store-health.js'
 import type { StoreOnError } from './stores/fallback-policy.js'
+import { createKnowledge } from './stores/knowledge.js'
 import { createLeasedStore } from './stores/leases.js'
 import { createMemoryStore } from './stores/memory.js'
+import { createRedisRecovery } from './stores/redis-recovery.js'
 import { createRedisStore } from './stores/redis.js'
 import { createResilientStore } from './stores/resilient.js'
 
@@ -52,7 +57,8 @@ export interface StoreStack {
 
 const CLIENT_OPTIONS: RedisOptions = {
   enableOfflineQueue: false,
-  maxRetriesPerRequest: 1,
+  maxRetriesPerRequest: 0,
+  autoResendUnfulfilledCommands: false,
   connectTimeout: DEFAULT_CONNECT_TIMEOUT_MS
 }
 
@@ -110,9 +116,11 @@ export async function createStore (settings: StoreSettings, opts: CreateStoreOpt
     return { store, health: plainHealth(store) }
   }
   client.on('error', (err: Error) => opts.onError?.(err))
-  await waitReady(client, opts.readyWaitMs ?? DEFAULT_READY_WAIT_MS)
-  const redis = createRedisStore(client, describeSettings(settings))
-  const leased = settings.storeLeases === false ? undefined : createLeasedStore(redis, { now })
+  const ready = await waitReady(client, opts.readyWaitMs ?? DEFAULT_READY_WAIT_MS)
+  const holder = randomBytes(6).toString('base64url')
+  const knowledge = createKnowledge({ shardOf: (id) => redis.shardOf(id), now })
+  const redis = createRedisStore(client, { ...describeSettings(settings), observe: knowledge.learn, now })
+  const leased = settings.storeLeases === false ? undefined : createLeasedStore(redis, { now, holder })
   const resilient = createResilientStore(leased ?? redis, {
     timeoutMs: settings.storeTimeoutMs,
     onError: settings.storeOnError,
@@ -120,7 +128,13 @@ export async function createStore (settings: StoreSettings, opts: CreateStoreOpt
     onBreaker: opts.onBreaker,
     fallback: memory(),
     now,
-    local: leased?.take
+    local: leased?.take,
+    knowledge,
+    recovery: createRedisRecovery(client),
+    holder
   })
+  // Counted among the processes, and the epochs known, before the first decision (when Redis is there).
+  if (ready) await resilient.start().catch(() => undefined)
+  else void resilient.start().catch(() => undefined)
   return { store: resilient, health: resilient }
 }

@@ -10,7 +10,7 @@ import type { BanPolicy, Limits } from '../config/types.js'
 import type { LimiterStatus } from '../observability/metrics/limiter-status.js'
 import type { ReadinessRegistry } from '../runtime/readiness.js'
 import { gatewayErrors } from '../../interface/errors.js'
-import { createBanCache } from './ban-cache.js'
+import { createBanCache, DEFAULT_BAN_CACHE_SIZE } from './ban-cache.js'
 import { createBanCount } from './ban-count.js'
 import { limiterId } from './consumer-id.js'
 import { createStore, type StoreSettings, type StoreStack } from './create-store.js'
@@ -71,7 +71,7 @@ async function stackOf (app: FastifyInstance, opts: LimiterOptions): Promise<Sto
 export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlugin (app, opts) {
   const now = app.clock
   const { store, health } = await stackOf(app, opts)
-  const bans = createBanCache(now)
+  const bans = createBanCache(now, DEFAULT_BAN_CACHE_SIZE, () => health.fallbackActive())
   store.watchBanLifts((id) => { bans.forget(id) })
   const warning = evictionWarning(await health.maxmemoryPolicy())
   if (warning !== undefined) app.log.warn({ store: store.describe() }, warning)
@@ -138,7 +138,7 @@ export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlug
       throw gatewayErrors.limiterUnavailable(unavailableHeaders(limits, now()))
     }
     if (result.outcome === 'key_banned' || result.outcome === 'ban_started') {
-      bans.remember(id, result)
+      bans.remember(id, result, health.localAnswer(result))
       if (result.outcome === 'ban_started') banCount.refreshSoon()
       const decision = bannedDecision(result.bannedUntil, result.now, limits, policy, result.outcome === 'ban_started')
       request.rateLimit = decision

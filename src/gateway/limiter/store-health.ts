@@ -3,7 +3,7 @@
 // STORE_ON_ERROR=local or open it stays ready while Redis fails but says `fallback`. At start a
 // Redis whose maxmemory-policy may evict keys without a TTL (allkeys-*) is named: an anonymous
 // flood could then evict keyed windows (the README's Redis section recommends noeviction or volatile-*).
-import type { LimiterStore, StoreDescription } from './store.js'
+import type { ConsumeResult, LimiterStore, StoreDescription } from './store.js'
 
 /** `ok`: answering from its own state; `fallback`: STORE_ON_ERROR=local or open answers while Redis fails; `down`: not answering. */
 export type StoreState = 'ok' | 'fallback' | 'down'
@@ -14,6 +14,8 @@ export interface StoreHealth {
   errors: () => number
   /** True while a breaker is open and the STORE_ON_ERROR policy answers. A query: changes nothing. */
   fallbackActive: () => boolean
+  /** True when the STORE_ON_ERROR policy gave this answer, not Redis (a ban it decided lasts only while Redis does not answer). */
+  localAnswer: (result: ConsumeResult) => boolean
   /** Contacts the store for real: `ok` or `fallback`; rejects when no request can be answered (`down`). */
   probe: () => Promise<StoreState>
   /** Redis `maxmemory-policy`, or undefined (no Redis, or CONFIG not allowed). */
@@ -25,6 +27,7 @@ export function plainHealth (store: LimiterStore): StoreHealth {
   return {
     errors: () => 0,
     fallbackActive: () => false,
+    localAnswer: () => false,
     async probe () {
       await store.ping()
       return 'ok'

@@ -1,12 +1,13 @@
 // docs/decisions.md §3: bans are cached in-process until they end, so a banned flood costs Redis nothing —
 // also long after the old 5 s cache interval — and a lift made through one gateway reaches every
-// other gateway at once (Redis pub/sub), standalone and Cluster.
+// other gateway at once (Redis pub/sub), standalone and Cluster. A ban the STORE_ON_ERROR fallback
+// decided is cached only while the fallback answers (§7).
 import t, { type Test } from 'tap'
 import { createBanCache } from '../../../src/gateway/limiter/ban-cache.js'
 import type { StoreSettings } from '../../../src/gateway/limiter/create-store.js'
 import { startBackend } from '../../helpers/backend.js'
 import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
-import { startRedis, startRedisCluster } from '../../helpers/redis.js'
+import { decisionScriptCalls, startRedis, startRedisCluster } from '../../helpers/redis.js'
 
 const PLANS = plansYaml({ pro: { perMinute: 5, perDay: 10000 }, ban: { threshold: 3 } })
 const ID = 'demo-pro'
@@ -31,14 +32,25 @@ t.test('the cache itself: kept in this process\'s clock until the ban ends, forg
   t.equal(bans.get('c'), undefined, 'a missed lift forgets all')
 })
 
+t.test('a ban the fallback decided is kept only while the fallback answers', async (t) => {
+  const clock = { now: 1_000_000 }
+  const fallback = { answers: true }
+  const bans = createBanCache(() => clock.now, 10, () => fallback.answers)
+  const answer = { outcome: 'key_banned' as const, now: 0, bannedUntil: 900_000, minute: { count: 0, resetAt: 0, retryAt: 0 }, day: { count: 0, resetAt: 0, retryAt: 0 } }
+  bans.remember('local', answer, true)
+  bans.remember('redis', answer)
+  t.equal(bans.get('local'), 1_900_000, 'while Redis does not answer, the local ban holds')
+  fallback.answers = false
+  t.equal(bans.get('local'), undefined, 'Redis answers again: the next request is decided there')
+  t.equal(bans.get('redis'), 1_900_000, 'a ban Redis decided holds until it ends')
+  fallback.answers = true
+  t.equal(bans.get('local'), undefined, 'and the local one is gone for good')
+})
+
 async function get (gw: StartedGateway): Promise<{ status: number, code: string | undefined }> {
   const res = await fetch(`${gw.url}/v1/pets?limit=1`, { headers: bearer(DEMO_KEYS.pro) })
   const body = await res.json() as { code?: string }
   return { status: res.status, code: body.code }
-}
-
-async function evalshaCalls (cli: (...args: string[]) => Promise<string>): Promise<number> {
-  return Number(/cmdstat_evalsha:calls=(\d+)/.exec(await cli('INFO', 'commandstats'))?.[1] ?? 0)
 }
 
 async function scenario (t: Test, settings: StoreSettings, cli: (...args: string[]) => Promise<string>): Promise<void> {
@@ -58,7 +70,7 @@ async function scenario (t: Test, settings: StoreSettings, cli: (...args: string
   t.ok(flood.every((r) => r.status === 429 && r.code === 'key_banned'), '50 requests to B: all key_banned')
   skew.ms = 60_000
   t.same(await get(b!), { status: 429, code: 'key_banned' }, 'still cached a minute later (B\'s clock), far past the old 5 s')
-  t.equal(await evalshaCalls(cli), 0, '0 EVALSHA for the banned flood')
+  t.equal(await decisionScriptCalls(cli), 0, '0 decision scripts for the banned flood')
   skew.ms = 0
 
   await cli('DEL', `rl:{${ID}}:m`) // as if the minute window had drained, so a lifted key is admitted
@@ -82,7 +94,7 @@ t.test('Redis Cluster: the same through cluster pub/sub', async (t) => {
   const everyNode = async (...args: string[]): Promise<string> => {
     if (args[0] === 'INFO') {
       let calls = 0
-      for (const port of cluster.ports) calls += await evalshaCalls((...a) => cluster.cli(port, ...a))
+      for (const port of cluster.ports) calls += await decisionScriptCalls((...a) => cluster.cli(port, ...a))
       return `cmdstat_evalsha:calls=${calls}`
     }
     return (await Promise.all(cluster.ports.map(async (port) => await cluster.cli(port, '-c', ...args).catch(() => '')))).join('\n')

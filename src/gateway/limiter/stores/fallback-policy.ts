@@ -1,10 +1,12 @@
-// What answers a decision while Redis fails (STORE_ON_ERROR): `local` — this process's own
-// in-process store, limits per process; `open` — admitted, nothing counted; `closed` — refused, the
-// limiter answers 503. Admin reads and writes never fall back (a local answer would mislead ops).
+// What answers a decision while Redis fails (STORE_ON_ERROR): `local` — this process, from what it
+// knew of the consumer and its share of the room left (local-fallback.ts); `open` — admitted,
+// nothing counted; `closed` — refused, the limiter answers 503. Admin reads and writes never fall
+// back (a local answer would mislead ops).
 import type { BanPolicy, Limits } from '../../config/types.js'
 import { DAY_WINDOW, MINUTE_WINDOW, type WindowSpec } from '../arithmetic.js'
 import type { StoreState } from '../store-health.js'
-import type { ConsumeResult, LimiterStore, WindowState } from '../store.js'
+import type { ConsumeResult, WindowState } from '../store.js'
+import type { LocalFallback } from './local-fallback.js'
 
 /** STORE_ON_ERROR's policies. */
 export const STORE_ON_ERROR_POLICIES = ['local', 'open', 'closed'] as const
@@ -21,10 +23,8 @@ export class StoreUnavailableError extends Error {
 
 export interface FallbackPolicy {
   readonly policy: StoreOnError
-  /** The in-process store `local` answers from (it also holds what an outage counted). */
-  readonly local: LimiterStore
-  /** The answer to a consume that Redis could not give, `reason` being why. */
-  consume: (id: string, limits: Limits, ban: BanPolicy | null, reason: string) => Promise<ConsumeResult>
+  /** The answer to a consume that Redis could not give, `reason` being why; `late`: the request's script, still queued in Redis. */
+  consume: (id: string, limits: Limits, ban: BanPolicy | null, reason: string, late?: Promise<ConsumeResult>) => Promise<ConsumeResult>
   /** The answer to a peek that Redis could not give. */
   peek: (id: string, limits: Limits, reason: string) => Promise<ConsumeResult>
   /** Readiness while Redis fails: `fallback` while requests are still answered; throws under `closed`. */
@@ -41,12 +41,11 @@ function admitted (now: number): ConsumeResult {
 }
 
 /** `now`: the gateway clock (Unix ms), for the `open` answer. */
-export function createFallbackPolicy (policy: StoreOnError, local: LimiterStore, now: () => number): FallbackPolicy {
+export function createFallbackPolicy (policy: StoreOnError, local: LocalFallback, now: () => number): FallbackPolicy {
   return {
     policy,
-    local,
-    async consume (id, limits, ban, reason) {
-      if (policy === 'local') return await local.consume(id, limits, ban)
+    async consume (id, limits, ban, reason, late) {
+      if (policy === 'local') return await local.consume(id, limits, ban, late)
       if (policy === 'open') return admitted(now())
       throw new StoreUnavailableError(reason)
     },

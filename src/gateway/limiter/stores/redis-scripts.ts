@@ -1,6 +1,7 @@
-// The limiter's Lua scripts as the Redis store (and the tests' Lua VM) calls them: one script per
-// operation, each file documenting its own KEYS, ARGV and reply, put together at load time with the
-// shared code it needs: lua/window.lua (rings), lua/return-unused.lua, lua/decision.lua. Loaded once per client (ioredis
+// The limiter's Lua scripts as the Redis store, its recovery calls (redis-recovery.ts) and the
+// tests' Lua VM call them: one script per operation, each file documenting its own KEYS, ARGV and
+// reply, put together at load time with the shared code it needs: lua/window.lua (rings),
+// lua/return-unused.lua, lua/decision.lua, lua/add-at.lua. Loaded once per client (ioredis
 // defineCommand: called by SHA, reloaded on NOSCRIPT). What the arguments and replies mean in
 // TypeScript lives here too, so every caller of a script builds and reads it the same way.
 import { createHash } from 'node:crypto'
@@ -16,9 +17,10 @@ export type DecisionReply = [number, number, number, number, number, number, num
 
 export interface LimiterScript {
   /** The ioredis command it is defined as. */
-  readonly command: 'petstoreDecide' | 'petstorePeek' | 'petstoreLease' | 'petstoreGiveBack'
+  readonly command: 'petstoreDecide' | 'petstorePeek' | 'petstoreLease' | 'petstoreGiveBack' |
+  'petstoreWriteBack' | 'petstoreReseed' | 'petstoreHeartbeat' | 'petstoreEpoch'
   readonly numberOfKeys: number
-  /** The operation's own file between the shared ones it needs (lua/window.lua first; lua/return-unused.lua, lua/decision.lua). */
+  /** The operation's own file between the shared ones it needs (lua/window.lua first; lua/return-unused.lua, lua/decision.lua, lua/add-at.lua). */
   readonly lua: string
   /** What Redis calls it (SHA-1 of `lua`). */
   readonly sha: string
@@ -33,7 +35,11 @@ export const SCRIPTS = {
   decide: load('petstoreDecide', 3, ['window.lua', 'decide.lua', 'decision.lua']),
   peek: load('petstorePeek', 2, ['window.lua', 'peek.lua']),
   lease: load('petstoreLease', 3, ['window.lua', 'return-unused.lua', 'lease.lua', 'decision.lua']),
-  giveBack: load('petstoreGiveBack', 2, ['window.lua', 'return-unused.lua', 'give-back.lua'])
+  giveBack: load('petstoreGiveBack', 2, ['window.lua', 'return-unused.lua', 'give-back.lua']),
+  writeBack: load('petstoreWriteBack', 2, ['window.lua', 'add-at.lua', 'write-back.lua']),
+  reseed: load('petstoreReseed', 3, ['window.lua', 'add-at.lua', 'reseed.lua']),
+  heartbeat: load('petstoreHeartbeat', 1, ['heartbeat.lua']),
+  epoch: load('petstoreEpoch', 1, ['epoch.lua'])
 } as const satisfies Record<string, LimiterScript>
 
 declare module 'ioredis' {
@@ -42,6 +48,10 @@ declare module 'ioredis' {
     petstorePeek: (minute: string, day: string, ...args: ScriptArg[]) => Result<DecisionReply, Context>
     petstoreLease: (minute: string, day: string, ban: string, ...args: ScriptArg[]) => Result<DecisionReply, Context>
     petstoreGiveBack: (minute: string, day: string, ...args: ScriptArg[]) => Result<number, Context>
+    petstoreWriteBack: (minute: string, day: string, ...args: ScriptArg[]) => Result<[number, number], Context>
+    petstoreReseed: (minute: string, day: string, ban: string, ...args: ScriptArg[]) => Result<number, Context>
+    petstoreHeartbeat: (registry: string, ...args: ScriptArg[]) => Result<number, Context>
+    petstoreEpoch: (marker: string, candidate: string) => Result<string, Context>
   }
 }
 

@@ -13,7 +13,7 @@
 import calculateSlot from 'cluster-key-slot'
 import { Cluster, type Redis } from 'ioredis'
 import { LRUCache } from 'lru-cache'
-import type { BanEntry, StoreDescription } from '../store.js'
+import type { BanEntry, ConsumeResult, StoreDescription } from '../store.js'
 import type { LeasingStore } from './leases.js'
 import { banArg, defineScripts, KEY_PREFIX, leaseArgs, redisKeys, toResult } from './redis-scripts.js'
 
@@ -33,6 +33,10 @@ export interface RedisStoreOptions {
   kind?: StoreDescription['kind']
   /** Configured nodes or seeds, `host:port`, for describe(). */
   nodes?: readonly string[]
+  /** Hears every reply that carried a decision or a peek (a late one included), with the gateway time its call was made (the `local` fallback's knowledge). */
+  observe?: (id: string, result: ConsumeResult, sentAt: number) => void
+  /** The gateway clock, Unix ms (the call times `observe` is given). */
+  now?: () => number
 }
 
 export function createRedisStore (client: Redis | Cluster, opts: RedisStoreOptions = {}): RedisStore {
@@ -41,7 +45,14 @@ export function createRedisStore (client: Redis | Cluster, opts: RedisStoreOptio
   const kind = opts.kind ?? (isCluster ? 'cluster' : 'redis')
   const nodes = opts.nodes ?? (isCluster ? [] : [`${(client as Redis).options.host ?? '127.0.0.1'}:${(client as Redis).options.port ?? 6379}`])
   const keyCache = new LRUCache<string, ReturnType<typeof redisKeys>>({ max: DEFAULT_REDIS_KEY_NAMES_CACHE_SIZE })
+  const observe = opts.observe
+  const now = opts.now ?? Date.now
   let subscriber: Redis | Cluster | undefined
+
+  function heard (id: string, result: ConsumeResult, sentAt: number): ConsumeResult {
+    observe?.(id, result, sentAt)
+    return result
+  }
 
   function keysOf (id: string): ReturnType<typeof redisKeys> {
     let keys = keyCache.get(id)
@@ -98,18 +109,22 @@ export function createRedisStore (client: Redis | Cluster, opts: RedisStoreOptio
     async consume (id, limits, ban) {
       const [m, d, b] = keysOf(id)
       batchThisTurn()
-      return toResult(await client.petstoreDecide(m, d, b, limits.perMinute, limits.perDay, banArg(ban)))
+      const sentAt = now()
+      return heard(id, toResult(await client.petstoreDecide(m, d, b, limits.perMinute, limits.perDay, banArg(ban))), sentAt)
     },
     async peek (id, limits) {
       const [m, d] = keysOf(id)
       batchThisTurn()
-      return toResult(await client.petstorePeek(m, d, limits.perMinute, limits.perDay))
+      const sentAt = now()
+      return heard(id, toResult(await client.petstorePeek(m, d, limits.perMinute, limits.perDay)), sentAt)
     },
     async lease (id, limits, ban, want, holder, unused) {
       const [m, d, b] = keysOf(id)
       batchThisTurn()
+      const sentAt = now()
       const reply = await client.petstoreLease(m, d, b, limits.perMinute, limits.perDay, banArg(ban), ...leaseArgs(want, holder, unused))
-      return { result: toResult(reply), granted: reply[9] }
+      // The whole block is counted in Redis: the knowledge takes the count with it.
+      return { result: heard(id, toResult(reply), sentAt), granted: reply[9] }
     },
     async giveBack (id, unused) {
       const [m, d] = keysOf(id)

@@ -1,0 +1,15 @@
+// Exact through faults in the sliding steady state, without a minute of real time: Redis is seeded
+// with 10 admissions in each of the 60 seconds before the run, so every second boundary frees 10
+// that the boundary's burst races for; Redis frozen for 150 ms just before and just after
+// boundaries, where the processes' last replies disagree most. The most admissions in any rolling
+// minute, the seeded ones counted at the end of their second, stays the limit (test/helpers/attack.ts).
+import t from 'tap'
+import { assertWithinLimit, attack, SCENARIOS } from '../../helpers/attack.js'
+
+t.test('sliding window, pauses at boundaries: never more than the limit in a rolling minute', async (t) => {
+  const scenario = SCENARIOS['sliding window, 150 ms pauses at boundaries']
+  const run = await attack(t, scenario)
+  assertWithinLimit(t, run, scenario)
+  const admitted = run.answers.filter((a) => a.status === 200).length
+  t.ok(admitted >= 10 * 12, `the freed room was used: ${admitted} admitted in ${scenario.durationMs / 1000} s`)
+})

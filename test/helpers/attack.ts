@@ -1,0 +1,285 @@
+// Attack-style runs of the limiter through Redis faults (docs/limiter-internals.md, "Through
+// faults"): two real gateway processes (src/gateway/server.ts) on one real redis-server, one
+// consumer at ATTACK_LIMIT per minute, a burst on every wall-clock second boundary (Redis's minute
+// buckets) plus steady requests between them, faults on the real redis-server (SIGSTOP/SIGCONT,
+// SIGKILL and a restart without persistence), every answer logged with its client-side send and
+// receive time, and the most 200s in any rolling minute — a 200 counts only if both its send and
+// its receive time fall in the minute. The attack-*.test.ts files run it; bench/outage.ts runs it
+// per STORE_ON_ERROR policy and against another checkout for the before/after table.
+import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { createHash } from 'node:crypto'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Worker } from 'node:worker_threads'
+import type { Test } from 'tap'
+import { Pool } from 'undici'
+import type { BanPolicy } from '../../src/gateway/config/types.js'
+import type { StoreOnError } from '../../src/gateway/limiter/stores/fallback-policy.js'
+import { FIXTURE_CONFIG_DIR, plansYaml } from './gateway.js'
+import { sleep } from './poll.js'
+import { freePort, waitForHttp } from './ports.js'
+import { gatewayProcessEnv, REPO_ROOT, runEntry } from './processes.js'
+import { startRedis, type RedisProcess } from './redis.js'
+import { parseScrape, sampleValue } from './scrape.js'
+
+export const ATTACK_LIMIT = 600
+export const ATTACK_ID = 'attack'
+const ATTACK_TOKEN = 'psk_test_attack_0123456789abcdefghij'
+/** A ban policy that never bans: every request of the run reaches the store. */
+export const NEVER_BAN: Partial<BanPolicy> = { threshold: 1_000_000 }
+
+export type Fault =
+  | { readonly kind: 'pause', readonly at: number, readonly ms: number }
+  | { readonly kind: 'restart', readonly at: number, readonly downMs: number }
+
+export interface AttackOptions {
+  /** Faults, `at` ms after the run's first second boundary. */
+  faults: readonly Fault[]
+  durationMs: number
+  storeOnError?: StoreOnError
+  /** The plans' ban policy (default: never bans). */
+  ban?: Partial<BanPolicy>
+  /** Requests at each second boundary, spread over the two gateways (default 150). */
+  burst?: number
+  /** Requests spread over each second besides the burst (default 150). */
+  steady?: number
+  /** Extra requests in the first burst, to fill a fresh window in the first second (default 650). */
+  fill?: number
+  /**
+   * The sliding steady state without a minute of real time: Redis is seeded with this many
+   * admissions in each of the 60 seconds before the run, so every second boundary frees that many
+   * (the seeded admissions count in the rolling minutes as 200s at the end of their second).
+   */
+  history?: number
+  /** The checkout whose gateway runs (default: this one). */
+  root?: string
+}
+
+export interface Answer {
+  readonly send: number
+  readonly recv: number
+  readonly status: number
+  /** Retry-After in seconds (0: none); a ban's is its length, a full window's at most 61. */
+  readonly retryAfter: number
+}
+
+export interface AttackResult {
+  readonly answers: Answer[]
+  /** Unix ms of the seeded admissions (none without `history`). */
+  readonly seeded: number[]
+  /** The most admitted answers (200s, and seeded admissions) in any rolling 60 s. */
+  readonly most: number
+  readonly statuses: Record<number, number>
+  /** Each fault as it happened: its start (Unix ms) and how long Redis was really stopped or gone. */
+  readonly faults: Array<{ kind: Fault['kind'], start: number, ms: number }>
+  /** gateway_store_errors_total of each gateway at the end. */
+  readonly storeErrors: number[]
+  readonly redis: RedisProcess
+  readonly adminUrls: string[]
+}
+
+/** A status the limiter let through: not its 429 or its 503 (STORE_ON_ERROR=closed), not a failed request (0). */
+export const ADMITTED = (status: number): boolean => status !== 429 && status !== 503 && status !== 0
+
+/** Unix ms with sub-ms precision. */
+const clock = (): number => performance.timeOrigin + performance.now()
+
+/** The most admissions in any rolling 60 s: each counts in [a, a + 60 s] if sent at or after a and received by a + 60 s. */
+export function mostInAnyMinute (admitted: ReadonlyArray<{ send: number, recv: number }>): number {
+  const sorted = [...admitted].sort((x, y) => x.send - y.send)
+  let most = 0
+  for (let i = 0; i < sorted.length; i++) {
+    const end = sorted[i]!.send + 60_000
+    let n = 0
+    for (let j = i; j < sorted.length && sorted[j]!.send <= end; j++) if (sorted[j]!.recv <= end) n++
+    most = Math.max(most, n)
+  }
+  return most
+}
+
+/**
+ * Freezes `pid` (SIGSTOP/SIGCONT) at the given Unix ms for the given durations, from a worker
+ * thread that only sleeps (Atomics.wait): the load this process generates cannot stretch a pause.
+ * Resolves with each pause's start and real length.
+ */
+async function pauses (pid: number, plan: Array<{ start: number, ms: number }>): Promise<Array<{ start: number, ms: number }>> {
+  const code = `
+    const { workerData, parentPort } = require('node:worker_threads')
+    const cell = new Int32Array(new SharedArrayBuffer(4))
+    const now = () => performance.timeOrigin + performance.now()
+    const sleepUntil = (t) => { while (now() < t) Atomics.wait(cell, 0, 0, Math.max(0, t - now())) }
+    const done = []
+    for (const p of workerData.plan) {
+      sleepUntil(p.start)
+      const start = now()
+      process.kill(workerData.pid, 'SIGSTOP')
+      sleepUntil(start + p.ms)
+      process.kill(workerData.pid, 'SIGCONT')
+      done.push({ start, ms: now() - start })
+    }
+    parentPort.postMessage(done)`
+  const worker = new Worker(code, { eval: true, workerData: { pid, plan } })
+  return await new Promise((resolve, reject) => {
+    worker.once('message', resolve)
+    worker.once('error', reject)
+  })
+}
+
+async function startBackendProcess (t: Pick<Test, 'teardown'>, root: string): Promise<string> {
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-attack-backend-'))
+  t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
+  const port = await freePort()
+  runEntry(t, 'src/backend/server.ts', { BACKEND_PORT: String(port), PETS_DB: join(dir, 'pets.db'), LOG_LEVEL: 'warn' }, root)
+  const url = `http://127.0.0.1:${port}`
+  await waitForHttp(`${url}/v1/pets`, 30_000)
+  return url
+}
+
+function configDir (ban: Partial<BanPolicy>): string {
+  const dir = mkdtempSync(join(tmpdir(), 'petstore-attack-'))
+  cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
+  writeFileSync(join(dir, 'plans.yaml'), plansYaml({ ban }))
+  writeFileSync(join(dir, 'keys.yaml'), [
+    'keys:',
+    `  - id: ${ATTACK_ID}`,
+    `    sha256: ${createHash('sha256').update(ATTACK_TOKEN).digest('hex')}`,
+    '    plan: enterprise',
+    `    limits: { perMinute: ${ATTACK_LIMIT}, perDay: 1000000 }`,
+    ''
+  ].join('\n'))
+  return dir
+}
+
+/** Writes `perSecond` admissions into each of the 60 minute buckets before `bucket` (the rings' layout: lua/window.lua). */
+async function seedHistory (redis: RedisProcess, bucket: number, perSecond: number): Promise<number[]> {
+  const fields: string[] = []
+  const times: number[] = []
+  for (let j = bucket - 60; j < bucket; j++) {
+    fields.push(String(j % 61), String(perSecond))
+    for (let k = 0; k < perSecond; k++) times.push((j + 1) * 1000 - 1)
+  }
+  const total = String(60 * perSecond)
+  await redis.cli('HSET', `rl:{${ATTACK_ID}}:m`, ...fields, 't', String(bucket - 1), 'n', total, 'o', String(bucket - 60))
+  await redis.cli('PEXPIRE', `rl:{${ATTACK_ID}}:m`, '61000')
+  const day = Math.floor((bucket - 1) * 1000 / 900_000)
+  await redis.cli('HSET', `rl:{${ATTACK_ID}}:d`, String(day % 97), total, 't', String(day), 'n', total, 'o', String(day))
+  return times
+}
+
+export async function attack (t: Pick<Test, 'teardown'>, opts: AttackOptions): Promise<AttackResult> {
+  const burstSize = opts.burst ?? 150
+  const steady = opts.steady ?? 150
+  const root = opts.root ?? REPO_ROOT
+  const redis = await startRedis(t)
+  const backendUrl = await startBackendProcess(t, root)
+  const dir = configDir(opts.ban ?? NEVER_BAN)
+  t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
+  const gateways = await Promise.all([0, 1].map(async () => {
+    const [port, adminPort] = [await freePort(), await freePort()]
+    const env = gatewayProcessEnv({ port, adminPort, backendUrl, configDir: dir, redisUrl: redis.url },
+      { STORE_ON_ERROR: opts.storeOnError ?? 'local', LOG_LEVEL: 'warn' })
+    runEntry(t, 'src/gateway/server.ts', env, root)
+    await waitForHttp(`http://127.0.0.1:${adminPort}/readyz`, 30_000, (s) => s === 200)
+    const pool = new Pool(`http://127.0.0.1:${port}`, { connections: 128 })
+    t.teardown(async () => { await pool.close() })
+    return { pool, adminUrl: `http://127.0.0.1:${adminPort}` }
+  }))
+  await sleep(1_200) // each gateway's registry heartbeat has counted the other
+
+  const first = Math.ceil(clock() / 1000) * 1000 + 1_000
+  const seeded = opts.history === undefined ? [] : await seedHistory(redis, first / 1000, opts.history)
+  const answers: Answer[] = []
+  const inFlight: Array<Promise<void>> = []
+  let turn = 0
+  const send = (): void => {
+    const gateway = gateways[turn++ % 2]!
+    const sent = clock()
+    inFlight.push((async () => {
+      let status = 0
+      let retryAfter = 0
+      try {
+        const res = await gateway.pool.request({ path: '/v1/pets?limit=1', method: 'GET', headers: { authorization: `Bearer ${ATTACK_TOKEN}` } })
+        await res.body.dump()
+        status = res.statusCode
+        retryAfter = Number(res.headers['retry-after'] ?? 0)
+      } catch { /* status 0: the request itself failed */ }
+      answers.push({ send: sent, recv: clock(), status, retryAfter })
+    })())
+  }
+  const at = (ms: number, fn: () => void): void => { setTimeout(fn, Math.max(0, first + ms - clock())) }
+  for (let s = 0; s * 1000 < opts.durationMs; s++) {
+    at(s * 1000, () => {
+      const n = burstSize + (s === 0 ? opts.fill ?? (opts.history === undefined ? 650 : 0) : 0)
+      for (let i = 0; i < n; i++) send()
+    })
+    for (let k = 0; k < steady; k++) at(s * 1000 + (k + 0.5) * 1000 / steady, send)
+  }
+  const faults: AttackResult['faults'] = []
+  const paused = pauses(redis.pid(), opts.faults.flatMap((f) => f.kind === 'pause' ? [{ start: first + f.at, ms: f.ms }] : []))
+    .then((done) => { faults.push(...done.map((p) => ({ kind: 'pause' as const, ...p }))) })
+  const restarted = opts.faults.map(async (fault) => {
+    if (fault.kind !== 'restart') return
+    await sleep(Math.max(0, first + fault.at - clock()))
+    const start = clock()
+    redis.signal('SIGKILL')
+    await redis.stop()
+    await sleep(Math.max(0, start + fault.downMs - clock()))
+    await redis.start()
+    faults.push({ kind: fault.kind, start, ms: clock() - start })
+  })
+  await sleep(first + opts.durationMs - clock())
+  await Promise.all([paused, ...restarted])
+  await Promise.all(inFlight)
+
+  // An admitted request the backend then failed (502/504) is an admission all the same.
+  const admitted = [...answers.filter((a) => ADMITTED(a.status)), ...seeded.map((time) => ({ send: time, recv: time }))]
+  const statuses: Record<number, number> = {}
+  for (const a of answers) statuses[a.status] = (statuses[a.status] ?? 0) + 1
+  const storeErrors = await Promise.all(gateways.map(async (g) => {
+    const scrape = parseScrape(await (await fetch(`${g.adminUrl}/metrics`)).text())
+    return sampleValue(scrape, 'gateway_store_errors_total') ?? 0
+  }))
+  return { answers, seeded, most: mostInAnyMinute(admitted), statuses, faults, storeErrors, redis, adminUrls: gateways.map((g) => g.adminUrl) }
+}
+
+const PAUSES_AT = [2_980, 6_500, 9_990, 13_003, 16_500, 19_985]
+const pausesOf = (ms: number): Fault[] => PAUSES_AT.map((at) => ({ kind: 'pause', at, ms }))
+
+/** The scenarios the attack tests and bench/outage.ts run: the first four after a window filled in the first second. */
+export const SCENARIOS = {
+  'no fault': { faults: [], durationMs: 20_000 },
+  /** Some pauses start just before a second boundary: its burst meets a frozen Redis. */
+  '70 ms pauses': { faults: pausesOf(70), durationMs: 22_000 },
+  '150 ms pauses': { faults: pausesOf(150), durationMs: 22_000 },
+  /** Restarted empty (no persistence): for a second just before a boundary, then for 400 ms. */
+  'kill and restart': { faults: [{ kind: 'restart', at: 3_990, downMs: 1_000 }, { kind: 'restart', at: 11_500, downMs: 400 }], durationMs: 20_000 },
+  /**
+   * The default ban policy. 460 admitted, then Redis frozen for 3 s: each process's fallback
+   * admits its share of the 140 left, then answers 429 and bans the consumer locally after 30;
+   * once Redis is back the consumer is decided there again (it bans it in its turn).
+   */
+  'ban then recover': { faults: [{ kind: 'pause', at: 400, ms: 3_000 }], durationMs: 12_000, ban: {}, fill: 250 },
+  /**
+   * The sliding steady state: 10 admissions seeded in each of the last 60 seconds, so every
+   * boundary frees 10 that the burst races for; 150 ms pauses just before and just after boundaries.
+   */
+  'sliding window, 150 ms pauses at boundaries': {
+    history: 10,
+    faults: [2_995, 5_003, 7_990, 10_005, 12_998, 15_010, 17_995].map((at): Fault => ({ kind: 'pause', at, ms: 150 })),
+    durationMs: 20_000
+  }
+} satisfies Record<string, AttackOptions>
+
+/** What every attack test asserts first: each fault happened, and never more than the limit in a rolling minute (with the run described in a comment). */
+export function assertWithinLimit (t: Test, run: AttackResult, scenario: AttackOptions): void {
+  t.comment(describeRun(run))
+  t.equal(run.faults.length, scenario.faults.length, 'every fault happened')
+  t.ok(run.most <= ATTACK_LIMIT, `most admissions in a rolling minute: ${run.most} (limit ${ATTACK_LIMIT})`)
+}
+
+/** One line for a test's comment or a bench table: what the run did and the most 200s in a minute. */
+export function describeRun (result: AttackResult): string {
+  const faults = result.faults.map((f) => `${f.kind} ${f.ms.toFixed(0)} ms`).join(', ')
+  return `most admitted in a rolling minute ${result.most} (limit ${ATTACK_LIMIT}${result.seeded.length > 0 ? `, ${result.seeded.length} seeded` : ''}); ` +
+    `answers ${JSON.stringify(result.statuses)}; faults: ${faults === '' ? 'none' : faults}; store errors per gateway ${result.storeErrors.join(' / ')}`
+}
