@@ -105,7 +105,7 @@ export const adminApi = fp<AdminApiOptions>(async function adminApi (app, { gate
   })
 
   app.get('/admin/bans', async () => {
-    const now = Date.now()
+    const now = gateway.clock()
     const bans = await gateway.limiter.listBans()
     return {
       // Bans belong to consumers; `keyId` stays for existing clients and holds the same id.
