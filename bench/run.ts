@@ -19,7 +19,8 @@
 // generator, the backend, Redis) on CPU 1: CPU per request is then the figure to read on a shared
 // machine, req/s ratios move with the neighbours' load.
 // Env: BENCH_SECONDS [5] BENCH_ROUNDS [3] BENCH_CONNECTIONS [50] BENCH_RATE [2000] BENCH_PIN [1]
-//      BENCH_QUICK=1 (2 s runs, no scale section: ~2 min) BENCH_SCALE=0|1 (force the scale section off/on)
+//      BENCH_QUICK=1 (2 s runs, 1 s warm-ups, the three throughput workloads only — no latency, tracing or
+//                   scale section unless forced: ~2–3 min) BENCH_SCALE=0|1 (force the scale section off/on)
 //      BENCH_LOADER=autocannon (default wrk when installed)
 //      BENCH_GATEWAY_ENV="K=V,K=V"  extra environment for every gateway (e.g. STORE_LEASES=off)
 //      BENCH_VARIANTS="name:K=V,K=V;name2:K=V"  more gateway-on-Redis configurations, each with its env
@@ -28,8 +29,8 @@
 //                   older commit with node_modules linked in), interleaved with this one: before/after
 //      BENCH_BASELINE_REDIS=1  with BENCH_BASELINE, its gateway on Redis too (compared with stock like ours)
 //      BENCH_WORKLOADS=hot|keys|zipf  only these throughput workloads (a comma list, e.g. hot,zipf);
-//      BENCH_LATENCY=0  no constant-rate section
-//      BENCH_TRACING=0  no tracing rows;  BENCH_TRACING=only  the tracing rows alone (bench/lib/tracing-cost.ts),
+//      BENCH_LATENCY=0|1  no constant-rate section / force it in a quick run
+//      BENCH_TRACING=0|1  no tracing rows / force them in a quick run;  BENCH_TRACING=only  the tracing rows alone (bench/lib/tracing-cost.ts),
 //                   written to bench/results/tracing.md (+ .json) instead of latest.*
 //      BENCH_TRACING_ROUNDS [6]  BENCH_TRACING_RATE [closed loop]  (with BENCH_BASELINE, its gateway is the
 //                   reference row of the tracing rows)
@@ -58,6 +59,7 @@ export const DEFAULT_ROUNDS = 3
 export const DEFAULT_CONNECTIONS = 50
 /** Per target and workload, quick runs too: a gateway measured half-warm reads as slower than its neighbour in the order. */
 export const DEFAULT_WARMUP_SECONDS = 2
+export const DEFAULT_QUICK_WARMUP_SECONDS = 1
 export const DEFAULT_RATE = 2_000
 /** Connections of the constant-rate run: enough that 2,000 req/s never queue behind each other. */
 export const DEFAULT_RATE_CONNECTIONS = 16
@@ -208,10 +210,12 @@ async function main (): Promise<void> {
     seconds: intFromEnv('BENCH_SECONDS', quick ? DEFAULT_QUICK_SECONDS : DEFAULT_SECONDS),
     rounds: Math.max(3, intFromEnv('BENCH_ROUNDS', DEFAULT_ROUNDS)),
     connections: intFromEnv('BENCH_CONNECTIONS', DEFAULT_CONNECTIONS),
-    warmup: DEFAULT_WARMUP_SECONDS,
+    warmup: quick ? DEFAULT_QUICK_WARMUP_SECONDS : DEFAULT_WARMUP_SECONDS,
     rate: intFromEnv('BENCH_RATE', DEFAULT_RATE)
   }
   const tracingOnly = process.env.BENCH_TRACING === 'only'
+  // A quick run is the throughput workloads: the other sections run when asked for by name.
+  const section = (name: string): boolean => { const v = process.env[name]; return v === undefined || v === '' ? !quick : v !== '0' }
   const scale = process.env.BENCH_SCALE === undefined || process.env.BENCH_SCALE === '' ? !quick : process.env.BENCH_SCALE === '1'
   const gatewayEnv = parseEnvList(process.env.BENCH_GATEWAY_ENV)
   const variants = parseVariants(process.env.BENCH_VARIANTS)
@@ -261,6 +265,7 @@ async function main (): Promise<void> {
     const stock = 'stock: http-proxy + rate-limit (Redis)'
     const stockAp = 'stock, ioredis auto-pipelining'
     const stocks = [stock, stockAp]
+    const usesRedis = (name: string): boolean => stocks.includes(name) || redisGateways.includes(name) || name.startsWith(gwRedis)
     const baseline = process.env.BENCH_BASELINE
     const baselineRedis = baseline !== undefined && baseline !== '' && process.env.BENCH_BASELINE_REDIS === '1' ? `${gwRedis} (baseline)` : undefined
     const redisGateways = [gwRedis, ...baselineRedis === undefined ? [] : [baselineRedis], ...variants.map((v) => `${gwRedis}, ${v.name}`)]
@@ -344,17 +349,23 @@ async function main (): Promise<void> {
         '| configuration | req/s | ÷ direct | ÷ bare proxy | ÷ better stock | process µs/req | Redis µs/req | process + Redis | Redis cmds/req | decisions per script call | spread req/s · CPU | p50 ms | p99 ms | non-2xx | errors |',
         '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
       for (const r of rows) {
-        md.push(`| ${r.name} | ${r.rps} | ${fmt(ratio(rows, r.name, direct).ofMedians)} | ${fmt(ratio(rows, r.name, bare).ofMedians)} | ${fmt(ratio(rows, r.name, fastestStock?.name ?? stock).ofMedians)} | ${fmt(r.processUs, 1)} | ${fmt(r.redisUs, 1)} | ${fmt(r.cpuUs, 1)} | ${fmt(r.redisCommands, 3)} | ${Number.isFinite(r.decisionsPerScriptCall) ? fmt(r.decisionsPerScriptCall, 1) : '—'} | ${fmt(r.rpsSpread * 100, 0)} % · ${fmt(r.cpuSpread * 100, 0)} % | ${fmt(r.p50, 2)} | ${fmt(r.p99, 2)} | ${r.non2xx} | ${r.errors} |`)
+        md.push(`| ${r.name} | ${r.rps} | ${fmt(ratio(rows, r.name, direct).ofMedians)} | ${fmt(ratio(rows, r.name, bare).ofMedians)} | ${fmt(ratio(rows, r.name, fastestStock?.name ?? stock).ofMedians)} | ${fmt(r.processUs, 1)} | ${fmt(r.redisUs, 1)} | ${fmt(r.cpuUs, 1)} | ${fmt(r.redisCommands, 3)} | ${usesRedis(r.name) && Number.isFinite(r.decisionsPerScriptCall) ? fmt(r.decisionsPerScriptCall, 1) : '—'} | ${fmt(r.rpsSpread * 100, 0)} % · ${fmt(r.cpuSpread * 100, 0)} % | ${fmt(r.p50, 2)} | ${fmt(r.p99, 2)} | ${r.non2xx} | ${r.errors} |`)
       }
       md.push('', `Policy layer (gateway on the in-process store − bare proxy, process CPU): ${fmt(ratios.policyLayerCpuUs as number, 1)} µs per request. Per-round req/s: ${rows.map((r) => `${r.name} ${r.rounds.join(' / ')}`).join('; ')}. Per-round process CPU (µs/req): ${rows.map((r) => `${r.name} ${r.processUsRounds.join(' / ')}`).join('; ')}.`, '',
-        'Redis calls per request as commandstats counts them (scripts\' inner calls included):', '')
-      for (const r of rows) if (Object.keys(r.calls).length > 0) md.push(`- ${r.name}: ${Object.entries(r.calls).map(([cmd, n]) => `${cmd} ${n}`).join(', ')}`)
+        // Redis is the bench's own, but on a shared machine a neighbour's client may reach its port (a
+        // port reused after their Redis stopped): what Redis counts while only the direct backend runs is theirs.
+        `Redis commands per request while the direct backend ran (no server under test talks to Redis: traffic from outside the bench, the floor of every row's figure): ${fmt(processRowsOf(rows, direct)?.redisCommands ?? NaN, 3)}.`, '',
+        'Redis calls per request as commandstats counts them (scripts\' inner calls included; below 0.001 left out):', '')
+      for (const r of rows) {
+        const calls = Object.entries(r.calls).filter(([, n]) => n >= 0.001)
+        if (calls.length > 0) md.push(`- ${r.name}: ${calls.map(([cmd, n]) => `${cmd} ${n}`).join(', ')}`)
+      }
       md.push('')
     }
     report.throughput = perWorkload
 
     // ---- latency at a constant rate --------------------------------------------------------
-    if (process.env.BENCH_LATENCY !== '0' && !tracingOnly) {
+    if (section('BENCH_LATENCY') && !tracingOnly) {
       log(`latency: ${p.rate} req/s constant, ${p.rounds} rounds × ${p.seconds} s`)
       const latencyTargets = targets.filter((t) => t.name === direct || t.name === bare || t.name.startsWith(gwMemory) || stocks.includes(t.name) || redisGateways.includes(t.name))
       const rateRuns = new Map<string, Array<RateRun & { processUs: number, redisUs: number }>>(latencyTargets.map((t) => [t.name, []]))
@@ -401,7 +412,7 @@ async function main (): Promise<void> {
     for (const t of targets) if (t.child !== undefined) await stop(t.child)
 
     // ---- tracing ---------------------------------------------------------------------------
-    if (process.env.BENCH_TRACING !== '0') {
+    if (tracingOnly || section('BENCH_TRACING')) {
       const tracing = await tracingCost({
         startGateway: async (name, env, root) => {
           const admin = await adminPortEnv()
