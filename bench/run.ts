@@ -39,8 +39,7 @@ import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { DAY_WINDOW, MINUTE_WINDOW } from '../src/gateway/limiter/arithmetic.js'
 import { writeConfigWithKeys } from './config-load.js'
-import { benchToken, buildWorkloads, CONFIG_KEYS, describeShape, MAX_COMMANDS_PER_REQUEST, scriptCalls, selectWorkloads, type Workload } from './lib/workloads.js'
-import { DEFAULT_ZIPF_SEQUENCE_LENGTH } from './lib/zipf.js'
+import { benchToken, buildWorkloads, CONFIG_KEYS, describePrefix, describeShape, MAX_COMMANDS_PER_REQUEST, scriptCalls, selectWorkloads, type Workload } from './lib/workloads.js'
 import { parseEnvList, parseVariants } from './lib/env-list.js'
 import { closedLoop, fixedRate, loaderName, median, type RateRun, type Run } from './lib/load.js'
 import { cpuMicros, pinProcess, taskset } from './lib/proc-cpu.js'
@@ -344,7 +343,7 @@ async function main (): Promise<void> {
       checks.push({ target: `${w.name}: policy layer (gateway in-process − bare, process CPU) ≤ 40 µs per request`, value: ratios.policyLayerCpuUs as number, ok: (ratios.policyLayerCpuUs as number) <= 40 })
       perWorkload[w.name] = { rows, ratios, ...(w.shape === undefined ? {} : { shape: w.shape }) }
       md.push(`### ${w.title}`, '',
-        ...(w.shape === undefined ? [] : [describeShape(w.shape, w.order?.length ?? DEFAULT_ZIPF_SEQUENCE_LENGTH), '']),
+        ...(w.shape === undefined || w.order === undefined ? [] : [describeShape(w.shape, w.order.length) + ' ' + describePrefix(w.order, Math.round((processRowsOf(rows, gwRedis)?.rps ?? 0) * p.seconds)), '']),
         `Load average at the start of this workload: ${loadAtStart.map((l) => l.toFixed(2)).join(' ')}. Better stock assembly: ${fastestStock?.name ?? 'n/a'} by req/s, ${leanestStock?.name ?? 'n/a'} by CPU per request.`, '',
         '| configuration | req/s | ÷ direct | ÷ bare proxy | ÷ better stock | process µs/req | Redis µs/req | process + Redis | Redis cmds/req | decisions per script call | spread req/s · CPU | p50 ms | p99 ms | non-2xx | errors |',
         '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')

@@ -76,6 +76,15 @@ export function describeShape (shape: SequenceShape, length: number): string {
     `${shape.atLeastOnePerThousand} consumers send ≥ 0.1 % each.`
 }
 
+/** What one run actually sends: the sequence's first `requests` entries (every run replays from the start). */
+export function describePrefix (order: readonly number[], requests: number): string {
+  const n = Math.min(order.length, Math.max(0, requests))
+  if (n === 0) return ''
+  const shape = sequenceShape(order.slice(0, n))
+  return `A run of ≈ ${n.toLocaleString('en')} requests (the gateway on Redis's median) sends the first ${n.toLocaleString('en')}: ` +
+    `${shape.distinct.toLocaleString('en')} distinct consumers, the busiest ${(shape.top1 * 100).toFixed(1)} %, the busiest 100 ${(shape.top100 * 100).toFixed(1)} %.`
+}
+
 /** Script calls among commandstats deltas (command → calls). */
 export function scriptCalls (calls: Record<string, number>): number {
   return SCRIPT_COMMANDS.reduce((a, name) => a + (calls[name] ?? 0), 0)

@@ -1,6 +1,6 @@
 import { createServer } from 'node:http'
 import t from 'tap'
-import { buildWorkloads, scriptCalls, selectWorkloads } from '../../bench/lib/workloads.js'
+import { buildWorkloads, describePrefix, scriptCalls, selectWorkloads } from '../../bench/lib/workloads.js'
 import { wrkAvailable, wrkThroughput } from '../../bench/lib/wrk.js'
 import { sequenceShape, zipfSequence } from '../../bench/lib/zipf.js'
 
@@ -31,6 +31,9 @@ t.test('BENCH_WORKLOADS: all by default, a comma list, an unknown id refused', a
   const [zipf] = buildWorkloads(new Set(['zipf']))
   t.equal(zipf?.tokens.length, 10_000, 'the Zipf workload spans 10,000 consumers')
   t.ok(zipf?.order?.every((k) => (zipf.tokens[k] ?? '') !== ''), 'its order indexes its tokens')
+  // A run replays only the start of the sequence: the report says what that start holds.
+  t.match(describePrefix([0, 0, 1, 2], 3), /first 3: 2 distinct consumers, the busiest 66\.7 %/)
+  t.equal(describePrefix([0, 1], 0), '', 'nothing sent, nothing to describe')
 })
 
 t.test('script calls of a run: EVALSHA, EVAL and FCALL counted, inner and other commands not', async (t) => {
