@@ -1,7 +1,8 @@
 // Load generation for the benches, with autocannon in this process: a closed-loop run (as many
 // requests as N connections get answered: throughput), a constant-rate run whose latencies are kept
 // as exact floats (autocannon's own histogram rounds to whole milliseconds, too coarse for a
-// "≤ 1 ms added" target), and traffic spread over many keys (one bearer token per request, in turn).
+// "≤ 1 ms added" target), and traffic spread over many keys (one bearer token per request, in turn,
+// or in a precomputed order such as the Zipf workload's).
 // Every run is bounded by its duration and stops by itself.
 import autocannon from 'autocannon'
 import { wrkAvailable, wrkThroughput } from './wrk.js'
@@ -24,6 +25,11 @@ export interface LoadOptions {
   connections: number
   /** One token for every request, or a list used in turn (one per request). */
   tokens: readonly string[]
+  /**
+   * Indices into `tokens`, one per request, replayed from the start of every run (and wrapping):
+   * the order of a precomputed workload (bench/lib/zipf.ts). Unset: `tokens` in turn.
+   */
+  order?: readonly number[]
 }
 
 export const median = (xs: readonly number[]): number => {
@@ -38,23 +44,24 @@ export function percentile (sorted: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil(p / 100 * sorted.length) - 1)] ?? NaN
 }
 
-function requestsOption (tokens: readonly string[]): autocannon.Request[] | undefined {
+function requestsOption (tokens: readonly string[], order: readonly number[] | undefined): autocannon.Request[] | undefined {
   if (tokens.length <= 1) return undefined
   let next = 0
   // Header objects are built once; each request takes the next one (the same work for 2 or 100,000
   // tokens, so runs with different key counts compare fairly).
   const headers = tokens.map((t) => ({ authorization: `Bearer ${t}` }))
+  const indices = order ?? tokens.map((_, i) => i)
   return [{
     setupRequest (req) {
-      req.headers = headers[next] ?? {}
-      next = (next + 1) % headers.length
+      req.headers = headers[indices[next] ?? 0] ?? {}
+      next = (next + 1) % indices.length
       return req
     }
   }]
 }
 
 export async function throughput (opts: LoadOptions): Promise<Run> {
-  const requests = requestsOption(opts.tokens)
+  const requests = requestsOption(opts.tokens, opts.order)
   const result = await autocannon({
     url: opts.url,
     connections: opts.connections,
@@ -82,7 +89,7 @@ export async function closedLoop (opts: LoadOptions & { cpus?: string }): Promis
 }
 
 export function loaderName (): string {
-  return process.env.BENCH_LOADER !== 'autocannon' && wrkAvailable() ? 'wrk (1 thread, Lua script: one token per request in turn)' : 'autocannon (in the bench process)'
+  return process.env.BENCH_LOADER !== 'autocannon' && wrkAvailable() ? 'wrk (1 thread, Lua script: one token per request, in turn or in the workload\'s precomputed order)' : 'autocannon (in the bench process)'
 }
 
 export interface RateRun extends Run { rate: number, latencyP90Ms: number, latencyP999Ms: number }

@@ -1,7 +1,9 @@
 // Closed-loop load with wrk when it is installed: a C load generator costs the machine far less CPU
 // per request than autocannon in the bench's own event loop, which matters on two shared cores.
-// Tokens are sent one per request, in turn, from a Lua script (the same script for one token or
-// 1,000, so workloads compare fairly). Bounded by its duration, plus a hard kill a few seconds later.
+// Tokens are sent one per request, in turn or in a precomputed order (the Zipf workload), from a Lua
+// script (the same script for one token or 10,000, so workloads compare fairly: requests are
+// formatted once in init, and each request costs one table lookup either way). Bounded by
+// its duration, plus a hard kill a few seconds later.
 import { execFile } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -22,21 +24,25 @@ export function wrkAvailable (): boolean {
   return wrkPath !== null
 }
 
-function luaScript (tokens: readonly string[]): string {
+/** The wrk script sending `tokens` in turn, or in `order` (0-based indices into `tokens`). */
+export function luaScript (tokens: readonly string[], order?: readonly number[]): string {
   const list = tokens.map((t) => `"${t.replace(/[^A-Za-z0-9_\-.~]/g, '')}"`).join(',\n')
+  // The order as one string parsed in init(): a table constructor of 100,000s of entries can
+  // exceed a Lua function's limits, a long string cannot.
+  const ordered = order !== undefined && order.length > 0
   return [
     `local tokens = {${list}}`,
     'local requests = {}',
-    'local n = #tokens',
+    ...ordered ? [`local order_text = "${order.map((k) => String(Math.trunc(k) + 1)).join(' ')}"`, 'local order = {}'] : [],
     'local i = 0',
     // Formatted in init(): wrk sets the Host header only then.
     'init = function(args)',
     '  for k, t in ipairs(tokens) do requests[k] = wrk.format(nil, nil, { ["Authorization"] = "Bearer " .. t }) end',
+    ...ordered ? ['  for x in order_text:gmatch("%d+") do order[#order + 1] = requests[tonumber(x)] end'] : [],
     'end',
-    'request = function()',
-    '  i = i % n + 1',
-    '  return requests[i]',
-    'end',
+    ...ordered
+      ? ['local n = 0', 'request = function()', '  if n == 0 then n = #order end', '  i = i % n + 1', '  return order[i]', 'end']
+      : ['local n = #tokens', 'request = function()', '  i = i % n + 1', '  return requests[i]', 'end'],
     ''
   ].join('\n')
 }
@@ -68,7 +74,7 @@ export async function wrkThroughput (opts: LoadOptions & { cpus?: string }): Pro
   if (!wrkAvailable() || wrkPath === null || wrkPath === undefined) throw new Error('wrk is not installed')
   const dir = mkdtempSync(join(tmpdir(), 'petstore-wrk-'))
   const script = join(dir, 'tokens.lua')
-  writeFileSync(script, luaScript(opts.tokens))
+  writeFileSync(script, luaScript(opts.tokens, opts.order))
   const args = ['-t1', `-c${opts.connections}`, `-d${opts.seconds}s`, '--latency', '-s', script, opts.url]
   const pin = opts.cpus === undefined ? null : taskset()
   const [command, argv] = pin === null || opts.cpus === undefined ? [wrkPath, args] : [pin, ['-c', opts.cpus, wrkPath, ...args]]

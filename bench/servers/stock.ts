@@ -1,8 +1,10 @@
 // The stock-plugin assembly the gateway is compared with: Fastify + @fastify/http-proxy +
 // @fastify/rate-limit on the same Redis, keyed by the bearer token (what one would assemble from
 // the ecosystem in an afternoon). Logs off, no metrics: it is given every advantage. Same upstream
-// pool settings as the gateway. Prints {"port":N} once listening; SIGTERM stops it.
-//   node --import tsx bench/servers/stock.ts <backendUrl> <redisUrl>
+// pool settings as the gateway. With `auto-pipelining`, its ioredis client batches the commands of
+// one event-loop turn into one write (`enableAutoPipelining`, as the plugin's own example does): a
+// second stock peer, configured as users configure it. Prints {"port":N} once listening; SIGTERM stops it.
+//   node --import tsx bench/servers/stock.ts <backendUrl> <redisUrl> [auto-pipelining]
 import Fastify from 'fastify'
 import httpProxy from '@fastify/http-proxy'
 import rateLimit from '@fastify/rate-limit'
@@ -12,7 +14,11 @@ import { DEFAULT_UPSTREAM_CONNECTIONS, DEFAULT_UPSTREAM_PIPELINING } from '../..
 const DEFAULT_MAX_PER_MINUTE = 1_000_000_000
 
 const backendUrl = process.argv[2] ?? 'http://127.0.0.1:3001'
-const redis = new Redis(process.argv[3] ?? 'redis://127.0.0.1:6379', { connectTimeout: 500, maxRetriesPerRequest: 1 })
+const redis = new Redis(process.argv[3] ?? 'redis://127.0.0.1:6379', {
+  connectTimeout: 500,
+  maxRetriesPerRequest: 1,
+  enableAutoPipelining: process.argv[4] === 'auto-pipelining'
+})
 const app = Fastify({ logger: false })
 await app.register(rateLimit, {
   redis,
