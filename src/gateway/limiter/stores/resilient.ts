@@ -306,7 +306,9 @@ export function createResilientStore (primary: RemoteStore, opts: ResilientStore
       await Promise.all([primary.close(), bans.close()])
     },
     errors: () => errors,
-    fallbackActive: () => breakers.anyOpen(),
+    // Open breakers, or admissions of the fallback not yet counted in Redis: a consumer whose call
+    // timed out is decided by the fallback until they are, even while every breaker stays closed.
+    fallbackActive: () => breakers.anyOpen() || ledger.anyUnresolved(),
     localAnswer: (result) => localAnswers.has(result),
     async probe () {
       try {

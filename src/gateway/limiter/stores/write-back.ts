@@ -57,6 +57,8 @@ export interface Ledger {
   own: (id: string, minuteFrom: number, dayFrom: number) => Own
   /** True while some admission of `id` is not known to be counted in Redis. */
   unresolved: (id: string) => boolean
+  /** Any consumer's admissions still not counted in Redis: the fallback is still in play. */
+  anyUnresolved: () => boolean
   /** A reply about `id` at Redis time `at`: what was counted before it is in its counts now. */
   covered: (id: string, at: number) => void
   /** The data of the consumers `which` selects was lost: everything not covered goes back again. */
@@ -158,6 +160,10 @@ export function createLedger (opts: WriteBackOptions): Ledger {
       return own
     },
     unresolved: (id) => accounts.get(id)?.entries.some((e) => e.state !== 'applied') ?? false,
+    anyUnresolved () {
+      for (const a of accounts.values()) if (a.entries.some((e) => e.state !== 'applied')) return true
+      return false
+    },
     covered (id, at) {
       const a = accounts.get(id)
       if (a === undefined) return

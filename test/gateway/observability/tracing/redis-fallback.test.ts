@@ -19,7 +19,7 @@ function traceOf (n: number): string {
 
 async function get (url: string, trace: string): Promise<{ status: number, ms: number }> {
   const started = performance.now()
-  const res = await fetch(`${url}/v1/pets?limit=1`, { headers: { ...bearer(DEMO_KEYS.pro), traceparent: `00-${trace}-${PARENT_SPAN}-01` } })
+  const res = await fetch(`${url}/v1/pets?limit=1`, { headers: { ...bearer(DEMO_KEYS.business), traceparent: `00-${trace}-${PARENT_SPAN}-01` } })
   await res.arrayBuffer()
   return { status: res.status, ms: performance.now() - started }
 }
@@ -51,12 +51,14 @@ t.test('local: Redis frozen — the timed-out call shows in the limiter span, th
   t.ok(msOf(timedOut) >= STORE_TIMEOUT_MS, `its limiter span lasted ${msOf(timedOut).toFixed(1)} ms: the Redis call's timeout is where the time went`)
   t.equal(timedOut.attributes['petstore.ratelimit.outcome'], 'ok')
 
+  // The fallback admits this process's share of the room it knew (half of the plan's minute with one
+  // process): business's share outlasts the wait, so every answer is a 200.
   let n = 3
   const opened = await poll(async () => {
     t.equal((await get(gw.url, traceOf(n++))).status, 200)
     return gw.app.limiterStatus.fallbackActive()
-  }, 3_000, 1)
-  t.ok(opened, 'the breaker opened')
+  }, 3_000, 10)
+  t.ok(opened, 'the fallback is active (a breaker open, or its admissions not yet counted in Redis)')
   const answered = await get(gw.url, traceOf(n))
   t.equal(answered.status, 200)
   const fallback = theSpan(await traceSpans(receiver, traceOf(n), 4), traceOf(n), GATEWAY, 'rate limit')
