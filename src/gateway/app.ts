@@ -2,7 +2,7 @@
 // tests build it with options). Plugins are registered in the order of the request pipeline:
 // client address → tracing (server span, trace id of the log lines) → config snapshot (and, from a
 // config directory, its first load) → screen (malformed URL, doubled Authorization) → authenticate →
-// limit (inside its span) → 400 for what was screened → require a key (401) → route (404/405) →
+// limit (inside its span; each consumer's decision counted for its usage history) → 400 for what was screened → require a key (401) → route (404/405) →
 // lifecycle → edge checks (413/415, by Fastify's body parsing) → proxy. The connection caps watch the
 // listener beside it (edge/connection-limits.ts).
 import { randomUUID } from 'node:crypto'
@@ -19,6 +19,7 @@ import { connectionLimitsPlugin } from './edge/connection-limits.js'
 import { fastifyLimitOptions, installJsonParser, refuseConnect, serverLimits, type ServerLimits } from './edge/limits.js'
 import { rejectScreened, screenRequest } from './edge/request-screen.js'
 import { ReadinessRegistry } from './runtime/readiness.js'
+import { historyPlugin, type HistoryOptions } from './history/plugin.js'
 import { lifecyclePlugin } from './lifecycle/plugin.js'
 import { limiterPlugin, type LimiterOptions } from './limiter/plugin.js'
 import { metricsPlugin } from './observability/metrics/plugin.js'
@@ -55,6 +56,8 @@ export interface GatewayOptionsBase {
   metrics?: boolean
   /** The limiter's store (or Redis settings to create one); it runs on `now`. Default: in-process store. */
   limiter?: LimiterOptions
+  /** Usage history and shadow records (history/plugin.ts): where they live and how often they are written. */
+  history?: HistoryOptions
   /** Header/body/time/connection limits of the public listener (edge/limits.ts); tests shorten the timeouts. */
   serverLimits?: Partial<ServerLimits>
   /** The OpenAPI document's servers (public production / staging origins) and docs page. */
@@ -122,7 +125,8 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
   await app.register(screenRequest)
   await app.register(authenticate)
   await app.register(limiterSpanStart)
-  await app.register(limiterPlugin, { ...options.limiter, readiness })
+  await app.register(historyPlugin, { ...options.history, settings: options.limiter?.settings })
+  await app.register(limiterPlugin, { ...options.limiter, readiness, recorder: app.history.recorder })
   await app.register(limiterSpanEnd)
   await app.register(rejectScreened)
   await app.register(requireKey)

@@ -160,6 +160,7 @@ export const adminErrors = {
   consumerNotFound: (id: string) => new ApiError('not_found', `No consumer or key with id ${id}`),
   keyNotFound: (keyId: string) => new ApiError('not_found', `No key with id ${keyId}`),
   keyNotBanned: (keyId: string) => new ApiError('not_found', `Key ${keyId} is not banned`),
+  planNotFound: (plan: string, known: readonly string[]) => new ApiError('not_found', `No plan named ${plan} (known: ${known.join(', ')})`),
   storeNoAnswer: () => gatewayErrors.unavailable('The limiter store did not answer; try again'),
   reloadUnavailable: () => new ApiError('reload_unavailable', 'This gateway runs on a fixed config, not a config directory')
 } as const
