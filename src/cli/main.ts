@@ -17,11 +17,15 @@ import { adminCall, DEFAULT_ADMIN_URL, type AdminTarget } from './admin-client.j
 import { writeFileAtomic } from './atomic-write.js'
 import { CommandError, UsageError } from './errors.js'
 import { formatConsumer, formatReset } from './format-consumer.js'
+import { formatShadow, formatUsage, formatUsageDays, usageCsv } from './format-history.js'
 import { generateKey } from './key-material.js'
 import { DEFAULT_GRACE, isoSeconds, parseGrace, rotateKeysText } from './rotate.js'
 import { COMMANDS, commandUsage, groupUsage, PROGRAM, usage, type CommandHelp } from './usage.js'
 
 type Out = (line: string) => void
+
+/** Days of usage history `keys show` ends with (today and the days before it). */
+const SHOW_USAGE_DAYS = 7
 
 function positiveInt (name: string, raw: string | undefined): number | undefined {
   if (raw === undefined) return undefined
@@ -98,9 +102,50 @@ function oneId (positionals: string[], command: string): string {
 async function keysShow (args: string[], out: Out): Promise<number> {
   const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { admin: { type: 'string' }, json: { type: 'boolean' } } })
   const id = oneId(positionals, 'keys show')
-  const body = await adminCall(adminTarget(values.admin), 'GET', `/admin/consumers/${id}`)
-  if (values.json === true) out(JSON.stringify(body, null, 2))
-  else for (const line of formatConsumer(body)) out(line)
+  const target = adminTarget(values.admin)
+  const body = await adminCall(target, 'GET', `/admin/consumers/${id}`)
+  if (values.json === true) {
+    out(JSON.stringify(body, null, 2))
+    return 0
+  }
+  for (const line of formatConsumer(body)) out(line)
+  // The gateway's days (its clock, not this machine's): the default range, of which the last few.
+  const usage = await adminCall(target, 'GET', `/admin/consumers/${id}/usage`)
+  for (const line of formatUsageDays(usage, SHOW_USAGE_DAYS)) out(line)
+  return 0
+}
+
+const DATE = /^\d{4}-\d{2}-\d{2}$/
+
+async function keysUsage (args: string[], out: Out): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: { admin: { type: 'string' }, from: { type: 'string' }, to: { type: 'string' }, csv: { type: 'boolean' }, json: { type: 'boolean' } }
+  })
+  const id = oneId(positionals, 'keys usage')
+  const query = new URLSearchParams()
+  for (const name of ['from', 'to'] as const) {
+    const value = values[name]
+    if (value === undefined) continue
+    if (!DATE.test(value)) throw new UsageError(`--${name} must be a UTC date YYYY-MM-DD, got "${value}"`)
+    query.set(name, value)
+  }
+  const search = query.size === 0 ? '' : `?${query.toString()}`
+  const body = await adminCall(adminTarget(values.admin), 'GET', `/admin/consumers/${id}/usage${search}`)
+  const lines = values.json === true ? [JSON.stringify(body, null, 2)] : values.csv === true ? usageCsv(body) : formatUsage(body)
+  for (const line of lines) out(line)
+  return 0
+}
+
+async function plansShadow (args: string[], out: Out): Promise<number> {
+  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { admin: { type: 'string' }, top: { type: 'string' }, json: { type: 'boolean' } } })
+  const [plan, ...extra] = positionals
+  if (plan === undefined || extra.length > 0) throw new UsageError('plans shadow needs exactly one plan')
+  const top = positiveInt('top', values.top)
+  const body = await adminCall(adminTarget(values.admin), 'GET', `/admin/plans/${encodeURIComponent(plan)}/shadow${top === undefined ? '' : `?top=${top}`}`)
+  const lines = values.json === true ? [JSON.stringify(body, null, 2)] : formatShadow(body)
+  for (const line of lines) out(line)
   return 0
 }
 
@@ -191,6 +236,8 @@ const HANDLERS: Readonly<Record<string, Handler>> = {
   'keys hash': (args, out) => keysHash(args, out),
   'keys show': async (args, out) => await keysShow(args, out),
   'keys reset': async (args, out) => await keysReset(args, out),
+  'keys usage': async (args, out) => await keysUsage(args, out),
+  'plans shadow': async (args, out) => await plansShadow(args, out),
   'config check': (args, out, err) => configCheck(args, out, err),
   'bans list': async (args, out) => await bans('list', args, out),
   'bans lift': async (args, out) => await bans('lift', args, out)
