@@ -20,6 +20,7 @@ t.test('defaults follow docs/decisions.md §8', async (t) => {
     redisSentinels: undefined,
     redisSentinelName: 'mymaster',
     storeTimeoutMs: 50,
+    historyFlushMs: 5000,
     storeOnError: 'local',
     storeLeases: true,
     logLevel: 'info',
@@ -59,6 +60,7 @@ t.test('values from the environment are parsed and checked', async (t) => {
   t.throws(() => settingsFromEnv({ GATEWAY_PORT: '70000' }), { message: 'GATEWAY_PORT: expected an integer from 0 to 65535, got "70000"' })
   t.same([settingsFromEnv({ STORE_TIMEOUT_MS: '20', STORE_ON_ERROR: 'closed' })].map((x) => [x.storeTimeoutMs, x.storeOnError]), [[20, 'closed']])
   t.equal(settingsFromEnv({ STORE_LEASES: 'false' }).storeLeases, false)
+  t.equal(settingsFromEnv({ HISTORY_FLUSH_MS: '250' }).historyFlushMs, 250)
   t.throws(() => settingsFromEnv({ STORE_ON_ERROR: 'fail-open' }), { message: 'STORE_ON_ERROR: expected one of local, open, closed, got "fail-open"' })
   t.throws(() => settingsFromEnv({ BACKEND_URL: 'ftp://x' }), { message: 'BACKEND_URL: expected http(s)://host:port, got "ftp://x"' })
   t.same([settingsFromEnv({ MAX_CONNECTIONS: '500', MAX_CONNECTIONS_PER_CLIENT: '0' })].map((x) => [x.maxConnections, x.maxConnectionsPerClient]), [[500, 0]],
