@@ -12,6 +12,7 @@ import { ConfigError, parseConfig } from '../gateway/config/loader.js'
 import { loadConfigOnce } from '../gateway/config/provider.js'
 import { DEFAULT_CONFIG_DIR, loadConfigDir, readConfigTexts } from '../gateway/config/read-files.js'
 import { createStore } from '../gateway/limiter/create-store.js'
+import type { Limits } from '../gateway/config/types.js'
 import { settingsFromEnv } from '../gateway/runtime/settings.js'
 import { adminCall, DEFAULT_ADMIN_URL, type AdminTarget } from './admin-client.js'
 import { writeFileAtomic } from './atomic-write.js'
@@ -19,6 +20,7 @@ import { CommandError, UsageError } from './errors.js'
 import { formatConsumer, formatReset } from './format-consumer.js'
 import { formatShadow, formatUsage, formatUsageDays, usageCsv } from './format-history.js'
 import { generateKey } from './key-material.js'
+import { plansDiff, type RunningConfig } from './plans-diff.js'
 import { DEFAULT_GRACE, isoSeconds, parseGrace, rotateKeysText } from './rotate.js'
 import { COMMANDS, commandUsage, groupUsage, PROGRAM, usage, type CommandHelp } from './usage.js'
 
@@ -164,6 +166,28 @@ function keysHash (args: string[], out: Out): number {
   return 0
 }
 
+/** `plans diff DIR`: DIR loaded as the gateway would load it, against the config in force (plans-diff.ts). */
+async function plansDiffCommand (args: string[], out: Out): Promise<number> {
+  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { admin: { type: 'string' } } })
+  const [dir, ...extra] = positionals
+  if (dir === undefined || extra.length > 0) throw new UsageError('plans diff needs exactly one config directory')
+  const next = await loadConfigOnce({ dir, maxBytes: settingsFromEnv().configMaxBytes, now: Date.now })
+  const target = adminTarget(values.admin)
+  const running = await adminCall(target, 'GET', '/admin/config') as RunningConfig
+  const { lines, changed } = await plansDiff(running, next, async (id) => {
+    try {
+      return (await adminCall(target, 'GET', `/admin/consumers/${id}`)).limits as Limits
+    } catch (e) {
+      if (e instanceof CommandError && e.message.startsWith('No consumer or key')) return undefined
+      throw e
+    }
+  })
+  out(`${dir} against the running gateway (config version ${running.version ?? '?'}):`)
+  for (const line of lines) out(line)
+  if (!changed) out('no limit changes')
+  return 0
+}
+
 /** Loads the directory as the gateway does at start-up and on every reload (config/provider.ts), so it reports the same problems. */
 async function configCheck (args: string[], out: Out, err: Out): Promise<number> {
   const dir = args[0] ?? process.env.CONFIG_DIR ?? DEFAULT_CONFIG_DIR
@@ -238,6 +262,7 @@ const HANDLERS: Readonly<Record<string, Handler>> = {
   'keys reset': async (args, out) => await keysReset(args, out),
   'keys usage': async (args, out) => await keysUsage(args, out),
   'plans shadow': async (args, out) => await plansShadow(args, out),
+  'plans diff': async (args, out) => await plansDiffCommand(args, out),
   'config check': (args, out, err) => configCheck(args, out, err),
   'bans list': async (args, out) => await bans('list', args, out),
   'bans lift': async (args, out) => await bans('lift', args, out)

@@ -80,6 +80,17 @@ export const COMMANDS: readonly CommandHelp[] = [
     details: ['  --top N          consumers listed (default 20)', '  --json           the admin API\'s answer as it is', ADMIN_OPTION]
   },
   {
+    name: 'plans diff',
+    args: 'DIR [--admin URL]',
+    summary: 'which limits the config in DIR would change on the running gateway, for how many consumers',
+    details: [
+      ADMIN_OPTION,
+      'DIR is loaded as the gateway would load it (its problems are printed, exit 1); per plan: the limits',
+      'in force → the new ones (shadow included) and the consumers DIR configures on it; per consumer of a',
+      'custom plan: its own limits in force → its new ones.'
+    ]
+  },
+  {
     name: 'config check',
     args: '[DIR]',
     summary: 'validate a config directory (default CONFIG_DIR, else ./config)',
