@@ -14,6 +14,16 @@ export interface MemoryHistoryOptions {
   now: () => number
 }
 
+/** The map under `key` in `outer`, made empty the first time. */
+function inner<K, K2, V> (outer: Map<K, Map<K2, V>>, key: K): Map<K2, V> {
+  let map = outer.get(key)
+  if (map === undefined) {
+    map = new Map()
+    outer.set(key, map)
+  }
+  return map
+}
+
 export function createMemoryHistory (opts: MemoryHistoryOptions): HistoryStore {
   /** consumer → day → counts */
   const usage = new Map<string, Map<number, DayCounts>>()
@@ -37,11 +47,7 @@ export function createMemoryHistory (opts: MemoryHistoryOptions): HistoryStore {
     scope: 'process',
     async write (batch) {
       for (const cell of batch.usage) {
-        let days = usage.get(cell.consumerId)
-        if (days === undefined) {
-          days = new Map()
-          usage.set(cell.consumerId, days)
-        }
+        const days = inner(usage, cell.consumerId)
         const counts = days.get(cell.day)
         if (counts === undefined) days.set(cell.day, { admitted: cell.admitted, rejected: cell.rejected })
         else {
@@ -50,16 +56,7 @@ export function createMemoryHistory (opts: MemoryHistoryOptions): HistoryStore {
         }
       }
       for (const cell of batch.shadow) {
-        let hours = shadow.get(cell.plan)
-        if (hours === undefined) {
-          hours = new Map()
-          shadow.set(cell.plan, hours)
-        }
-        let consumers = hours.get(cell.hour)
-        if (consumers === undefined) {
-          consumers = new Map()
-          hours.set(cell.hour, consumers)
-        }
+        const consumers = inner(inner(shadow, cell.plan), cell.hour)
         const counts = consumers.get(cell.consumerId)
         const added = { rejections: cell.rejections, admitted: cell.admitted, first: cell.first, last: cell.last }
         consumers.set(cell.consumerId, counts === undefined ? added : sumShadow(counts, added))
