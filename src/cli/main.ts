@@ -112,8 +112,14 @@ async function keysShow (args: string[], out: Out): Promise<number> {
   }
   for (const line of formatConsumer(body)) out(line)
   // The gateway's days (its clock, not this machine's): the default range, of which the last few.
-  const usage = await adminCall(target, 'GET', `/admin/consumers/${id}/usage`)
-  for (const line of formatUsageDays(usage, SHOW_USAGE_DAYS)) out(line)
+  try {
+    const usage = await adminCall(target, 'GET', `/admin/consumers/${id}/usage`)
+    for (const line of formatUsageDays(usage, SHOW_USAGE_DAYS)) out(line)
+  } catch (err) {
+    // The consumer was shown; a gateway without the history (older) or a store that does not answer says so in one line.
+    if (!(err instanceof CommandError)) throw err
+    out(`usage by UTC day: not available (${err.message})`)
+  }
   return 0
 }
 
