@@ -62,6 +62,24 @@ export function createRedisHistory (client: Redis | Cluster): HistoryStore {
     return cluster.slots[slot]?.join(',') ?? `slot ${slot}`
   }
 
+  /**
+   * Keys this process has given their expiry (Unix s): a key's expiry is fixed by its month or hour,
+   * so it is sent once per key and process, not with every flush (on a plan's hour, once for all its
+   * consumers). Forgotten once past, or when the command failed (sent again with the retry).
+   */
+  const expiring = new Map<string, number>()
+
+  function expireOnce (commands: Command[], key: string, expireAt: number, retry: () => void): void {
+    if (expiring.get(key) === expireAt) return
+    expiring.set(key, expireAt)
+    commands.push({ key, send: (p) => p.expireat(key, expireAt), failed: () => { expiring.delete(key); retry() } })
+  }
+
+  function forgetPastExpiries (): void {
+    const now = Date.now() / 1000
+    for (const [key, at] of expiring) if (at < now) expiring.delete(key)
+  }
+
   function usageCommands (cell: UsageCell, retry: UsageCell[]): Command[] {
     const { month, dayOfMonth, nextMonth } = monthOf(cell.day)
     const key = usageKey(cell.consumerId, month)
@@ -69,8 +87,7 @@ export function createRedisHistory (client: Redis | Cluster): HistoryStore {
     const commands: Command[] = []
     if (cell.admitted > 0) commands.push({ key, send: (p) => p.hincrby(key, `${dd}a`, cell.admitted), failed: () => retry.push({ ...cell, rejected: 0 }) })
     if (cell.rejected > 0) commands.push({ key, send: (p) => p.hincrby(key, `${dd}r`, cell.rejected), failed: () => retry.push({ ...cell, admitted: 0 }) })
-    const expireAt = (nextMonth + USAGE_KEY_KEEP_DAYS) * DAY_MS / 1000
-    commands.push({ key, send: (p) => p.expireat(key, expireAt), failed: () => retry.push({ ...cell, admitted: 0, rejected: 0 }) })
+    expireOnce(commands, key, (nextMonth + USAGE_KEY_KEEP_DAYS) * DAY_MS / 1000, () => retry.push({ ...cell, admitted: 0, rejected: 0 }))
     return commands
   }
 
@@ -85,9 +102,7 @@ export function createRedisHistory (client: Redis | Cluster): HistoryStore {
     commands.push({ key: key('f'), send: (p) => p.zadd(key('f'), 'LT', cell.first, member), failed: () => retry.push({ ...cell, ...none }) })
     commands.push({ key: key('l'), send: (p) => p.zadd(key('l'), 'GT', cell.last, member), failed: () => retry.push({ ...cell, ...none }) })
     const expireAt = ((cell.hour + 1) * HOUR_MS) / 1000 + SHADOW_KEY_KEEP_HOURS * 3600
-    for (const part of ['n', 'a', 'f', 'l'] as const) {
-      commands.push({ key: key(part), send: (p) => p.expireat(key(part), expireAt), failed: () => retry.push({ ...cell, ...none }) })
-    }
+    for (const part of ['n', 'a', 'f', 'l'] as const) expireOnce(commands, key(part), expireAt, () => retry.push({ ...cell, ...none }))
     return commands
   }
 
@@ -115,6 +130,7 @@ export function createRedisHistory (client: Redis | Cluster): HistoryStore {
   return {
     scope: 'shared',
     async write (batch) {
+      forgetPastExpiries()
       const usage: UsageCell[] = []
       const shadow: ShadowCell[] = []
       const commands = [
