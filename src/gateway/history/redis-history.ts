@@ -65,7 +65,8 @@ export function createRedisHistory (client: Redis | Cluster): HistoryStore {
   /**
    * Keys this process has given their expiry (Unix s): a key's expiry is fixed by its month or hour,
    * so it is sent once per key and process, not with every flush (on a plan's hour, once for all its
-   * consumers). Forgotten once past, or when the command failed (sent again with the retry).
+   * consumers). Forgotten once past, when the command failed (sent again with the retry), and on
+   * every (re)connection.
    */
   const expiring = new Map<string, number>()
 
@@ -74,6 +75,10 @@ export function createRedisHistory (client: Redis | Cluster): HistoryStore {
     expiring.set(key, expireAt)
     commands.push({ key, send: (p) => p.expireat(key, expireAt), failed: () => { expiring.delete(key); retry() } })
   }
+
+  // A Redis that comes back may have come back empty (no persistence, a failover to a lagging
+  // replica): keys made again by HINCRBY would have no expiry, so every one is sent again.
+  client.on('ready', () => { expiring.clear() })
 
   function forgetPastExpiries (): void {
     const now = Date.now() / 1000

@@ -97,6 +97,18 @@ t.test('a flush while Redis is down answers what it could not write; the next on
     if (left.usage.length > 0) await new Promise((resolve) => setTimeout(resolve, 50))
   }
   t.same(await history.usage('carol', dayOf(now), dayOf(now)), [{ day: dayOf(now), admitted: 2, rejected: 0 }])
+
+  // Redis comes back empty (no persistence): the key made again must get its expiry again.
+  await redis.stop()
+  await redis.start()
+  note(tally, consumer('carol'), now, 1)
+  let again = tally.drain()
+  for (let i = 0; i < 100 && again.usage.length > 0; i++) {
+    again = await history.write(again)
+    if (again.usage.length > 0) await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  t.same(await history.usage('carol', dayOf(now), dayOf(now)), [{ day: dayOf(now), admitted: 1, rejected: 0 }])
+  t.ok(Number(await redis.cli('TTL', usageKey('carol', '203006'))) > 0, 'the usage hash made again expires')
 })
 
 t.test('a consumer\'s month of history costs a few hundred bytes (MEMORY USAGE), and survives a gateway restart', async (t) => {
