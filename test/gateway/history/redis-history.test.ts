@@ -136,3 +136,19 @@ t.test('a consumer\'s month of history costs a few hundred bytes (MEMORY USAGE),
   t.equal(usage.scope, 'shared')
   t.equal(usage.total.admitted, 3, 'the new process reads what the old one counted')
 })
+
+t.test('the usage history is off the hot path: 200 requests cost one EVALSHA each, and one flush one HINCRBY for them all', async (t) => {
+  const redis = await startRedis(t)
+  const gw = await startGateway(t, { limiter: { settings: { redisUrl: redis.url, storeLeases: false } }, history: { flushMs: 3_600_000 } })
+  await (await fetch(`${gw.url}/v1/pets?limit=1`, { headers: bearer(DEMO_KEYS.pro) })).arrayBuffer()
+  await gw.app.history.flush() // the month's expiry is set: what follows is the steady state
+  await redis.cli('CONFIG', 'RESETSTAT')
+  for (let i = 0; i < 200; i++) await (await fetch(`${gw.url}/v1/pets?limit=1`, { headers: bearer(DEMO_KEYS.pro) })).arrayBuffer()
+  const before = await redis.cli('INFO', 'commandstats')
+  t.notMatch(before, /cmdstat_hincrby/, 'no history command while the requests ran')
+  await gw.app.history.flush()
+  const after = await redis.cli('INFO', 'commandstats')
+  t.match(after, /cmdstat_evalsha:calls=200,/)
+  t.match(after, /cmdstat_hincrby:calls=1,/, 'one HINCRBY for 200 admitted requests')
+  t.notMatch(after, /cmdstat_expireat/, 'the expiry is not sent again')
+})
