@@ -3,12 +3,14 @@
 // was counted to the history store every DEFAULT_HISTORY_FLUSH_MS (and on close) in one write, off
 // the hot path. A write that fails is kept and sent with the next one (counts of days and hours no
 // longer served are dropped), so a Redis outage delays the history rather than losing it; a crash
-// loses at most the counts of one interval. The store is Redis when the limiter's settings select
+// loses at most the counts of one interval; while Redis does not answer at all, an admin read or a
+// close waits DEFAULT_HISTORY_WAIT_MS for it, never longer. The store is Redis when the limiter's settings select
 // Redis (a connection of its own), else this process's memory (per process, and the admin API says so).
 import fp from 'fastify-plugin'
 import type { DecisionRecorder } from '../limiter/decision.js'
 import { createRedisClient, DEFAULT_READY_WAIT_MS, waitReady, type StoreSettings } from '../limiter/create-store.js'
 import { dayOf, hourOf } from './days.js'
+import { settlesWithin } from './deadline.js'
 import { createMemoryHistory } from './memory-history.js'
 import { createRedisHistory } from './redis-history.js'
 import { SHADOW_WINDOW_HOURS, USAGE_HISTORY_DAYS, type HistoryStore } from './store.js'
@@ -16,11 +18,14 @@ import { DecisionTally, EMPTY_BATCH, isEmpty, mergeBatches, type Batch } from '.
 
 /** How often a process writes what it counted: the most a crash can lose, and how late another process's counts show. */
 export const DEFAULT_HISTORY_FLUSH_MS = 5_000
+/** How long an admin read or a closing gateway waits for a flush (and a read) while Redis does not answer. */
+export const DEFAULT_HISTORY_WAIT_MS = 2_000
 
 export interface HistoryOptions {
   /** A ready history store (the gateway closes it); default: Redis when the limiter's settings select Redis, else in-process. */
   store?: HistoryStore
   flushMs?: number
+  waitMs?: number
 }
 
 export interface HistoryPluginOptions extends HistoryOptions {
@@ -33,7 +38,7 @@ export interface History {
   readonly store: HistoryStore
   /** What the limiter tells each consumer's decision. */
   readonly recorder: DecisionRecorder
-  /** Writes this process's counts now (an admin read does, so its own process is never behind). */
+  /** Writes this process's counts now (an admin read does, so its own process is never behind); waits DEFAULT_HISTORY_WAIT_MS at most. */
   flush: () => Promise<void>
 }
 
@@ -50,7 +55,7 @@ async function storeOf (opts: HistoryPluginOptions, now: () => number): Promise<
   // The limiter's own client reports connection errors; a failed flush is retried with the next one.
   client.on('error', () => {})
   await waitReady(client, DEFAULT_READY_WAIT_MS)
-  return createRedisHistory(client)
+  return createRedisHistory(client, { readWaitMs: opts.waitMs ?? DEFAULT_HISTORY_WAIT_MS })
 }
 
 export const historyPlugin = fp<HistoryPluginOptions>(async function historyPlugin (app, opts) {
@@ -77,12 +82,20 @@ export const historyPlugin = fp<HistoryPluginOptions>(async function historyPlug
   }
 
   /** One flush at a time, in order: a flush asked for during another runs after it. */
-  async function flush (): Promise<void> {
-    chain = chain.then(flushOnce)
-    await chain
+  let queued = 0
+  function enqueue (): Promise<void> {
+    queued++
+    chain = chain.then(flushOnce).finally(() => { queued-- })
+    return chain
   }
 
-  const timer = setInterval(() => { void flush() }, opts.flushMs ?? DEFAULT_HISTORY_FLUSH_MS)
+  const waitMs = opts.waitMs ?? DEFAULT_HISTORY_WAIT_MS
+  async function flush (): Promise<void> {
+    await settlesWithin(enqueue(), waitMs)
+  }
+
+  // A write still waiting for Redis is not queued behind: the tally goes on counting meanwhile.
+  const timer = setInterval(() => { if (queued === 0) void enqueue() }, opts.flushMs ?? DEFAULT_HISTORY_FLUSH_MS)
   timer.unref()
   app.decorate('history', { store, recorder: tally, flush })
   app.addHook('onClose', async () => {

@@ -17,6 +17,7 @@ import calculateSlot from 'cluster-key-slot'
 import { Cluster, type ChainableCommander, type Redis } from 'ioredis'
 import { KEY_PREFIX } from '../limiter/stores/redis-scripts.js'
 import { DAY_MS, HOUR_MS, monthOf } from './days.js'
+import { settlesWithin, within } from './deadline.js'
 import { daysFrom, SHADOW_WINDOW_HOURS, USAGE_HISTORY_DAYS, type HistoryStore, type ShadowRecord } from './store.js'
 import { mergeBatches, type ShadowCell, type UsageCell } from './tally.js'
 
@@ -24,6 +25,7 @@ import { mergeBatches, type ShadowCell, type UsageCell } from './tally.js'
 export const USAGE_KEY_KEEP_DAYS = USAGE_HISTORY_DAYS + 5
 /** An hour's shadow sets live this many hours past the hour's end. */
 export const SHADOW_KEY_KEEP_HOURS = SHADOW_WINDOW_HOURS + 2
+export const DEFAULT_READ_WAIT_MS = 2_000
 
 export type ShadowPart = 'n' | 'a' | 'f' | 'l'
 
@@ -51,8 +53,14 @@ function scores (reply: string[]): Map<string, number> {
   return map
 }
 
+export interface RedisHistoryOptions {
+  /** A read (and the close) that Redis does not answer within this fails (the admin API: 503). */
+  readWaitMs?: number
+}
+
 /** `client`: a connection of the history's own (closed with it). */
-export function createRedisHistory (client: Redis | Cluster): HistoryStore {
+export function createRedisHistory (client: Redis | Cluster, opts: RedisHistoryOptions = {}): HistoryStore {
+  const readWaitMs = opts.readWaitMs ?? DEFAULT_READ_WAIT_MS
   const cluster = client instanceof Cluster ? client : undefined
 
   /** Commands of one pipeline: a Cluster takes a pipeline's keys only from the slots of one node. */
@@ -148,7 +156,7 @@ export function createRedisHistory (client: Redis | Cluster): HistoryStore {
     },
     async usage (consumerId, fromDay, toDay) {
       const months = [...new Set(daysFrom(fromDay, toDay, () => undefined).map((d) => monthOf(d.day).month))]
-      const hashes = new Map(await Promise.all(months.map(async (month) => [month, await client.hgetall(usageKey(consumerId, month))] as const)))
+      const hashes = new Map(await within(Promise.all(months.map(async (month) => [month, await client.hgetall(usageKey(consumerId, month))] as const)), readWaitMs, 'usage history read'))
       return daysFrom(fromDay, toDay, (day) => {
         const { month, dayOfMonth } = monthOf(day)
         const hash = hashes.get(month)
@@ -159,12 +167,12 @@ export function createRedisHistory (client: Redis | Cluster): HistoryStore {
     async shadow (plan, fromHour, toHour) {
       const hours = Array.from({ length: toHour - fromHour + 1 }, (_, i) => fromHour + i)
       const keys = (part: ShadowPart): string[] => hours.map((hour) => shadowKey(plan, hour, part))
-      const [n, a, f, l] = await Promise.all([
+      const [n, a, f, l] = await within(Promise.all([
         client.zunion(hours.length, keys('n'), 'WITHSCORES'),
         client.zunion(hours.length, keys('a'), 'WITHSCORES'),
         client.zunion(hours.length, keys('f'), 'AGGREGATE', 'MIN', 'WITHSCORES'),
         client.zunion(hours.length, keys('l'), 'AGGREGATE', 'MAX', 'WITHSCORES')
-      ])
+      ]), readWaitMs, 'shadow records read')
       const [admitted, first, last] = [scores(a), scores(f), scores(l)]
       const records: ShadowRecord[] = []
       for (const [consumerId, rejections] of scores(n)) {
@@ -173,11 +181,9 @@ export function createRedisHistory (client: Redis | Cluster): HistoryStore {
       return records
     },
     async close () {
-      try {
-        await client.quit()
-      } catch {
-        client.disconnect()
-      }
+      // QUIT waits for the replies before it; a Redis that does not answer gets the connection dropped.
+      await settlesWithin(client.quit(), readWaitMs)
+      client.disconnect()
     }
   }
 }

@@ -152,3 +152,37 @@ t.test('the usage history is off the hot path: 200 requests cost one EVALSHA eac
   t.match(after, /cmdstat_hincrby:calls=1,/, 'one HINCRBY for 200 admitted requests')
   t.notMatch(after, /cmdstat_expireat/, 'the expiry is not sent again')
 })
+
+t.test('a frozen Redis (SIGSTOP): an admin read answers 503 in about the wait, the history still closes; thawed, the counts arrive once', async (t) => {
+  const redis = await startRedis(t)
+  const settings = { redisUrl: redis.url, storeLeases: false }
+  const gw = await startGateway(t, { limiter: { settings }, history: { flushMs: 3_600_000, waitMs: 300 } })
+  for (let i = 0; i < 3; i++) await (await fetch(`${gw.url}/v1/pets?limit=1`, { headers: bearer(DEMO_KEYS.free) })).arrayBuffer()
+  redis.signal('SIGSTOP')
+  t.teardown(() => { redis.signal('SIGCONT') })
+  const started = Date.now()
+  const res = await fetch(`${gw.adminUrl}/admin/consumers/demo-free/usage`)
+  t.equal(res.status, 503, 'the history did not answer')
+  t.match(await res.json(), { code: 'unavailable' })
+  t.ok(Date.now() - started < 3_000, `answered in ${Date.now() - started} ms`)
+  redis.signal('SIGCONT')
+  // The write sent while Redis was frozen was never timed out, so it is counted once, not twice.
+  const reader = createRedisHistory(new Redis(redis.url))
+  t.teardown(() => reader.close())
+  const today = dayOf(Date.now())
+  let admitted = 0
+  for (let i = 0; i < 100 && admitted < 3; i++) {
+    admitted = (await reader.usage('demo-free', today, today))[0]?.admitted ?? 0
+    if (admitted < 3) await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  t.equal(admitted, 3)
+
+  // Closing the history (as the gateway's close does) does not wait for a frozen Redis either.
+  const closable = createRedisHistory(new Redis(redis.url), { readWaitMs: 300 })
+  await closable.usage('demo-free', today, today)
+  redis.signal('SIGSTOP')
+  const closing = Date.now()
+  await closable.close()
+  t.ok(Date.now() - closing < 2_000, `history closed in ${Date.now() - closing} ms with Redis frozen`)
+  redis.signal('SIGCONT')
+})
