@@ -8,7 +8,7 @@
 // Redis (a connection of its own), else this process's memory (per process, and the admin API says so).
 import fp from 'fastify-plugin'
 import type { DecisionRecorder } from '../limiter/decision.js'
-import { createRedisClient, DEFAULT_READY_WAIT_MS, waitReady, type StoreSettings } from '../limiter/create-store.js'
+import { createRedisClient, type StoreSettings } from '../limiter/create-store.js'
 import { dayOf, hourOf } from './days.js'
 import { settlesWithin } from './deadline.js'
 import { createMemoryHistory } from './memory-history.js'
@@ -48,19 +48,19 @@ declare module 'fastify' {
   }
 }
 
-async function storeOf (opts: HistoryPluginOptions, now: () => number): Promise<HistoryStore> {
+function storeOf (opts: HistoryPluginOptions, now: () => number): HistoryStore {
   if (opts.store !== undefined) return opts.store
   const client = opts.settings === undefined ? undefined : createRedisClient(opts.settings)
   if (client === undefined) return createMemoryHistory({ now })
   // The limiter's own client reports connection errors; a failed flush is retried with the next one.
+  // Not waited for here: a Redis that is down must not delay the start twice (the limiter waits).
   client.on('error', () => {})
-  await waitReady(client, DEFAULT_READY_WAIT_MS)
   return createRedisHistory(client, { readWaitMs: opts.waitMs ?? DEFAULT_HISTORY_WAIT_MS })
 }
 
 export const historyPlugin = fp<HistoryPluginOptions>(async function historyPlugin (app, opts) {
   const now = app.clock
-  const store = await storeOf(opts, now)
+  const store = storeOf(opts, now)
   const tally = new DecisionTally()
   let unsent: Batch = EMPTY_BATCH
   let chain = Promise.resolve()

@@ -15,6 +15,7 @@
 // cannot contain `:`, so no consumer's tag is ever `shadow:…`.
 import calculateSlot from 'cluster-key-slot'
 import { Cluster, type ChainableCommander, type Redis } from 'ioredis'
+import { waitReady } from '../limiter/create-store.js'
 import { KEY_PREFIX } from '../limiter/stores/redis-scripts.js'
 import { DAY_MS, HOUR_MS, monthOf } from './days.js'
 import { settlesWithin, within } from './deadline.js'
@@ -140,6 +141,11 @@ export function createRedisHistory (client: Redis | Cluster, opts: RedisHistoryO
     }))
   }
 
+  /** A read on a connection still (re)connecting waits for it, as long as a read may take. */
+  async function connected (what: string): Promise<void> {
+    if (!await waitReady(client, readWaitMs)) throw new Error(`${what}: not connected to Redis within ${readWaitMs} ms`)
+  }
+
   return {
     scope: 'shared',
     async write (batch) {
@@ -155,6 +161,7 @@ export function createRedisHistory (client: Redis | Cluster, opts: RedisHistoryO
       return mergeBatches([{ usage, shadow }], { day: () => true, hour: () => true })
     },
     async usage (consumerId, fromDay, toDay) {
+      await connected('usage history read')
       const months = [...new Set(daysFrom(fromDay, toDay, () => undefined).map((d) => monthOf(d.day).month))]
       const hashes = new Map(await within(Promise.all(months.map(async (month) => [month, await client.hgetall(usageKey(consumerId, month))] as const)), readWaitMs, 'usage history read'))
       return daysFrom(fromDay, toDay, (day) => {
@@ -165,6 +172,7 @@ export function createRedisHistory (client: Redis | Cluster, opts: RedisHistoryO
       })
     },
     async shadow (plan, fromHour, toHour) {
+      await connected('shadow records read')
       const hours = Array.from({ length: toHour - fromHour + 1 }, (_, i) => fromHour + i)
       const keys = (part: ShadowPart): string[] => hours.map((hour) => shadowKey(plan, hour, part))
       const [n, a, f, l] = await within(Promise.all([
