@@ -72,6 +72,7 @@ export function formatUsageDays (body: Record<string, unknown>, days: number): s
 }
 
 function limitsText (view: ShadowView): string {
+  if (view.limits === 'custom') return 'custom plan: each key\'s own limits and shadow'
   const limits = typeof view.limits === 'object' ? `${text(view.limits.perMinute)}/min, ${text(view.limits.perDay)}/day` : text(view.limits)
   const shadow = view.shadow
   if (shadow === null || shadow === undefined) return `enforced ${limits}; no shadow in the config now`

@@ -87,6 +87,11 @@ t.test('plans shadow: the plan\'s limits and shadow, then who would have been re
 })
 
 t.test('the tables read defensively: a field an older gateway lacks prints as "?"', async (t) => {
-  t.same(formatShadow({ plan: 'free', limits: 'custom', top: [{ consumerId: 'x' }] }).slice(0, 1), ['plan free: enforced custom; no shadow in the config now'])
+  t.same(formatShadow({ plan: 'enterprise', limits: 'custom', top: [{ consumerId: 'x' }] }), [
+    'plan enterprise: custom plan: each key\'s own limits and shadow',
+    'since ?: ? consumers would have been rejected ? times (counts of ?)',
+    'consumer  would-reject  admitted-now  first  last',
+    'x         ?             ?             ?      ?'
+  ])
   t.same(table(['a', 'n'], [['x', '1'], ['yy', '22']]), ['a    n', 'x    1', 'yy  22'])
 })

@@ -139,3 +139,24 @@ t.test('an unannounced shadow leaves the client\'s headers exactly as without it
     t.match(res.headers.get('ratelimit') ?? '', /^"minute";r=59;t=\d+$/)
   }
 })
+
+t.test('an Enterprise key\'s own shadow: counted under its plan, listed by GET /admin/plans/enterprise/shadow', async (t) => {
+  const keys = [
+    'keys:',
+    '  - id: demo-enterprise',
+    '    sha256: 33f639c49918e5eeecf11fa176c37b1c383de37712dc82106a4aacc88fc0e890',
+    '    plan: enterprise',
+    '    limits: { perMinute: 5000, perDay: 2000000, shadow: { perMinute: 2 } }',
+    ''
+  ].join('\n')
+  const gw = await startGateway(t, { config: testConfig({ 'keys.yaml': keys }) })
+  for (let i = 0; i < 5; i++) {
+    const res = await fetch(`${gw.url}/v1/pets?limit=1`, { headers: bearer(DEMO_KEYS.enterprise) })
+    await res.arrayBuffer()
+    t.equal(res.status, 200)
+  }
+  const { samples } = await scrape(gw.adminUrl)
+  t.equal(sampleValue(samples, 'gateway_shadow_rejections_total', { plan: 'enterprise', window: 'minute' }), 3)
+  const shadow = await (await fetch(`${gw.adminUrl}/admin/plans/enterprise/shadow`)).json() as Record<string, unknown>
+  t.match(shadow, { plan: 'enterprise', limits: 'custom', shadow: null, consumers: 1, rejections: 3, top: [{ consumerId: 'demo-enterprise', rejections: 3, admitted: 3 }] })
+})
