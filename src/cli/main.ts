@@ -12,16 +12,22 @@ import { ConfigError, parseConfig } from '../gateway/config/loader.js'
 import { loadConfigOnce } from '../gateway/config/provider.js'
 import { DEFAULT_CONFIG_DIR, loadConfigDir, readConfigTexts } from '../gateway/config/read-files.js'
 import { createStore } from '../gateway/limiter/create-store.js'
+import type { Limits } from '../gateway/config/types.js'
 import { settingsFromEnv } from '../gateway/runtime/settings.js'
 import { adminCall, DEFAULT_ADMIN_URL, type AdminTarget } from './admin-client.js'
 import { writeFileAtomic } from './atomic-write.js'
 import { CommandError, UsageError } from './errors.js'
 import { formatConsumer, formatReset } from './format-consumer.js'
+import { formatShadow, formatUsage, formatUsageDays, usageCsv } from './format-history.js'
 import { generateKey } from './key-material.js'
+import { plansDiff, type RunningConfig } from './plans-diff.js'
 import { DEFAULT_GRACE, isoSeconds, parseGrace, rotateKeysText } from './rotate.js'
 import { COMMANDS, commandUsage, groupUsage, PROGRAM, usage, type CommandHelp } from './usage.js'
 
 type Out = (line: string) => void
+
+/** Days of usage history `keys show` ends with (today and the days before it). */
+const SHOW_USAGE_DAYS = 7
 
 function positiveInt (name: string, raw: string | undefined): number | undefined {
   if (raw === undefined) return undefined
@@ -98,9 +104,56 @@ function oneId (positionals: string[], command: string): string {
 async function keysShow (args: string[], out: Out): Promise<number> {
   const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { admin: { type: 'string' }, json: { type: 'boolean' } } })
   const id = oneId(positionals, 'keys show')
-  const body = await adminCall(adminTarget(values.admin), 'GET', `/admin/consumers/${id}`)
-  if (values.json === true) out(JSON.stringify(body, null, 2))
-  else for (const line of formatConsumer(body)) out(line)
+  const target = adminTarget(values.admin)
+  const body = await adminCall(target, 'GET', `/admin/consumers/${id}`)
+  if (values.json === true) {
+    out(JSON.stringify(body, null, 2))
+    return 0
+  }
+  for (const line of formatConsumer(body)) out(line)
+  // The gateway's days (its clock, not this machine's): the default range, of which the last few.
+  try {
+    const usage = await adminCall(target, 'GET', `/admin/consumers/${id}/usage`)
+    for (const line of formatUsageDays(usage, SHOW_USAGE_DAYS)) out(line)
+  } catch (err) {
+    // The consumer was shown; a gateway without the history (older) or a store that does not answer says so in one line.
+    if (!(err instanceof CommandError)) throw err
+    out(`usage by UTC day: not available (${err.message})`)
+  }
+  return 0
+}
+
+const DATE = /^\d{4}-\d{2}-\d{2}$/
+
+async function keysUsage (args: string[], out: Out): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: { admin: { type: 'string' }, from: { type: 'string' }, to: { type: 'string' }, csv: { type: 'boolean' }, json: { type: 'boolean' } }
+  })
+  const id = oneId(positionals, 'keys usage')
+  const query = new URLSearchParams()
+  for (const name of ['from', 'to'] as const) {
+    const value = values[name]
+    if (value === undefined) continue
+    if (!DATE.test(value)) throw new UsageError(`--${name} must be a UTC date YYYY-MM-DD, got "${value}"`)
+    query.set(name, value)
+  }
+  const search = query.size === 0 ? '' : `?${query.toString()}`
+  const body = await adminCall(adminTarget(values.admin), 'GET', `/admin/consumers/${id}/usage${search}`)
+  const lines = values.json === true ? [JSON.stringify(body, null, 2)] : values.csv === true ? usageCsv(body) : formatUsage(body)
+  for (const line of lines) out(line)
+  return 0
+}
+
+async function plansShadow (args: string[], out: Out): Promise<number> {
+  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { admin: { type: 'string' }, top: { type: 'string' }, json: { type: 'boolean' } } })
+  const [plan, ...extra] = positionals
+  if (plan === undefined || extra.length > 0) throw new UsageError('plans shadow needs exactly one plan')
+  const top = positiveInt('top', values.top)
+  const body = await adminCall(adminTarget(values.admin), 'GET', `/admin/plans/${encodeURIComponent(plan)}/shadow${top === undefined ? '' : `?top=${top}`}`)
+  const lines = values.json === true ? [JSON.stringify(body, null, 2)] : formatShadow(body)
+  for (const line of lines) out(line)
   return 0
 }
 
@@ -116,6 +169,28 @@ function keysHash (args: string[], out: Out): number {
   const key = args[0] ?? readFileSync(0, 'utf8').split('\n', 1)[0]?.trim() ?? ''
   if (key === '') throw new UsageError('give the key as an argument or on stdin')
   out(keyDigest(key))
+  return 0
+}
+
+/** `plans diff DIR`: DIR loaded as the gateway would load it, against the config in force (plans-diff.ts). */
+async function plansDiffCommand (args: string[], out: Out): Promise<number> {
+  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { admin: { type: 'string' } } })
+  const [dir, ...extra] = positionals
+  if (dir === undefined || extra.length > 0) throw new UsageError('plans diff needs exactly one config directory')
+  const next = await loadConfigOnce({ dir, maxBytes: settingsFromEnv().configMaxBytes, now: Date.now })
+  const target = adminTarget(values.admin)
+  const running = await adminCall(target, 'GET', '/admin/config') as RunningConfig
+  const { lines, changed } = await plansDiff(running, next, async (id) => {
+    try {
+      return (await adminCall(target, 'GET', `/admin/consumers/${id}`)).limits as Limits
+    } catch (e) {
+      if (e instanceof CommandError && e.message.startsWith('No consumer or key')) return undefined
+      throw e
+    }
+  })
+  out(`${dir} against the running gateway (config version ${running.version ?? '?'}):`)
+  for (const line of lines) out(line)
+  if (!changed) out('no limit changes')
   return 0
 }
 
@@ -191,6 +266,9 @@ const HANDLERS: Readonly<Record<string, Handler>> = {
   'keys hash': (args, out) => keysHash(args, out),
   'keys show': async (args, out) => await keysShow(args, out),
   'keys reset': async (args, out) => await keysReset(args, out),
+  'keys usage': async (args, out) => await keysUsage(args, out),
+  'plans shadow': async (args, out) => await plansShadow(args, out),
+  'plans diff': async (args, out) => await plansDiffCommand(args, out),
   'config check': (args, out, err) => configCheck(args, out, err),
   'bans list': async (args, out) => await bans('list', args, out),
   'bans lift': async (args, out) => await bans('lift', args, out)

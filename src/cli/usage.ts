@@ -53,14 +53,42 @@ export const COMMANDS: readonly CommandHelp[] = [
   {
     name: 'keys show',
     args: 'ID [--json] [--admin URL]',
-    summary: 'a consumer (or key) on the running gateway: credentials, usage, ban',
+    summary: 'a consumer (or key) on the running gateway: credentials, usage, ban, the last 7 days',
     details: ['  --json           the admin API\'s answer as it is', ADMIN_OPTION]
+  },
+  {
+    name: 'keys usage',
+    args: 'ID [--from YYYY-MM-DD] [--to YYYY-MM-DD] [--csv | --json] [--admin URL]',
+    summary: 'a consumer\'s requests admitted and rejected per UTC day (the last 35 days are kept)',
+    details: [
+      '  --from, --to     UTC days, at most 35 of them (default: the last 35 days up to today)',
+      '  --csv            date,consumer,plan,admitted,rejected,total: one line per day, for billing',
+      '  --json           the admin API\'s answer as it is',
+      ADMIN_OPTION
+    ]
   },
   {
     name: 'keys reset',
     args: 'ID [--admin URL]',
     summary: 'clear a consumer\'s windows, ban and escalation on the running gateway',
     details: [ADMIN_OPTION]
+  },
+  {
+    name: 'plans shadow',
+    args: 'PLAN [--top N] [--json] [--admin URL]',
+    summary: 'who PLAN\'s shadow limits would have rejected in the last 24 h, top N by count',
+    details: ['  --top N          consumers listed (default 20)', '  --json           the admin API\'s answer as it is', ADMIN_OPTION]
+  },
+  {
+    name: 'plans diff',
+    args: 'DIR [--admin URL]',
+    summary: 'which limits the config in DIR would change on the running gateway, for how many consumers',
+    details: [
+      ADMIN_OPTION,
+      'DIR is loaded as the gateway would load it (its problems are printed, exit 1); per plan: the limits',
+      'in force → the new ones (shadow included) and the consumers DIR configures on it; per consumer of a',
+      'custom plan: its own limits in force → its new ones.'
+    ]
   },
   {
     name: 'config check',

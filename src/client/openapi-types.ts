@@ -1553,7 +1553,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description No animal with this id (on the admin port: no such consumer, key or ban) (`not_found`) */
+            /** @description No animal with this id (on the admin port: no such consumer, key, plan or ban) (`not_found`) */
             404: {
                 headers: {
                     /** @description Identifier of this request, for support and logs */

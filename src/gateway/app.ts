@@ -2,9 +2,10 @@
 // tests build it with options). Plugins are registered in the order of the request pipeline:
 // client address → tracing (server span, trace id of the log lines) → config snapshot (and, from a
 // config directory, its first load) → screen (malformed URL, doubled Authorization) → authenticate →
-// shed load (503 when the gateway is over capacity) → limit (inside its span) → 400 for what was
-// screened → require a key (401) → route (404/405) → lifecycle → edge checks (413/415, by Fastify's
-// body parsing) → proxy. The connection caps watch the listener beside it (edge/connection-limits.ts).
+// shed load (503 when the gateway is over capacity) → limit (inside its span; each consumer's decision
+// counted for its usage history) → 400 for what was screened → require a key (401) → route (404/405)
+// → lifecycle → edge checks (413/415, by Fastify's body parsing) → proxy. The connection caps watch
+// the listener beside it (edge/connection-limits.ts).
 import { randomUUID } from 'node:crypto'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import type { LoggerOptions } from 'pino'
@@ -19,6 +20,7 @@ import { connectionLimitsPlugin } from './edge/connection-limits.js'
 import { fastifyLimitOptions, installJsonParser, refuseConnect, serverLimits, type ServerLimits } from './edge/limits.js'
 import { rejectScreened, screenRequest } from './edge/request-screen.js'
 import { ReadinessRegistry } from './runtime/readiness.js'
+import { historyPlugin, type HistoryOptions } from './history/plugin.js'
 import { lifecyclePlugin } from './lifecycle/plugin.js'
 import { loadSheddingPlugin, type LoadSheddingOptions } from './edge/load-shedding.js'
 import { limiterPlugin, type LimiterOptions } from './limiter/plugin.js'
@@ -63,6 +65,8 @@ export interface GatewayOptionsBase {
   loadShedding?: LoadSheddingOptions
   /** The limiter's store (or Redis settings to create one); it runs on `now`. Default: in-process store. */
   limiter?: LimiterOptions
+  /** Usage history and shadow records (history/plugin.ts): where they live and how often they are written. */
+  history?: HistoryOptions
   /** Header/body/time/connection limits of the public listener (edge/limits.ts); tests shorten the timeouts. */
   serverLimits?: Partial<ServerLimits>
   /** The OpenAPI document's servers (public production / staging origins) and docs page. */
@@ -131,7 +135,8 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
   await app.register(authenticate)
   await app.register(loadSheddingPlugin, { minLimit: options.upstreamConnections, ...options.loadShedding })
   await app.register(limiterSpanStart)
-  await app.register(limiterPlugin, { ...options.limiter, readiness })
+  await app.register(historyPlugin, { ...options.history, settings: options.limiter?.settings })
+  await app.register(limiterPlugin, { ...options.limiter, readiness, recorder: app.history.recorder })
   await app.register(limiterSpanEnd)
   await app.register(rejectScreened)
   await app.register(requireKey)

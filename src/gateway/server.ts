@@ -70,6 +70,7 @@ async function main (): Promise<void> {
       serverLimits: { maxConnections: settings.maxConnections, maxConnectionsPerClient: settings.maxConnectionsPerClient },
       logger,
       limiter: { settings },
+      history: { flushMs: settings.historyFlushMs },
       openApi: { publicBaseUrl: settings.publicBaseUrl, stagingBaseUrl: settings.stagingBaseUrl },
       readiness,
       tracing: { settings: settings.tracing, incoming: settings.traceIncoming }

@@ -29,7 +29,7 @@ export const ERROR_CODES = {
   key_expired: { status: 401, description: 'The API key is past its expiry date; the message says when it expired' },
   forbidden: { status: 403, description: 'The admin port refuses a request from a foreign Host or Origin, or a state-changing one that is not JSON', publicPort: false },
   insufficient_scope: { status: 403, description: 'The API key lacks the scope this method needs: `read` for GET and HEAD, `write` for every other method' },
-  not_found: { status: 404, description: 'No animal with this id (on the admin port: no such consumer, key or ban)' },
+  not_found: { status: 404, description: 'No animal with this id (on the admin port: no such consumer, key, plan or ban)' },
   route_not_found: { status: 404, description: 'No operation at this path' },
   method_not_allowed: { status: 405, description: 'The path exists but not with this method; `Allow` lists the methods it takes' },
   request_timeout: { status: 408, description: 'The request was not received in time' },
@@ -166,6 +166,7 @@ export const adminErrors = {
   consumerNotFound: (id: string) => new ApiError('not_found', `No consumer or key with id ${id}`),
   keyNotFound: (keyId: string) => new ApiError('not_found', `No key with id ${keyId}`),
   keyNotBanned: (keyId: string) => new ApiError('not_found', `Key ${keyId} is not banned`),
+  planNotFound: (plan: string, known: readonly string[]) => new ApiError('not_found', `No plan named ${plan} (known: ${known.join(', ')})`),
   storeNoAnswer: () => gatewayErrors.unavailable('The limiter store did not answer; try again'),
   reloadUnavailable: () => new ApiError('reload_unavailable', 'This gateway runs on a fixed config, not a config directory')
 } as const

@@ -43,7 +43,7 @@ t.test('mistakes are one line on stderr and exit 1', async (t) => {
   for (const [args, line] of [
     [['frobnicate'], 'unknown command "frobnicate" (petstore-gateway --help lists the commands)'],
     [['frobnicate', '--help'], 'unknown command "frobnicate" (petstore-gateway --help lists the commands)'],
-    [['keys'], 'keys needs a command: create, rotate, hash, show, reset (petstore-gateway keys --help)'],
+    [['keys'], 'keys needs a command: create, rotate, hash, show, usage, reset (petstore-gateway keys --help)'],
     [['keys', 'delete', 'x'], 'unknown command "keys delete" (petstore-gateway keys --help lists its commands)'],
     [['bans'], 'bans needs a command: list, lift (petstore-gateway bans --help)'],
     [['keys', 'show'], 'keys show needs exactly one id (petstore-gateway keys show --help)'],

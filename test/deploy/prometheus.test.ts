@@ -15,7 +15,7 @@ const REQUIRED_METRICS = [
   'gateway_requests_total', 'gateway_request_duration_seconds', 'gateway_upstream_duration_seconds',
   'gateway_ratelimit_rejections_total', 'gateway_bans_total', 'gateway_banned_keys',
   'gateway_deprecated_requests_total', 'gateway_store_errors_total', 'gateway_store_fallback_active',
-  'gateway_config_reloads_total', 'gateway_keys_expiring', 'gateway_keys_expired'
+  'gateway_config_reloads_total', 'gateway_keys_expiring', 'gateway_keys_expired', 'gateway_shadow_rejections_total'
 ]
 
 function promtool (args: string[], input?: string): { code: number | null, output: string } {
@@ -81,9 +81,47 @@ t.test('promtool check rules: the alert rules, one per operational concern', asy
     ['config reload failures', 'gateway_config_reloads_total{result="failure"}'],
     ['backend latency', 'gateway_upstream_duration_seconds_bucket'],
     ['load shed (503)', 'gateway_shed_requests_total'],
+    ['a rehearsed plan change (shadow limits)', 'alert: GatewayShadowLimitWouldReject'],
     ['keys expiring soon', 'alert: GatewayKeysExpiringSoon\n        expr: max(gateway_keys_expiring{within="7d"}) > 0']
   ]
   for (const [concern, metric] of concerns) t.ok(text.includes(metric), `an alert on ${concern} (${metric})`)
+})
+
+t.test('the shadow alert fires for a plan whose shadow would reject over 5 % of its requests, and not for the others (promtool test rules)', async (t) => {
+  const dir = t.testdir()
+  // free: 100 req/min, 10 of them shadow rejections (10 %); pro: 100 req/min, 1 (1 %).
+  writeFileSync(join(dir, 'shadow-test.yml'), [
+    'rule_files: [' + JSON.stringify(join(DEPLOY, 'prometheus', 'alerts.yml')) + ']',
+    'evaluation_interval: 1m',
+    'tests:',
+    '  - interval: 1m',
+    '    input_series:',
+    '      - { series: \'gateway_requests_total{plan="free",status="200"}\', values: "0+100x60" }',
+    '      - { series: \'gateway_shadow_rejections_total{plan="free",window="minute"}\', values: "0+10x60" }',
+    '      - { series: \'gateway_requests_total{plan="pro",status="200"}\', values: "0+100x60" }',
+    '      - { series: \'gateway_shadow_rejections_total{plan="pro",window="minute"}\', values: "0+1x60" }',
+    '    alert_rule_test:',
+    '      - eval_time: 10m',
+    '        alertname: GatewayShadowLimitWouldReject',
+    '        exp_alerts: []',
+    '      - eval_time: 40m',
+    '        alertname: GatewayShadowLimitWouldReject',
+    '        exp_alerts:',
+    '          - exp_labels: { severity: info, plan: free }',
+    '            exp_annotations:',
+    '              summary: "Plan free: its shadow limits would reject 10% of its requests"',
+    '              description: "The limits being rehearsed for free would answer this share of its traffic 429 once enforced (nothing is rejected for them now). See who with: petstore-gateway plans shadow free."',
+    ''
+  ].join('\n'))
+  const res = promtool(['test', 'rules', join(dir, 'shadow-test.yml')])
+  t.equal(res.code, 0, res.output)
+})
+
+t.test('the dashboard has the shadow rejections panel, by plan and window', async (t) => {
+  const panel = dashboardQueries().find((q) => q.expr.includes('gateway_shadow_rejections_total'))
+  t.ok(panel, 'a panel queries gateway_shadow_rejections_total')
+  t.match(panel?.expr, /^sum by \(plan, window\) \(rate\(gateway_shadow_rejections_total\{instance=~"\$instance"\}\[\$__rate_interval\]\)\)$/)
+  t.match(panel?.title, /^Shadow rejections per second by plan and window/)
 })
 
 t.test('every dashboard query is valid PromQL (promtool parses them as recording rules)', async (t) => {

@@ -7,6 +7,7 @@ import Fastify, { type FastifyInstance } from 'fastify'
 import { adminErrors, installErrorHandling } from '../../interface/errors.js'
 import type { ReadinessRegistry } from '../runtime/readiness.js'
 import { adminApi } from './api.js'
+import { adminHistoryRoutes } from './history-routes.js'
 import { DEFAULT_ADMIN_HOSTS, PROBE_PATHS, refuseCrossOriginWrites, requireAdminHost } from './request-guard.js'
 
 export interface AdminOptions {
@@ -65,6 +66,7 @@ export async function buildAdmin (options: AdminOptions): Promise<FastifyInstanc
     return reply.code(report.ready ? 200 : 503).send({ status: report.ready ? 'ready' : 'not_ready', checks: report.checks })
   })
   await app.register(adminApi, { gateway, identity: options.token === undefined ? 'loopback' : 'admin-token' })
+  await app.register(adminHistoryRoutes, { gateway })
   app.get('/metrics', async (_request, reply) => {
     const { registry } = gateway.metrics
     return reply.type(registry.contentType).send(await registry.metrics())

@@ -1,6 +1,8 @@
 // The checks of keys.yaml's entries that span fields, entries and files: duplicate ids and digests,
 // real expiry dates, the plan each key names (it must exist; a custom plan needs the key's own
-// limits), limits that hold together, and one consumer's credentials agreeing on plan and limits.
+// limits), limits that hold together (a shadow included), and one consumer's credentials agreeing on
+// plan and limits.
+import { checkShadow, limitsText, sameLimits, type ShadowEntry } from './limits.js'
 import { ALL_SCOPES, type KeyRecord, type Limits, type Scope } from './types.js'
 
 /** One entry of keys.yaml, as its schema allows it. */
@@ -9,7 +11,8 @@ export interface KeyEntry {
   sha256: string
   consumer?: string
   plan: string
-  limits?: Limits
+  /** The key's own limits: they replace its plan's, shadow included. */
+  limits?: { perMinute: number, perDay: number, shadow?: ShadowEntry }
   disabled?: boolean
   expiresAt?: string
   scopes?: Scope[]
@@ -23,10 +26,6 @@ export type PlanState =
 
 /** Collects problems (the loader's ProblemList). */
 interface Problems { add: (problem: string) => void }
-
-function limitsText (limits: Limits): string {
-  return `(${limits.perMinute}/min, ${limits.perDay}/day)`
-}
 
 /** Unix ms of an RFC 3339 timestamp or a date alone (00:00 UTC); NaN for a day the calendar lacks (Date.parse would roll 02-31 over). */
 export function toMillis (date: string): number {
@@ -64,10 +63,18 @@ export function checkKeys (entries: readonly KeyEntry[], plans: ReadonlyMap<stri
     } else {
       digestOwner.set(key.sha256, key.id)
     }
-    let limits = key.limits
-    if (limits !== undefined && limits.perDay < limits.perMinute) {
-      problems.add(`${at}.limits: perDay (${limits.perDay}) must be at least perMinute (${limits.perMinute}): a day holds every minute's requests`)
-      ok = false
+    let limits: Limits | undefined
+    if (key.limits !== undefined) {
+      const enforced = { perMinute: key.limits.perMinute, perDay: key.limits.perDay }
+      limits = enforced
+      if (enforced.perDay < enforced.perMinute) {
+        problems.add(`${at}.limits: perDay (${enforced.perDay}) must be at least perMinute (${enforced.perMinute}): a day holds every minute's requests`)
+        ok = false
+      } else if (key.limits.shadow !== undefined) {
+        const shadow = checkShadow(`${at}.limits.shadow`, key.limits.shadow, enforced, problems)
+        if (shadow === undefined) ok = false
+        else limits = { ...enforced, shadow }
+      }
     }
     if (plans !== undefined) {
       const plan = plans.get(key.plan)
@@ -98,9 +105,9 @@ export function checkKeys (entries: readonly KeyEntry[], plans: ReadonlyMap<stri
       // a repeated id is reported above; comparing it as its own consumer would only repeat that
     } else if (first === undefined) {
       consumers.set(consumerId, { index: i, id: key.id, plan: key.plan, limits })
-    } else if (first.plan !== key.plan || first.limits?.perMinute !== limits?.perMinute || first.limits?.perDay !== limits?.perDay) {
-      const mine = limits === undefined ? '' : ` ${limitsText(limits)}`
-      const theirs = first.limits === undefined ? '' : ` ${limitsText(first.limits)}`
+    } else if (first.plan !== key.plan || !sameLimits(first.limits, limits)) {
+      const mine = limits === undefined ? '' : ` (${limitsText(limits)})`
+      const theirs = first.limits === undefined ? '' : ` (${limitsText(first.limits)})`
       problems.add(`${at}: consumer "${consumerId}" has plan "${key.plan}"${mine} here but ` +
         `plan "${first.plan}"${theirs} in keys[${first.index}] ("${first.id}"): ` +
         'credentials of one consumer must agree on plan and limits')

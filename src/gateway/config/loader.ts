@@ -11,6 +11,7 @@ import { LineCounter, parseDocument } from 'yaml'
 import { DEFAULT_IPV6_PREFIX } from '../edge/client-address.js'
 import { checkKeys, toMillis, type KeyEntry, type PlanState } from './check-keys.js'
 import { parseCanonicalKeys } from './keys-fast-path.js'
+import { checkShadow, type ShadowEntry } from './limits.js'
 import { keysFileSchema, planEntrySchema, plansFileSchema, routesFileSchema } from './schema.js'
 import type { AnonymousPolicy, BanPolicy, ConfigSnapshot, KeyRecord, Limits, RouteRule } from './types.js'
 
@@ -59,7 +60,7 @@ const validators: Record<ConfigFileName, ValidateFunction> = {
 }
 const validPlanEntry = ajv.compile(planEntrySchema)
 
-interface PlanEntry { perMinute?: number, perDay?: number, custom?: true }
+interface PlanEntry { perMinute?: number, perDay?: number, custom?: true, shadow?: ShadowEntry }
 interface PlansFile {
   plans: Record<string, PlanEntry>
   anonymous: Limits & { ipv6Prefix?: number }
@@ -169,14 +170,22 @@ function checkPlans (data: unknown, problems: ProblemList): Map<string, PlanStat
       continue
     }
     const plan = entry as PlanEntry
+    const at = `plans.yaml: plans.${name}`
     if (plan.custom === true && plan.perMinute === undefined && plan.perDay === undefined) {
-      plans.set(name, { kind: 'custom' })
+      const shadowOk = plan.shadow === undefined || checkShadow(`${at}.shadow`, plan.shadow, undefined, problems) !== undefined
+      plans.set(name, shadowOk ? { kind: 'custom' } : { kind: 'invalid' })
     } else if (plan.custom === undefined && plan.perMinute !== undefined && plan.perDay !== undefined) {
-      const limits = { perMinute: plan.perMinute, perDay: plan.perDay }
-      plans.set(name, checkDayCoversMinute(`plans.yaml: plans.${name}`, limits, problems) ? { kind: 'fixed', limits } : { kind: 'invalid' })
+      const enforced = { perMinute: plan.perMinute, perDay: plan.perDay }
+      if (!checkDayCoversMinute(at, enforced, problems)) {
+        plans.set(name, { kind: 'invalid' })
+        continue
+      }
+      const shadow = plan.shadow === undefined ? undefined : checkShadow(`${at}.shadow`, plan.shadow, enforced, problems)
+      if (plan.shadow !== undefined && shadow === undefined) plans.set(name, { kind: 'invalid' })
+      else plans.set(name, { kind: 'fixed', limits: shadow === undefined ? enforced : { ...enforced, shadow } })
     } else {
       plans.set(name, { kind: 'invalid' })
-      problems.add(`plans.yaml: plans.${name}: needs perMinute and perDay, or custom: true (not both)`)
+      problems.add(`${at}: needs perMinute and perDay, or custom: true (not both)`)
     }
   }
   return plans
@@ -250,6 +259,11 @@ export function validateConfig (texts: ConfigTexts, maxProblems = DEFAULT_MAX_RE
   }
 }
 
+function freezeLimits (limits: Limits): Limits {
+  if (limits.shadow !== undefined) Object.freeze(limits.shadow)
+  return Object.freeze(limits)
+}
+
 /** A config's keys, frozen and indexed by digest and by id, filled in as they arrive. */
 export class KeyIndex {
   readonly byDigest = new Map<string, KeyRecord>()
@@ -257,7 +271,7 @@ export class KeyIndex {
 
   /** Adds one record (a worker's arrives as a plain structured-clone copy: it is frozen here). */
   add (digest: string, record: KeyRecord): void {
-    Object.freeze(record.limits)
+    freezeLimits(record.limits)
     Object.freeze(record.scopes)
     Object.freeze(record)
     this.byDigest.set(digest, record)
@@ -275,7 +289,7 @@ export function buildSnapshot (config: ConfigWithoutKeys, keys: KeyIndex, loaded
   return Object.freeze({
     version: config.version,
     loadedAt,
-    plans: new Map(config.plans.map(([name, limits]) => [name, limits === undefined ? undefined : Object.freeze(limits)])),
+    plans: new Map(config.plans.map(([name, limits]) => [name, limits === undefined ? undefined : freezeLimits(limits)])),
     anonymous: Object.freeze(config.anonymous),
     ban: Object.freeze(config.ban),
     keysByDigest: keys.byDigest,

@@ -1,5 +1,5 @@
 // JSON Schemas of plans.yaml, keys.yaml and routes.yaml. Shape and bounds only; rules that span
-// fields or entries (perDay ≥ perMinute, unknown plan, duplicates, enterprise limits) are checked by
+// fields or entries (perDay ≥ perMinute, shadow below enforced, unknown plan, duplicates, enterprise limits) are checked by
 // the loader after these pass. Every number has a bound that both the Redis script and the
 // in-process store carry exactly (docs/decisions.md §8 gives the reasons): a value outside it would
 // reach the arithmetic as something it cannot read (the script parses the ban policy as digits; a
@@ -30,6 +30,23 @@ const limits = {
   }
 } as const
 
+/**
+ * Limits being rehearsed (`shadow`), beside a plan's or a key's enforced ones: the same bounds; that
+ * at least one window is given and each is below its enforced limit is the loader's rule (limits.ts).
+ */
+const shadow = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    perMinute: limits.properties.perMinute,
+    perDay: limits.properties.perDay,
+    announce: { type: 'boolean' }
+  }
+} as const
+
+/** A key's own limits, which may carry a shadow. */
+const keyLimits = { ...limits, properties: { ...limits.properties, shadow } } as const
+
 const banSeconds = { type: 'integer', minimum: 1, maximum: MAX_BAN_SECONDS } as const
 
 /** One entry of `plans`: fixed limits, or `custom: true` (limits from each key). */
@@ -39,7 +56,8 @@ export const planEntrySchema = {
   properties: {
     perMinute: limits.properties.perMinute,
     perDay: limits.properties.perDay,
-    custom: { const: true }
+    custom: { const: true },
+    shadow
   }
 } as const
 
@@ -85,7 +103,7 @@ export const keysFileSchema = {
           sha256: { type: 'string', pattern: '^[0-9a-f]{64}$' },
           consumer: { type: 'string', pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$' },
           plan: { type: 'string' },
-          limits,
+          limits: keyLimits,
           disabled: { type: 'boolean' },
           expiresAt: { type: 'string', pattern: isoDate },
           scopes: { type: 'array', minItems: 1, uniqueItems: true, items: { enum: ['read', 'write'] } }

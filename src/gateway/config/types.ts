@@ -2,6 +2,19 @@
 export interface Limits {
   readonly perMinute: number
   readonly perDay: number
+  /** Limits being rehearsed: every decision's counts are compared with them too, nothing is enforced (docs/decisions.md §15). */
+  readonly shadow?: ShadowLimits | undefined
+}
+
+/**
+ * A plan's (or a key's) next limits, rehearsed before they are enforced: at least one window, each
+ * below the enforced limit of its window (loader checks).
+ */
+export interface ShadowLimits {
+  readonly perMinute: number | undefined
+  readonly perDay: number | undefined
+  /** Adds them to `RateLimit-Policy` as the next policy, so clients can adapt before enforcement. */
+  readonly announce: boolean
 }
 
 /** `read`: GET and HEAD; `write`: every other method. */

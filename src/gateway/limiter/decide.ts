@@ -1,9 +1,11 @@
 // Decision arithmetic: a store's answer (counts, reset and retry instants, ban end) and the limits
-// applied → what the client is told (binding window, remaining, reset, Retry-After). Pure functions
-// of their arguments, so the headers of every outcome are tested without a store.
+// applied → what the client is told (binding window, remaining, reset, Retry-After), and whether the
+// limits being rehearsed would have rejected it (shadow.ts: a comparison of the same counts). Pure
+// functions of their arguments, so the headers of every outcome are tested without a store.
 import type { Limits } from '../config/types.js'
 import type { RateLimitDecision, WindowName } from './decision.js'
 import { policyField } from './headers.js'
+import { shadowRejection } from './shadow.js'
 import type { ConsumeResult } from './store.js'
 
 /** STORE_ON_ERROR=closed: the 503's Retry-After and reset, in seconds. */
@@ -39,7 +41,9 @@ export function decide (result: ConsumeResult, limits: Limits, policy: string): 
     banStarted: result.outcome === 'ban_started',
     resetIn: Math.max(0, reset - Math.floor(result.now / 1000)),
     policyField: policyField(limits),
-    rejectedBy
+    rejectedBy,
+    now: result.now,
+    shadowRejectedBy: limits.shadow === undefined ? undefined : shadowRejection(result, limits.shadow)
   }
 }
 
@@ -58,7 +62,9 @@ export function bannedDecision (until: number, now: number, limits: Limits, poli
     banStarted,
     resetIn: retryAfter,
     policyField: policyField(limits),
-    rejectedBy: undefined
+    rejectedBy: undefined,
+    now,
+    shadowRejectedBy: undefined
   }
 }
 

@@ -1,5 +1,7 @@
 // What the limiter decided for one request, as the rest of the gateway reads it (response headers,
-// metrics, logs).
+// metrics, logs, the usage history and shadow records).
+import type { KeyRecord } from '../config/types.js'
+
 export type WindowName = 'minute' | 'day'
 
 export interface RateLimitDecision {
@@ -24,6 +26,19 @@ export interface RateLimitDecision {
   readonly policyField: string
   /** On `rate_limited`: the full window that admits again last (the one `retryAfter` waits for). */
   readonly rejectedBy: WindowName | undefined
+  /** Unix ms of the decision: the store's clock (Redis TIME on Redis), the gateway's for a ban cached in process. */
+  readonly now: number
+  /** The window whose shadow limit would have rejected this request (limiter/shadow.ts); undefined when none would. */
+  readonly shadowRejectedBy: WindowName | undefined
+}
+
+/**
+ * Told every decision about a consumer (never an anonymous client's), in the request, so it must
+ * only count: the usage history and shadow records (history/tally.ts) write what it counted later,
+ * off the hot path.
+ */
+export interface DecisionRecorder {
+  note: (consumer: KeyRecord, decision: RateLimitDecision) => void
 }
 
 declare module 'fastify' {

@@ -16,6 +16,7 @@ import { limiterId } from './consumer-id.js'
 import { createStore, type StoreSettings, type StoreStack } from './create-store.js'
 import { ANONYMOUS_PLAN } from '../../shared/labels.js'
 import { bannedDecision, decide, unavailableHeaders } from './decide.js'
+import type { DecisionRecorder } from './decision.js'
 import { setRateLimitHeaders } from './headers.js'
 import type { BanEntry, ConsumeResult, LimiterStore } from './store.js'
 import { evictionWarning, plainHealth, storeReport, type StoreHealth } from './store-health.js'
@@ -32,6 +33,8 @@ export interface LimiterOptions {
 export interface LimiterPluginOptions extends LimiterOptions {
   /** Where the store's readiness check is registered. */
   readiness: ReadinessRegistry
+  /** Told each decision about a consumer (usage history, shadow records: history/plugin.ts). */
+  recorder?: DecisionRecorder | undefined
 }
 
 export interface Limiter {
@@ -70,6 +73,7 @@ async function stackOf (app: FastifyInstance, opts: LimiterOptions): Promise<Sto
 
 export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlugin (app, opts) {
   const now = app.clock
+  const recorder = opts.recorder
   const { store, health } = await stackOf(app, opts)
   const bans = createBanCache(now, DEFAULT_BAN_CACHE_SIZE, () => health.fallbackActive())
   store.watchBanLifts((id) => { bans.forget(id) })
@@ -127,6 +131,7 @@ export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlug
       if (cachedUntil !== undefined) {
         const decision = bannedDecision(cachedUntil, now(), limits, policy, false)
         request.rateLimit = decision
+        recorder?.note(consumer, decision)
         throw gatewayErrors.keyBanned(decision.retryAfter ?? 1)
       }
     }
@@ -142,10 +147,12 @@ export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlug
       if (result.outcome === 'ban_started') banCount.refreshSoon()
       const decision = bannedDecision(result.bannedUntil, result.now, limits, policy, result.outcome === 'ban_started')
       request.rateLimit = decision
+      if (consumer !== null) recorder?.note(consumer, decision)
       throw gatewayErrors.keyBanned(decision.retryAfter ?? 1)
     }
     const decision = decide(result, limits, policy)
     request.rateLimit = decision
+    if (consumer !== null) recorder?.note(consumer, decision)
     if (!decision.allowed) throw gatewayErrors.rateLimited(decision.retryAfter ?? 1, decision.rejectedBy ?? decision.window)
   })
 

@@ -11,6 +11,7 @@ import { DEFAULT_STORE_ON_ERROR, STORE_ON_ERROR_POLICIES, type StoreOnError } fr
 import { DEFAULT_ANONYMOUS_STATE_MAX } from '../limiter/stores/memory.js'
 import { DEFAULT_STORE_TIMEOUT_MS } from '../limiter/stores/resilient.js'
 import { DEFAULT_UPSTREAM_CONNECTIONS, DEFAULT_UPSTREAM_QUEUE_MAX } from '../proxy/upstream-gate.js'
+import { DEFAULT_HISTORY_FLUSH_MS } from '../history/plugin.js'
 import { DEFAULT_GATEWAY_SERVICE_NAME, DEFAULT_TRACE_INCOMING, TRACE_INCOMING_POLICIES, type TraceIncoming } from '../observability/tracing/plugin.js'
 import { tracingSettingsFromEnv, type TracingSettings } from '../../shared/tracing/settings.js'
 
@@ -60,6 +61,8 @@ export interface GatewaySettings {
   readonly redisSentinelName: string
   /** STORE_TIMEOUT_MS: a Redis call without progress for this long fails over to STORE_ON_ERROR. */
   readonly storeTimeoutMs: number
+  /** HISTORY_FLUSH_MS: how often usage history and shadow records are written (history/plugin.ts). */
+  readonly historyFlushMs: number
   /** STORE_ON_ERROR: `local` (in-process windows, per process), `open` (admit) or `closed` (503). */
   readonly storeOnError: StoreOnError
   /** STORE_LEASES: hot consumers admitted from local leases on a Redis store (default true; false for tests and benches). */
@@ -170,6 +173,7 @@ export function settingsFromEnv (env: Env = process.env): GatewaySettings {
     redisSentinels: optional(env, 'REDIS_SENTINELS')?.split(',').map((s) => s.trim()).filter((s) => s !== ''),
     redisSentinelName: str(env, 'REDIS_SENTINEL_NAME', DEFAULT_REDIS_SENTINEL_NAME),
     storeTimeoutMs: int(env, 'STORE_TIMEOUT_MS', DEFAULT_STORE_TIMEOUT_MS, 1, 60_000),
+    historyFlushMs: int(env, 'HISTORY_FLUSH_MS', DEFAULT_HISTORY_FLUSH_MS, 100, 60_000),
     storeOnError: oneOf(env, 'STORE_ON_ERROR', DEFAULT_STORE_ON_ERROR, STORE_ON_ERROR_POLICIES),
     storeLeases: env.STORE_LEASES !== 'false',
     logLevel: str(env, 'LOG_LEVEL', DEFAULT_LOG_LEVEL),

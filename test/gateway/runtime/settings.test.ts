@@ -20,6 +20,7 @@ t.test('defaults follow docs/decisions.md §8', async (t) => {
     redisSentinels: undefined,
     redisSentinelName: 'mymaster',
     storeTimeoutMs: 50,
+    historyFlushMs: 5000,
     storeOnError: 'local',
     storeLeases: true,
     logLevel: 'info',
@@ -65,6 +66,7 @@ t.test('values from the environment are parsed and checked', async (t) => {
   t.same([settingsFromEnv({ UPSTREAM_CONNECTIONS: '8', UPSTREAM_QUEUE_MAX: '0' })].map((x) => [x.upstreamConnections, x.upstreamQueueMax]), [[8, 0]])
   t.equal(settingsFromEnv({ SHED_QUEUE_DELAY_MS: '0' }).shedQueueDelayMs, 0)
   t.throws(() => settingsFromEnv({ UPSTREAM_CONNECTIONS: '0' }), { message: 'UPSTREAM_CONNECTIONS: expected an integer from 1 to 4096, got "0"' })
+  t.equal(settingsFromEnv({ HISTORY_FLUSH_MS: '250' }).historyFlushMs, 250)
   t.throws(() => settingsFromEnv({ STORE_ON_ERROR: 'fail-open' }), { message: 'STORE_ON_ERROR: expected one of local, open, closed, got "fail-open"' })
   t.throws(() => settingsFromEnv({ BACKEND_URL: 'ftp://x' }), { message: 'BACKEND_URL: expected http(s)://host:port, got "ftp://x"' })
   t.same([settingsFromEnv({ MAX_CONNECTIONS: '500', MAX_CONNECTIONS_PER_CLIENT: '0' })].map((x) => [x.maxConnections, x.maxConnectionsPerClient]), [[500, 0]],

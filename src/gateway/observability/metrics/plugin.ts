@@ -73,6 +73,7 @@ export const metricsPlugin = fp<MetricsPluginOptions>(async function metricsPlug
     if (request.upstreamMs >= 0) metrics.upstreamDuration.observe(route, request.upstreamMs / 1000)
     if (request.lifecycle?.deprecated === true) metrics.deprecatedRequests.inc({ route, plan })
     const decision = request.rateLimit
+    if (decision?.shadowRejectedBy !== undefined) metrics.shadowRejections.inc({ plan: decision.policy, window: decision.shadowRejectedBy })
     if (decision && decision.outcome !== 'ok') {
       const window = decision.outcome === 'key_banned' ? 'ban' : decision.rejectedBy ?? decision.window
       metrics.rateLimitRejections.inc({ plan: decision.policy, window })

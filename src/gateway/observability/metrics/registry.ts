@@ -156,6 +156,8 @@ export interface GatewayMetrics {
   readonly upstreamDuration: RouteDurations
   readonly rateLimitRejections: Counter<'plan' | 'window'>
   readonly bans: Counter<'plan'>
+  /** Requests the shadow limits being rehearsed would have rejected (limiter/shadow.ts), by plan and window. */
+  readonly shadowRejections: Counter<'plan' | 'window'>
   readonly deprecatedRequests: Counter<'route' | 'plan'>
   /** For the config reloader: `configReloads.inc({ result: 'success' | 'failure' })`. */
   readonly configReloads: Counter<'result'>
@@ -233,6 +235,12 @@ export function createGatewayMetrics (opts: MetricsOptions): GatewayMetrics {
     name: 'gateway_bans_total',
     help: 'Bans started by this process, by plan',
     labelNames: ['plan'],
+    registers
+  })
+  const shadowRejections = new Counter<'plan' | 'window'>({
+    name: 'gateway_shadow_rejections_total',
+    help: 'Requests the shadow limits being rehearsed would have rejected (none was rejected for it), by plan and window',
+    labelNames: ['plan', 'window'],
     registers
   })
   const deprecatedRequests = new Counter<'route' | 'plan'>({
@@ -369,10 +377,11 @@ export function createGatewayMetrics (opts: MetricsOptions): GatewayMetrics {
   for (const plan of plans) {
     bans.inc({ plan }, 0)
     for (const window of REJECTION_WINDOWS) rateLimitRejections.inc({ plan, window }, 0)
+    if (plan !== ANONYMOUS_PLAN) for (const window of WINDOWS) shadowRejections.inc({ plan, window }, 0)
     for (const route of opts.deprecatedRoutes ?? []) deprecatedRequests.inc({ route, plan }, 0)
   }
   for (const result of RELOAD_RESULTS) configReloads.inc({ result }, 0)
   if (opts.keyExpiry !== undefined) registerKeyExpiryGauges(registry, opts.keyExpiry)
 
-  return { registry, requests, requestDuration, upstreamDuration, rateLimitRejections, bans, deprecatedRequests, configReloads }
+  return { registry, requests, requestDuration, upstreamDuration, rateLimitRejections, bans, shadowRejections, deprecatedRequests, configReloads }
 }

@@ -1,0 +1,120 @@
+// The admin API's reads of the history (history/plugin.ts): a consumer's usage per UTC day, and the
+// consumers a plan's shadow limits would have rejected in the last 24 h. Both flush this process's
+// counts first, so the answer is never behind its own traffic; other processes' counts arrive with
+// their next flush. `scope` says whether the answer is every gateway's (Redis) or this process's.
+import type { FastifyInstance } from 'fastify'
+import fp from 'fastify-plugin'
+import { adminErrors, requestErrors, type ApiError } from '../../interface/errors.js'
+import { dayOf, HOUR_MS, hourOf, isoDay, parseIsoDay } from '../history/days.js'
+import { SHADOW_WINDOW_HOURS, USAGE_HISTORY_DAYS } from '../history/store.js'
+import { resolveConsumer } from './consumers.js'
+
+/** Consumers listed by `GET /admin/plans/:plan/shadow` unless `top` says otherwise. */
+export const DEFAULT_SHADOW_TOP = 20
+export const MAX_SHADOW_TOP = 1000
+
+const ID_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$'
+
+const usageSchema = {
+  params: { type: 'object', required: ['id'], properties: { id: { type: 'string', pattern: ID_PATTERN } } },
+  querystring: { type: 'object', additionalProperties: false, properties: { from: { type: 'string' }, to: { type: 'string' } } }
+} as const
+
+const shadowSchema = {
+  params: { type: 'object', required: ['plan'], properties: { plan: { type: 'string', maxLength: 64 } } },
+  querystring: { type: 'object', additionalProperties: false, properties: { top: { type: 'integer', minimum: 1, maximum: MAX_SHADOW_TOP } } }
+} as const
+
+const SCOPE_NOTES = {
+  shared: 'every gateway process on this Redis',
+  process: 'this gateway process only, since it started (in-process limiter store)'
+} as const
+
+function invalid (message: string): ApiError {
+  return requestErrors.invalidParameter(message)
+}
+
+/** A `from`/`to` date: YYYY-MM-DD of a real UTC day. */
+function dayParameter (name: string, text: string | undefined, fallback: number): number {
+  if (text === undefined) return fallback
+  const day = parseIsoDay(text)
+  if (day === undefined) throw invalid(`${name} must be a UTC date YYYY-MM-DD, got "${text}"`)
+  return day
+}
+
+function iso (ms: number): string {
+  return new Date(ms).toISOString()
+}
+
+export const adminHistoryRoutes = fp<{ gateway: FastifyInstance }>(async function adminHistoryRoutes (app, { gateway }) {
+  async function fromHistory<T> (call: () => Promise<T>): Promise<T> {
+    try {
+      await gateway.history.flush()
+      return await call()
+    } catch (err) {
+      gateway.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'admin: history store call failed')
+      throw adminErrors.storeNoAnswer()
+    }
+  }
+
+  app.get<{ Params: { id: string }, Querystring: { from?: string, to?: string } }>('/admin/consumers/:id/usage', { schema: usageSchema }, async (request) => {
+    const consumer = resolveConsumer(gateway.gatewayConfig.current, request.params.id)
+    if (consumer === undefined) throw adminErrors.consumerNotFound(request.params.id)
+    const today = dayOf(gateway.clock())
+    const oldest = today - USAGE_HISTORY_DAYS + 1
+    const to = dayParameter('to', request.query.to, today)
+    const from = dayParameter('from', request.query.from, Math.max(oldest, to - USAGE_HISTORY_DAYS + 1))
+    if (to > today) throw invalid(`to (${isoDay(to)}) is after today (${isoDay(today)}, UTC)`)
+    if (from > to) throw invalid(`from (${isoDay(from)}) is after to (${isoDay(to)})`)
+    if (from < oldest) throw invalid(`the usage history keeps the last ${USAGE_HISTORY_DAYS} days: from must be ${isoDay(oldest)} or later, got ${isoDay(from)}`)
+    const days = await fromHistory(() => gateway.history.store.usage(consumer.id, from, to))
+    const scope = gateway.history.store.scope
+    let admitted = 0
+    let rejected = 0
+    for (const day of days) {
+      admitted += day.admitted
+      rejected += day.rejected
+    }
+    return {
+      consumerId: consumer.id,
+      plan: consumer.credentials[0]?.plan,
+      scope,
+      counts: SCOPE_NOTES[scope],
+      from: isoDay(from),
+      to: isoDay(to),
+      days: days.map((d) => ({ date: isoDay(d.day), admitted: d.admitted, rejected: d.rejected, total: d.admitted + d.rejected })),
+      total: { admitted, rejected, total: admitted + rejected }
+    }
+  })
+
+  app.get<{ Params: { plan: string }, Querystring: { top?: number } }>('/admin/plans/:plan/shadow', { schema: shadowSchema }, async (request) => {
+    const { plan } = request.params
+    const snapshot = gateway.gatewayConfig.current
+    if (!snapshot.plans.has(plan)) throw adminErrors.planNotFound(plan, [...snapshot.plans.keys()])
+    const now = gateway.clock()
+    const toHour = hourOf(now)
+    const fromHour = toHour - SHADOW_WINDOW_HOURS
+    const records = await fromHistory(() => gateway.history.store.shadow(plan, fromHour, toHour))
+    records.sort((a, b) => b.rejections - a.rejections || (a.consumerId < b.consumerId ? -1 : 1))
+    const scope = gateway.history.store.scope
+    const limits = snapshot.plans.get(plan)
+    return {
+      plan,
+      limits: limits ?? 'custom',
+      shadow: limits?.shadow ?? null,
+      scope,
+      counts: SCOPE_NOTES[scope],
+      since: iso(fromHour * HOUR_MS),
+      until: iso(now),
+      consumers: records.length,
+      rejections: records.reduce((sum, r) => sum + r.rejections, 0),
+      top: records.slice(0, request.query.top ?? DEFAULT_SHADOW_TOP).map((r) => ({
+        consumerId: r.consumerId,
+        rejections: r.rejections,
+        admitted: r.admitted,
+        first: iso(r.first),
+        last: iso(r.last)
+      }))
+    }
+  })
+}, { name: 'gateway-admin-history' })

@@ -1,0 +1,197 @@
+// The history in Redis, written by every gateway process (each adds its own counts) and read by any
+// one. Nothing here is on the hot path: a flush sends one pipeline (one per Cluster node) of plain
+// increments, on a connection of its own so it never queues behind or ahead of the decisions.
+//
+// Usage: one small hash per consumer and month, `rl:{consumer}:u:YYYYMM`, fields `DDa` (admitted)
+// and `DDr` (rejected) — under the consumer's hash tag, beside its windows (one Cluster slot), and
+// expiring USAGE_KEY_KEEP_DAYS after the month ends, so every day of the last USAGE_HISTORY_DAYS is
+// always there. HINCRBY from any number of processes adds up.
+//
+// Shadow records: per plan and UTC hour, four sorted sets under the plan's own tag
+// `rl:{shadow:<plan>}:<hour>:` — `n` (shadow rejections) and `a` (of those, admitted) summed with
+// ZINCRBY, `f` and `l` (first and last, Unix ms) kept with ZADD LT / GT, so any order of flushes
+// from any processes leaves the true minimum and maximum. A read unions the last 25 hours' sets (one
+// slot: the sets share the tag). They expire SHADOW_KEY_KEEP_HOURS after their hour. A consumer id
+// cannot contain `:`, so no consumer's tag is ever `shadow:…`.
+import calculateSlot from 'cluster-key-slot'
+import { Cluster, type ChainableCommander, type Redis } from 'ioredis'
+import { waitReady } from '../limiter/create-store.js'
+import { KEY_PREFIX } from '../limiter/stores/redis-scripts.js'
+import { DAY_MS, HOUR_MS, monthOf } from './days.js'
+import { settlesWithin, within } from './deadline.js'
+import { daysFrom, SHADOW_WINDOW_HOURS, USAGE_HISTORY_DAYS, type HistoryStore, type ShadowRecord } from './store.js'
+import { mergeBatches, type ShadowCell, type UsageCell } from './tally.js'
+
+/** A month's usage hash lives this many days past the month's end: the days served, and a margin. */
+export const USAGE_KEY_KEEP_DAYS = USAGE_HISTORY_DAYS + 5
+/** An hour's shadow sets live this many hours past the hour's end. */
+export const SHADOW_KEY_KEEP_HOURS = SHADOW_WINDOW_HOURS + 2
+export const DEFAULT_READ_WAIT_MS = 2_000
+
+export type ShadowPart = 'n' | 'a' | 'f' | 'l'
+
+/** `rl:{acme}:u:203001` */
+export function usageKey (consumerId: string, month: string): string {
+  return `${KEY_PREFIX}{${consumerId}}:u:${month}`
+}
+
+/** `rl:{shadow:free}:527040:n` */
+export function shadowKey (plan: string, hour: number, part: ShadowPart): string {
+  return `${KEY_PREFIX}{shadow:${plan}}:${hour}:${part}`
+}
+
+/** One command of a flush: the key it writes (for a Cluster's grouping) and what to send again if it fails. */
+interface Command {
+  readonly key: string
+  readonly send: (pipeline: ChainableCommander) => void
+  readonly failed: () => void
+}
+
+/** [member, score, member, score, …] → member → score */
+function scores (reply: string[]): Map<string, number> {
+  const map = new Map<string, number>()
+  for (let i = 0; i + 1 < reply.length; i += 2) map.set(reply[i] ?? '', Number(reply[i + 1]))
+  return map
+}
+
+export interface RedisHistoryOptions {
+  /** A read (and the close) that Redis does not answer within this fails (the admin API: 503). */
+  readWaitMs?: number
+}
+
+/** `client`: a connection of the history's own (closed with it). */
+export function createRedisHistory (client: Redis | Cluster, opts: RedisHistoryOptions = {}): HistoryStore {
+  const readWaitMs = opts.readWaitMs ?? DEFAULT_READ_WAIT_MS
+  const cluster = client instanceof Cluster ? client : undefined
+
+  /** Commands of one pipeline: a Cluster takes a pipeline's keys only from the slots of one node. */
+  function groupOf (key: string): string {
+    if (cluster === undefined) return ''
+    const slot = calculateSlot(key)
+    return cluster.slots[slot]?.join(',') ?? `slot ${slot}`
+  }
+
+  /**
+   * Keys this process has given their expiry (Unix s): a key's expiry is fixed by its month or hour,
+   * so it is sent once per key and process, not with every flush (on a plan's hour, once for all its
+   * consumers). Forgotten once past, when the command failed (sent again with the retry), and on
+   * every (re)connection.
+   */
+  const expiring = new Map<string, number>()
+
+  function expireOnce (commands: Command[], key: string, expireAt: number, retry: () => void): void {
+    if (expiring.get(key) === expireAt) return
+    expiring.set(key, expireAt)
+    commands.push({ key, send: (p) => p.expireat(key, expireAt), failed: () => { expiring.delete(key); retry() } })
+  }
+
+  // A Redis that comes back may have come back empty (no persistence, a failover to a lagging
+  // replica): keys made again by HINCRBY would have no expiry, so every one is sent again.
+  client.on('ready', () => { expiring.clear() })
+
+  function forgetPastExpiries (): void {
+    const now = Date.now() / 1000
+    for (const [key, at] of expiring) if (at < now) expiring.delete(key)
+  }
+
+  function usageCommands (cell: UsageCell, retry: UsageCell[]): Command[] {
+    const { month, dayOfMonth, nextMonth } = monthOf(cell.day)
+    const key = usageKey(cell.consumerId, month)
+    const dd = String(dayOfMonth).padStart(2, '0')
+    const commands: Command[] = []
+    if (cell.admitted > 0) commands.push({ key, send: (p) => p.hincrby(key, `${dd}a`, cell.admitted), failed: () => retry.push({ ...cell, rejected: 0 }) })
+    if (cell.rejected > 0) commands.push({ key, send: (p) => p.hincrby(key, `${dd}r`, cell.rejected), failed: () => retry.push({ ...cell, admitted: 0 }) })
+    expireOnce(commands, key, (nextMonth + USAGE_KEY_KEEP_DAYS) * DAY_MS / 1000, () => retry.push({ ...cell, admitted: 0, rejected: 0 }))
+    return commands
+  }
+
+  function shadowCommands (cell: ShadowCell, retry: ShadowCell[]): Command[] {
+    const key = (part: ShadowPart): string => shadowKey(cell.plan, cell.hour, part)
+    const member = cell.consumerId
+    const none = { rejections: 0, admitted: 0 }
+    const commands: Command[] = []
+    if (cell.rejections > 0) commands.push({ key: key('n'), send: (p) => p.zincrby(key('n'), cell.rejections, member), failed: () => retry.push({ ...cell, admitted: 0 }) })
+    if (cell.admitted > 0) commands.push({ key: key('a'), send: (p) => p.zincrby(key('a'), cell.admitted, member), failed: () => retry.push({ ...cell, rejections: 0 }) })
+    // LT / GT: whatever order processes flush in, the earliest first and the latest last stay.
+    commands.push({ key: key('f'), send: (p) => p.zadd(key('f'), 'LT', cell.first, member), failed: () => retry.push({ ...cell, ...none }) })
+    commands.push({ key: key('l'), send: (p) => p.zadd(key('l'), 'GT', cell.last, member), failed: () => retry.push({ ...cell, ...none }) })
+    const expireAt = ((cell.hour + 1) * HOUR_MS) / 1000 + SHADOW_KEY_KEEP_HOURS * 3600
+    for (const part of ['n', 'a', 'f', 'l'] as const) expireOnce(commands, key(part), expireAt, () => retry.push({ ...cell, ...none }))
+    return commands
+  }
+
+  async function send (commands: readonly Command[]): Promise<void> {
+    const groups = new Map<string, Command[]>()
+    for (const command of commands) {
+      const group = groupOf(command.key)
+      const list = groups.get(group)
+      if (list === undefined) groups.set(group, [command])
+      else list.push(command)
+    }
+    await Promise.all([...groups.values()].map(async (group) => {
+      const pipeline = client.pipeline()
+      for (const command of group) command.send(pipeline)
+      let replies: Array<[Error | null, unknown]> | null
+      try {
+        replies = await pipeline.exec()
+      } catch {
+        replies = null // not sent at all (no connection): every command goes again
+      }
+      group.forEach((command, i) => { if (replies === null || replies[i]?.[0] != null) command.failed() })
+    }))
+  }
+
+  /** A read on a connection still (re)connecting waits for it, as long as a read may take. */
+  async function connected (what: string): Promise<void> {
+    if (!await waitReady(client, readWaitMs)) throw new Error(`${what}: not connected to Redis within ${readWaitMs} ms`)
+  }
+
+  return {
+    scope: 'shared',
+    async write (batch) {
+      forgetPastExpiries()
+      const usage: UsageCell[] = []
+      const shadow: ShadowCell[] = []
+      const commands = [
+        ...batch.usage.flatMap((cell) => usageCommands(cell, usage)),
+        ...batch.shadow.flatMap((cell) => shadowCommands(cell, shadow))
+      ]
+      if (commands.length > 0) await send(commands)
+      // A cell's failed commands each came back: one cell per consumer and day (plan, consumer and hour) again.
+      return mergeBatches([{ usage, shadow }], { day: () => true, hour: () => true })
+    },
+    async usage (consumerId, fromDay, toDay) {
+      await connected('usage history read')
+      const months = [...new Set(daysFrom(fromDay, toDay, () => undefined).map((d) => monthOf(d.day).month))]
+      const hashes = new Map(await within(Promise.all(months.map(async (month) => [month, await client.hgetall(usageKey(consumerId, month))] as const)), readWaitMs, 'usage history read'))
+      return daysFrom(fromDay, toDay, (day) => {
+        const { month, dayOfMonth } = monthOf(day)
+        const hash = hashes.get(month)
+        const dd = String(dayOfMonth).padStart(2, '0')
+        return { admitted: Number(hash?.[`${dd}a`] ?? 0), rejected: Number(hash?.[`${dd}r`] ?? 0) }
+      })
+    },
+    async shadow (plan, fromHour, toHour) {
+      await connected('shadow records read')
+      const hours = Array.from({ length: toHour - fromHour + 1 }, (_, i) => fromHour + i)
+      const keys = (part: ShadowPart): string[] => hours.map((hour) => shadowKey(plan, hour, part))
+      const [n, a, f, l] = await within(Promise.all([
+        client.zunion(hours.length, keys('n'), 'WITHSCORES'),
+        client.zunion(hours.length, keys('a'), 'WITHSCORES'),
+        client.zunion(hours.length, keys('f'), 'AGGREGATE', 'MIN', 'WITHSCORES'),
+        client.zunion(hours.length, keys('l'), 'AGGREGATE', 'MAX', 'WITHSCORES')
+      ]), readWaitMs, 'shadow records read')
+      const [admitted, first, last] = [scores(a), scores(f), scores(l)]
+      const records: ShadowRecord[] = []
+      for (const [consumerId, rejections] of scores(n)) {
+        records.push({ consumerId, rejections, admitted: admitted.get(consumerId) ?? 0, first: first.get(consumerId) ?? 0, last: last.get(consumerId) ?? 0 })
+      }
+      return records
+    },
+    async close () {
+      // QUIT waits for the replies before it; a Redis that does not answer gets the connection dropped.
+      await settlesWithin(client.quit(), readWaitMs)
+      client.disconnect()
+    }
+  }
+}

@@ -1,0 +1,29 @@
+// Shadow limits: the limits a plan (or a key) is rehearsing, compared with the counts every decision
+// already has — no Redis state, no call, only a comparison beside the decision (decide.ts). The
+// definition (docs/decisions.md §15): a request is a shadow rejection iff the shadow limit of a window
+// would have rejected it, i.e. the window's count *before* it is at or over the shadow limit. A
+// store's count includes an admitted request itself and excludes a rejected one, so with shadow 30
+// the 31st request of a window is the first shadow rejection, whatever the enforced limit answered.
+import type { ShadowLimits } from '../config/types.js'
+import type { WindowName } from './decision.js'
+import type { ConsumeResult } from './store.js'
+
+/**
+ * The window whose shadow limit would have rejected this counted request (an admitted or a
+ * rate-limited one; a banned request has no counts), or undefined. Both windows: `day`, the one
+ * that would go on rejecting longer — so each shadow rejection is counted once, in one window.
+ */
+export function shadowRejection (result: ConsumeResult, shadow: ShadowLimits): WindowName | undefined {
+  const own = result.outcome === 'ok' ? 1 : 0
+  if (shadow.perDay !== undefined && result.day.count - own >= shadow.perDay) return 'day'
+  if (shadow.perMinute !== undefined && result.minute.count - own >= shadow.perMinute) return 'minute'
+  return undefined
+}
+
+/** The shadow as further `RateLimit-Policy` items (`"next-minute";q=30;w=60`) when announced, else ''. */
+export function announcedPolicies (shadow: ShadowLimits | undefined): string {
+  if (shadow?.announce !== true) return ''
+  const minute = shadow.perMinute === undefined ? '' : `, "next-minute";q=${shadow.perMinute};w=60`
+  const day = shadow.perDay === undefined ? '' : `, "next-day";q=${shadow.perDay};w=86400`
+  return minute + day
+}

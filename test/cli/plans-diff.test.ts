@@ -1,0 +1,55 @@
+// `plans diff DIR` against a running gateway: per plan, the limits in force → the new ones (a shadow
+// added, a limit lowered, a new plan), with the consumers DIR configures on each; a custom plan's
+// consumer whose own limits change; nothing to say for an identical directory; a DIR that does not
+// load is its problems, exit 1.
+import t from 'tap'
+import { cpSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { cliInProcess } from '../helpers/cli.js'
+import { FIXTURE_CONFIG_DIR, startGateway } from '../helpers/gateway.js'
+
+t.test('plans diff: which limits change, shadow included, and for how many consumers', async (t) => {
+  const gw = await startGateway(t)
+  const admin = ['--admin', gw.adminUrl]
+  const dir = t.testdir()
+  cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
+
+  const same = await cliInProcess(['plans', 'diff', dir, ...admin])
+  t.equal(same.code, 0, same.stderr)
+  t.equal(same.stdout, [
+    `${dir} against the running gateway (config version ${gw.app.gatewayConfig.current.version}):`,
+    '  free: unchanged, 60/min, 1000/day (1 consumer in the new config)',
+    '  pro: unchanged, 300/min, 10000/day (1 consumer in the new config)',
+    '  business: unchanged, 1000/min, 100000/day (1 consumer in the new config)',
+    '  enterprise (custom: limits per consumer): unchanged',
+    'no limit changes',
+    ''
+  ].join('\n'))
+
+  const plans = readFileSync(join(dir, 'plans.yaml'), 'utf8')
+    .replace('free:       { perMinute: 60,   perDay: 1000 }', 'free: { perMinute: 60, perDay: 1000, shadow: { perMinute: 30, announce: true } }')
+    .replace('pro:        { perMinute: 300,  perDay: 10000 }', 'pro: { perMinute: 200, perDay: 10000 }\n  gold: { perMinute: 2000, perDay: 200000 }')
+  writeFileSync(join(dir, 'plans.yaml'), plans)
+  const keys = readFileSync(join(dir, 'keys.yaml'), 'utf8')
+    .replace('limits: { perMinute: 5000, perDay: 2000000 }', 'limits: { perMinute: 5000, perDay: 2000000, shadow: { perDay: 1000000 } }')
+  writeFileSync(join(dir, 'keys.yaml'), `${keys}  - { id: free-2, consumer: newcomer, sha256: ${'ab'.repeat(32)}, plan: free }\n`)
+
+  const diff = await cliInProcess(['plans', 'diff', dir, ...admin])
+  t.equal(diff.code, 0, diff.stderr)
+  t.equal(diff.stdout, [
+    `${dir} against the running gateway (config version ${gw.app.gatewayConfig.current.version}):`,
+    '  free: 60/min, 1000/day → 60/min, shadow 30/min, 1000/day, announced (2 consumers in the new config)',
+    '  pro: 300/min, 10000/day → 200/min, 10000/day (1 consumer in the new config)',
+    '  business: unchanged, 1000/min, 100000/day (1 consumer in the new config)',
+    '  enterprise (custom: limits per consumer): 1 of 1 consumer change',
+    '    demo-enterprise: 5000/min, 2000000/day → 5000/min, 2000000/day, shadow 1000000/day',
+    '  gold: new plan, 2000/min, 200000/day (0 consumers in the new config)',
+    ''
+  ].join('\n'))
+
+  writeFileSync(join(dir, 'plans.yaml'), plans.replace('shadow: { perMinute: 30, announce: true }', 'shadow: { perMinute: 60 }'))
+  const bad = await cliInProcess(['plans', 'diff', dir, ...admin])
+  t.equal(bad.code, 1)
+  t.match(bad.stderr, 'petstore-gateway: plans.yaml: plans.free.shadow.perMinute: 60 equals the enforced perMinute')
+  t.equal(bad.stdout, '')
+})
