@@ -3,6 +3,8 @@
 // the fallback, i.e. over-admit. docs/limiter-internals.md gives the whole argument; the short of it
 // is beside each step below.
 
+import { atTurnEnd } from './turn-end.js'
+
 /** How recently a shard (one Redis connection's worth of calls) last answered anything. */
 export interface Progress {
   /** Clock ms of the shard's last reply; 0: none yet. */
@@ -31,7 +33,7 @@ export function asError (err: unknown): Error {
   return err instanceof Error ? err : new Error(String(err))
 }
 
-/** Calls started in one event-loop turn on one shard: they leave in one write (the Redis store's batch), so one timer bounds them all. */
+/** Calls started in one event-loop turn (turn-end.ts) on one shard: they leave in one write (the Redis store's batch), so one timer bounds them all. */
 interface Turn {
   readonly budgetMs: number
   readonly capMs: number
@@ -48,7 +50,7 @@ interface Waiter {
   readonly timedOut: () => void
 }
 
-/** This turn's Turn per shard, until the turn's writes have left (its process.nextTick). */
+/** This turn's Turn per shard, until the turn's writes have left (its end). */
 const current = new Map<Progress, Turn>()
 
 function turnFor ({ budgetMs, capMs, progress, now = Date.now }: Budget): Turn {
@@ -56,9 +58,9 @@ function turnFor ({ budgetMs, capMs, progress, now = Date.now }: Budget): Turn {
   if (found !== undefined && found.budgetMs === budgetMs && found.capMs === capMs && found.now === now) return found
   const turn: Turn = { budgetMs, capMs, progress, now, started: now(), timer: undefined, waiting: new Set() }
   if (progress !== undefined && found === undefined) current.set(progress, turn)
-  // The budget starts at the write: the Redis store writes this turn's calls at process.nextTick
-  // (stores/redis.ts), queued by the first call() of the turn, before this nextTick was.
-  process.nextTick(() => {
+  // The budget starts at the write: the Redis store writes this turn's calls at the turn's end
+  // (stores/redis.ts), queued there by the first call() of the turn, before this.
+  atTurnEnd(() => {
     if (progress !== undefined && current.get(progress) === turn) current.delete(progress)
     if (turn.waiting.size === 0) return
     turn.started = now()

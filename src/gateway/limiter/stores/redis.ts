@@ -2,11 +2,11 @@
 // One implementation for an ioredis client of any topology (standalone, Sentinel, Cluster): all of a
 // consumer's state carries one hash tag ({id}) and so lives in one slot, and a decision is made by
 // one of the scripts of redis-scripts.ts (decide, decide batch, peek, lease, give back), whose files
-// document their KEYS, ARGV and reply. Decisions are batched per event-loop turn: the `consume`
-// calls of one turn are decided by one decide-batch script call (on a Cluster, one per slot: a
-// script's keys must share one), and the first call of a turn corks the connections' sockets until
-// a process.nextTick has sent the batch and uncorks them, so every call of the turn leaves in one
-// write per connection. A batch's reply resolves its calls as soon as it is read (unlike ioredis
+// document their KEYS, ARGV and reply. Decisions are batched per event-loop turn (turn-end.ts: every
+// request read in one poll phase): the `consume` calls of one turn are decided by one decide-batch
+// script call (on a Cluster, one per slot: a script's keys must share one), and the first call of a
+// turn corks the connections' sockets until the turn's end has sent the batch and uncorks them, so
+// every call of the turn leaves in one write per connection. A batch's reply resolves its calls as soon as it is read (unlike ioredis
 // auto-pipelining, which holds a batch until the previous one has answered): batching costs a
 // request no wait beyond the end of its own turn.
 // Bans live in per-consumer `rl:{id}:b` hashes, not a global set (which a Cluster could not update
@@ -19,6 +19,7 @@ import { LRUCache } from 'lru-cache'
 import type { BanEntry, ConsumeResult, StoreDescription } from '../store.js'
 import type { LeasingStore } from './leases.js'
 import type { BanPolicy, Limits } from '../../config/types.js'
+import { atTurnEnd } from './turn-end.js'
 import { banArg, defineScripts, KEY_PREFIX, leaseArgs, redisKeys, toResult, type DecisionReply, type ScriptArg } from './redis-scripts.js'
 
 export { KEY_PREFIX, redisKeys }
@@ -99,7 +100,7 @@ export function createRedisStore (client: Redis | Cluster, opts: RedisStoreOptio
     for (const stream of corked ?? []) stream.uncork()
     corked = undefined
   }
-  /** Holds this turn's writes until process.nextTick: one write per connection per turn. */
+  /** Holds this turn's writes until its end (turn-end.ts): one write per connection per turn. */
   function batchThisTurn (): void {
     if (corked !== undefined) return
     corked = []
@@ -109,7 +110,7 @@ export function createRedisStore (client: Redis | Cluster, opts: RedisStoreOptio
       stream.cork()
       corked.push(stream as { uncork: () => void })
     }
-    process.nextTick(endTurn)
+    atTurnEnd(endTurn)
   }
 
   function decideOne (q: Queued): void {
