@@ -16,10 +16,10 @@ import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 
 /** Changing a script (or a shared file it starts with) changes its SHA: review the new script, then update the pin. */
 const PINNED_SHAS: Record<keyof typeof SCRIPTS, string> = {
-  decide: '4821e51cce162ddb59640c0163d45335e324c471',
-  decideBatch: '6adce12c93837226d25af332fa6aad15361028d6',
+  decide: '73a07cd0d805969e426bf72d2b74c3f62b2460d1',
+  decideBatch: '2803ceeb57c12f21fc0be7e94cd9b416a802f04f',
   peek: 'f5574bce5903b95184496abff4cf4fdf67ba2b68',
-  lease: '3a99ad88d2d6dc981fa57db636be75f91e313e31',
+  lease: '5c09a4beaa8252a04da1680c0c6c507ef8044dda',
   giveBack: 'f42239177d5e50504a445179bc7d16e3086c3af2',
   writeBack: 'c93139da00ed27c2e3111cfee58396eafbfa14e1',
   reseed: 'ef19b56ffc7629d88447164a4c42449d9413dcd2',

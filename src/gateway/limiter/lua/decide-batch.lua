@@ -1,15 +1,16 @@
 -- decide batch: the requests of one event-loop turn, atomically, in order — each decided exactly as
 -- decide.lua decides one (a consumer twice in the batch is counted twice, the second seeing the
--- first), all at one Redis TIME: they were all in flight at once, so one instant orders them as
--- well as several would, and TIME is read once per call instead of once per request.
+-- first), each at its own Redis TIME as decide reads it. (One TIME for the whole batch was tried:
+-- the sliding-window attack test, Redis paused at second boundaries, then admitted up to 610 of 600
+-- in some runs, and none with a TIME per decision; docs/limiter-internals.md.)
 -- KEYS: 3 per request, in order: rl:{id}:m  rl:{id}:d  rl:{id}:b (window.lua describes them; on a
 --       Cluster one call carries only keys of one slot)
 -- ARGV: 3 per request, in the same order: per-minute limit, per-day limit, ban policy (as decide.lua)
 -- Returns: one decision per request (window.lua; decision.lua makes it), in order.
-local t = redis.call('TIME')
-now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local replies = {}
 for i = 1, #KEYS, 3 do
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   replies[#replies + 1] = decision(KEYS[i], KEYS[i + 1], KEYS[i + 2], tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2], nil)
 end
 return replies

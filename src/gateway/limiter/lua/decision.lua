@@ -1,7 +1,7 @@
 -- The decision shared by decide.lua, decide-batch.lua and lease.lua, put before each at load time
 -- (stores/redis-scripts.ts): decision(m_key, d_key, b_key, m_limit, d_limit, policy, block) decides
--- for one consumer's keys at `now` (the caller sets it from TIME first: once per script call, so
--- every decision of a batch sees one instant) — policy is the ban policy ('' : never banned), block
+-- for one consumer's keys at `now` (the caller sets it from TIME first, before each decision) —
+-- policy is the ban policy ('' : never banned), block
 -- nil or a function giving the admissions to count from the minute ring and the room left. A
 -- banned consumer is answered without counting; else both windows are read and, if both have
 -- room, admissions are counted (1 without block) — else the 429 is counted under the ban policy.
