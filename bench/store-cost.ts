@@ -10,7 +10,9 @@
 // included) it cost, and how many decisions one script call carried (decide-batch takes a turn's).
 // Env: STORE_COST_CALLS [20000 per round] STORE_COST_ROUNDS [5] STORE_COST_LEASES [on]
 // STORE_COST_REDIS_CPU [unset: redis-server runs where this process may; a CPU number: pinned there
-// with taskset, so `taskset -c 0 node …` with STORE_COST_REDIS_CPU=1 keeps the two apart].
+// with taskset, so `taskset -c 0 node …` with STORE_COST_REDIS_CPU=1 keeps the two apart]
+// STORE_COST_BATCH [unset: the store's default; a number: decisions per script call at most
+// (storeBatchMax), for this checkout only].
 import { execFileSync } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -21,7 +23,7 @@ import { median } from './lib/load.js'
 import { cpuMicros } from './lib/proc-cpu.js'
 import { REPO_ROOT, type RedisServer, startRedis, stopAll } from './lib/processes.js'
 
-type StoreSettings = { redisUrl: string, storeLeases?: boolean }
+type StoreSettings = { redisUrl: string, storeLeases?: boolean, storeBatchMax?: number }
 /** A checkout's createStore: today's gives the store and its health, an older one the store alone. */
 type CreateStore = (settings: StoreSettings) => Promise<LimiterStore | { store: LimiterStore, health?: { errors: () => number } }>
 
@@ -110,7 +112,8 @@ async function main (): Promise<void> {
     const redis = await startRedis(work)
     const redisCpu = process.env.STORE_COST_REDIS_CPU
     if (redisCpu !== undefined && redis.child.pid !== undefined) execFileSync('taskset', ['-pc', redisCpu, String(redis.child.pid)], { stdio: 'ignore' })
-    const stores = await Promise.all(variants.map(async (v) => await (await load(v.root))({ redisUrl: redis.url, storeLeases: leases })))
+    const batch = process.env.STORE_COST_BATCH === undefined ? {} : { storeBatchMax: Number(process.env.STORE_COST_BATCH) }
+    const stores = await Promise.all(variants.map(async (v, i) => await (await load(v.root))({ redisUrl: redis.url, storeLeases: leases, ...(i === 0 ? batch : {}) })))
     for (const [i, s] of stores.entries()) await round(s, `v${i}`, keys, Math.min(calls, 2_000), concurrency, redis)
     const results = variants.map(() => [] as Round[])
     for (let r = 0; r < rounds; r++) {

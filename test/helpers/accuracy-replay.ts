@@ -1,7 +1,7 @@
 // The accuracy replay: traffic patterns on a virtual clock (deterministic, no sleeping) through the
 // stores themselves — the in-process store's consume, and the Redis store's decide script run in an
 // embedded Lua VM (lua-redis.ts) whose TIME is the virtual clock, requests of one instant in one
-// decide-batch call as the store sends them — a fixed window (Kong OSS, Envoy
+// decide-batch call as the store sends them with batching on — a fixed window (Kong OSS, Envoy
 // ratelimit, @fastify/rate-limit) and the two-counter estimate (Cloudflare), against an exact
 // per-request log as the ideal. Over-admission: most admissions in any rolling window beyond the
 // limit (ours must be 0). Under-admission: admissions the ideal makes and the model refuses, in %.
@@ -9,7 +9,7 @@
 import { DAY_WINDOW, MINUTE_WINDOW, type WindowSpec } from '../../src/gateway/limiter/arithmetic.js'
 import { createMemoryStore } from '../../src/gateway/limiter/stores/memory.js'
 import { redisKeys, SCRIPTS } from '../../src/gateway/limiter/stores/redis-scripts.js'
-import { DEFAULT_REDIS_BATCH_MAX } from '../../src/gateway/limiter/stores/redis.js'
+import { REDIS_BATCH_MAX } from '../../src/gateway/limiter/stores/redis.js'
 import { createLuaRedis } from './lua-redis.js'
 
 export const MINUTE_LIMIT = 60
@@ -23,8 +23,8 @@ type AdmitBatch = (t: number, n: number) => boolean[]
 
 interface Model { name: string, make: (spec: WindowSpec, limit: number) => Admit, makeBatch?: (spec: WindowSpec, limit: number) => AdmitBatch }
 
-/** Requests one batch carries at most (the Redis store's DEFAULT_REDIS_BATCH_MAX). */
-const BATCH_MAX = DEFAULT_REDIS_BATCH_MAX
+/** Requests one batch carries at most (the Redis store's REDIS_BATCH_MAX). */
+const BATCH_MAX = REDIS_BATCH_MAX
 
 /** Limits that make `spec`'s window the binding one. */
 function limitsFor (spec: WindowSpec, limit: number): { perMinute: number, perDay: number } {
@@ -58,7 +58,7 @@ const models: Model[] = [
     }
   },
   {
-    // As the Redis store decides: the requests of one instant (one turn) in one decide-batch call, a lone one by decide.
+    // As the Redis store decides with batching on: the requests of one instant (one turn) in one decide-batch call, a lone one by decide.
     name: 'ours: Redis script',
     make: (spec, limit) => {
       const admit = scriptAdmit(spec, limit)

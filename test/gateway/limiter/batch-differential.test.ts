@@ -12,7 +12,7 @@ import type { BanPolicy, Limits } from '../../../src/gateway/config/types.js'
 import { DAY_WINDOW, MINUTE_WINDOW } from '../../../src/gateway/limiter/arithmetic.js'
 import type { ConsumeResult, LimiterStore } from '../../../src/gateway/limiter/store.js'
 import { banArg, redisKeys, SCRIPTS } from '../../../src/gateway/limiter/stores/redis-scripts.js'
-import { createRedisStore } from '../../../src/gateway/limiter/stores/redis.js'
+import { createRedisStore, REDIS_BATCH_MAX } from '../../../src/gateway/limiter/stores/redis.js'
 import { createLuaRedis, LUA_EPOCH_MS } from '../../helpers/lua-redis.js'
 import { sleep } from '../../helpers/poll.js'
 import { decisionScriptCalls, startRedis, startRedisCluster } from '../../helpers/redis.js'
@@ -145,7 +145,7 @@ async function drive (t: Test, sides: { batched: Side, single: Side }, plantOn: 
 t.test('real Redis (standalone): the batched store answers as the single-call store, request by request', async (t) => {
   const [a, b] = await Promise.all([startRedis(t), startRedis(t)])
   const [clientA, clientB] = [new Redis(a.url), new Redis(b.url)]
-  const batched = createRedisStore(clientA)
+  const batched = createRedisStore(clientA, { batchMax: REDIS_BATCH_MAX })
   const single = createRedisStore(clientB, { batchMax: 1 })
   t.teardown(async () => { await Promise.all([batched.close(), single.close()]) })
   // Each script loaded (its first call is a NOSCRIPT EVALSHA, then EVAL) before the counting starts.
@@ -167,7 +167,7 @@ t.test('real Redis Cluster: batches per slot answer as single calls, request by 
     return client
   }
   const [clientA, clientB] = await Promise.all([connect(), connect()])
-  const batched = createRedisStore(clientA)
+  const batched = createRedisStore(clientA, { batchMax: REDIS_BATCH_MAX })
   const single = createRedisStore(clientB, { batchMax: 1 })
   t.teardown(async () => { await Promise.all([batched.close(), single.close()]) })
   await Promise.all(cluster.ports.map(async (port) => await cluster.cli(port, 'CONFIG', 'RESETSTAT')))

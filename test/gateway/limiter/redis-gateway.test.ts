@@ -7,7 +7,7 @@ import t, { type Test } from 'tap'
 import { Redis } from 'ioredis'
 import { SCRIPTS } from '../../../src/gateway/limiter/stores/redis-scripts.js'
 import { createRedisRecovery } from '../../../src/gateway/limiter/stores/redis-recovery.js'
-import { createRedisStore } from '../../../src/gateway/limiter/stores/redis.js'
+import { createRedisStore, REDIS_BATCH_MAX } from '../../../src/gateway/limiter/stores/redis.js'
 import type { StoreSettings } from '../../../src/gateway/limiter/create-store.js'
 import { startBackend } from '../../helpers/backend.js'
 import { bearer, burst, DEMO_KEYS, startGateway, type StartedGateway } from '../../helpers/gateway.js'
@@ -17,7 +17,7 @@ import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 /** Changing a script (or a shared file it starts with) changes its SHA: review the new script, then update the pin. */
 const PINNED_SHAS: Record<keyof typeof SCRIPTS, string> = {
   decide: '73a07cd0d805969e426bf72d2b74c3f62b2460d1',
-  decideBatch: '2803ceeb57c12f21fc0be7e94cd9b416a802f04f',
+  decideBatch: '956933f8308eb46027be007f0d873aed3b897b59',
   peek: 'f5574bce5903b95184496abff4cf4fdf67ba2b68',
   lease: '5c09a4beaa8252a04da1680c0c6c507ef8044dda',
   giveBack: 'f42239177d5e50504a445179bc7d16e3086c3af2',
@@ -37,7 +37,7 @@ t.test('each Lua script is pinned by its SHA, and the store calls it by that SHA
   await (await fetch(`${gw!.url}/v1/pets`, { headers: bearer(DEMO_KEYS.pro) })).arrayBuffer()
   t.equal(await redis.cli('SCRIPT', 'EXISTS', PINNED_SHAS.decide), '1', 'the script a request ran is the pinned decide')
 
-  const store = createRedisStore(new Redis(redis.url))
+  const store = createRedisStore(new Redis(redis.url), { batchMax: REDIS_BATCH_MAX })
   t.teardown(() => store.close())
   const limits = { perMinute: 100, perDay: 1000 }
   await store.peek('pinned', limits)
@@ -104,7 +104,7 @@ t.test('standalone Redis, leases off: two gateways, one limit', async (t) => {
   // ZREMRANGEBYSCORE, PEXPIRE and ZCARD, and its epoch check one doing a GET; decisions do neither.
   const { evalsha = 0, eval: evals = 0, info: _info, 'config|resetstat': _reset, zadd = 0, get = 0, zremrangebyscore: _z, zcard: _c, ...internal } = stats
   t.ok(zadd <= 2 * (Math.ceil(seconds) + 1), `${zadd} heartbeats in ${seconds.toFixed(1)} s from 2 processes: per second, not per request`)
-  // Decisions of one turn share one script call (decide batch): at most one per request. A script's
+  // At most one script call per request (fewer with batching on: decide batch). A script's
   // first call on a connection is an EVAL (ioredis sends its source once), the next ones EVALSHA.
   const decisionCalls = evalsha + evals - zadd - get
   t.ok(decisionCalls >= 1 && decisionCalls <= n, `${decisionCalls} script calls decided ${n} requests`)
@@ -123,7 +123,8 @@ t.test('standalone Redis, leases off: two gateways, one limit', async (t) => {
   const banned = await burst(gateways, DEMO_KEYS.pro, 100)
   t.same(new Set(banned), new Set([429]))
   const after = await commandStats(redis.cli)
-  t.equal(after.evalsha ?? 0, 0, 'a banned flood costs Redis nothing')
+  // Each process's once-a-second registry heartbeat (one ZADD) and epoch check (one GET) may fall in the flood.
+  t.equal((after.evalsha ?? 0) - (after.zadd ?? 0) - (after.get ?? 0), 0, `a banned flood costs Redis no decision (${JSON.stringify(after)})`)
 
   t.equal(await gateways[0]!.app.limiter.liftBan('demo-pro'), true)
   t.same(await gateways[1]!.app.limiter.listBans(), [])

@@ -6,7 +6,7 @@
 import { createRequire } from 'node:module'
 import { Redis } from 'ioredis'
 import t from 'tap'
-import { createRedisStore } from '../../../src/gateway/limiter/stores/redis.js'
+import { createRedisStore, REDIS_BATCH_MAX } from '../../../src/gateway/limiter/stores/redis.js'
 import { startRedis } from '../../helpers/redis.js'
 
 type Incr = (key: string, cb: (err: Error | null) => void, timeWindow: number, max: number) => void
@@ -26,7 +26,7 @@ t.test('script CPU per call: ours vs @fastify/rate-limit', async (t) => {
   const client = new Redis(redis.url)
   const store = createRedisStore(client, { batchMax: 1 })
   t.teardown(() => store.close())
-  const batched = createRedisStore(new Redis(redis.url))
+  const batched = createRedisStore(new Redis(redis.url), { batchMax: REDIS_BATCH_MAX })
   t.teardown(() => batched.close())
   const roomy = { perMinute: 1_000_000, perDay: 10_000_000 }
   const ban = { threshold: 30, windowSeconds: 60, durationSeconds: 900, maxDurationSeconds: 86400 }

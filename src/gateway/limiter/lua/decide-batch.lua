@@ -1,8 +1,7 @@
 -- decide batch: the requests of one event-loop turn, atomically, in order — each decided exactly as
 -- decide.lua decides one (a consumer twice in the batch is counted twice, the second seeing the
--- first), each at its own Redis TIME as decide reads it. (One TIME for the whole batch was tried:
--- the sliding-window attack test, Redis paused at second boundaries, then admitted up to 610 of 600
--- in some runs, and none with a TIME per decision; docs/limiter-internals.md.)
+-- first), each at its own Redis TIME as decide reads it. The Redis store sends it only with
+-- batching on (stores/redis.ts; docs/limiter-internals.md says why that is off by default).
 -- KEYS: 3 per request, in order: rl:{id}:m  rl:{id}:d  rl:{id}:b (window.lua describes them; on a
 --       Cluster one call carries only keys of one slot)
 -- ARGV: 3 per request, in the same order: per-minute limit, per-day limit, ban policy (as decide.lua)
