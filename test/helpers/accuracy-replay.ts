@@ -1,6 +1,7 @@
 // The accuracy replay: traffic patterns on a virtual clock (deterministic, no sleeping) through the
 // stores themselves — the in-process store's consume, and the Redis store's decide script run in an
-// embedded Lua VM (lua-redis.ts) whose TIME is the virtual clock — a fixed window (Kong OSS, Envoy
+// embedded Lua VM (lua-redis.ts) whose TIME is the virtual clock, requests of one instant in one
+// decide-batch call as the store sends them with batching on — a fixed window (Kong OSS, Envoy
 // ratelimit, @fastify/rate-limit) and the two-counter estimate (Cloudflare), against an exact
 // per-request log as the ideal. Over-admission: most admissions in any rolling window beyond the
 // limit (ours must be 0). Under-admission: admissions the ideal makes and the model refuses, in %.
@@ -8,6 +9,7 @@
 import { DAY_WINDOW, MINUTE_WINDOW, type WindowSpec } from '../../src/gateway/limiter/arithmetic.js'
 import { createMemoryStore } from '../../src/gateway/limiter/stores/memory.js'
 import { redisKeys, SCRIPTS } from '../../src/gateway/limiter/stores/redis-scripts.js'
+import { REDIS_BATCH_MAX } from '../../src/gateway/limiter/stores/redis.js'
 import { createLuaRedis } from './lua-redis.js'
 
 export const MINUTE_LIMIT = 60
@@ -16,8 +18,13 @@ const HOUR = 3_600_000
 const START = Date.UTC(2030, 0, 1) + 12_345
 
 type Admit = (t: number) => boolean | Promise<boolean>
+/** Requests arriving at one instant, decided together (the Redis store's batch of one turn). */
+type AdmitBatch = (t: number, n: number) => boolean[]
 
-interface Model { name: string, make: (spec: WindowSpec, limit: number) => Admit }
+interface Model { name: string, make: (spec: WindowSpec, limit: number) => Admit, makeBatch?: (spec: WindowSpec, limit: number) => AdmitBatch }
+
+/** Requests one batch carries at most (the Redis store's REDIS_BATCH_MAX). */
+const BATCH_MAX = REDIS_BATCH_MAX
 
 /** Limits that make `spec`'s window the binding one. */
 function limitsFor (spec: WindowSpec, limit: number): { perMinute: number, perDay: number } {
@@ -51,17 +58,13 @@ const models: Model[] = [
     }
   },
   {
+    // As the Redis store decides with batching on: the requests of one instant (one turn) in one decide-batch call, a lone one by decide.
     name: 'ours: Redis script',
     make: (spec, limit) => {
-      const clock = { now: 0 }
-      const redis = createLuaRedis(() => clock.now)
-      const { perMinute, perDay } = limitsFor(spec, limit)
-      const keys = redisKeys('replay')
-      return (t) => {
-        clock.now = t
-        return (redis.run(SCRIPTS.decide, keys, [perMinute, perDay, '']) as number[])[0] === 0
-      }
-    }
+      const admit = scriptAdmit(spec, limit)
+      return (t) => admit(t, 1)[0]!
+    },
+    makeBatch: (spec, limit) => scriptAdmit(spec, limit)
   },
   {
     name: 'fixed window',
@@ -94,6 +97,20 @@ const models: Model[] = [
     }
   }
 ]
+
+/** The Redis store's scripts on the Lua VM: `n` requests of one consumer at virtual time `t`. */
+function scriptAdmit (spec: WindowSpec, limit: number): AdmitBatch {
+  const clock = { now: 0 }
+  const redis = createLuaRedis(() => clock.now)
+  const { perMinute, perDay } = limitsFor(spec, limit)
+  const keys = redisKeys('replay')
+  return (t, n) => {
+    clock.now = t
+    if (n === 1) return [(redis.run(SCRIPTS.decide, keys, [perMinute, perDay, '']) as number[])[0] === 0]
+    const replies = redis.run(SCRIPTS.decideBatch, Array.from({ length: n }, () => keys).flat(), Array.from({ length: n }, () => [perMinute, perDay, '']).flat()) as number[][]
+    return replies.map((reply) => reply[0] === 0)
+  }
+}
 
 function prng (seed: number): () => number {
   let s = seed >>> 0
@@ -169,9 +186,20 @@ export async function runAccuracy (scale = 1): Promise<Row[]> {
   for (const pattern of patternsAt(scale)) {
     const results: Array<{ model: string, admitted: number[] }> = []
     for (const model of models) {
-      const admit = model.make(pattern.spec, pattern.limit)
       const admitted: number[] = []
-      for (const t of pattern.times) if (await admit(t)) admitted.push(t)
+      if (model.makeBatch === undefined) {
+        const admit = model.make(pattern.spec, pattern.limit)
+        for (const t of pattern.times) if (await admit(t)) admitted.push(t)
+      } else {
+        const admit = model.makeBatch(pattern.spec, pattern.limit)
+        for (let i = 0; i < pattern.times.length;) {
+          const t = pattern.times[i]!
+          let n = 1
+          while (n < BATCH_MAX && pattern.times[i + n] === t) n++
+          for (const ok of admit(t, n)) if (ok) admitted.push(t)
+          i += n
+        }
+      }
       results.push({ model: model.name, admitted })
     }
     const ideal = results[0]!.admitted.length

@@ -44,9 +44,11 @@ interface Fengari {
  */
 export const LUA_EPOCH_MS = Date.UTC(2029, 11, 31)
 
+export type LuaReply = number | number[] | number[][]
+
 export interface LuaRedis {
-  /** Runs `script` (as Redis would: atomically, on the VM's data): its reply, integers truncated as Redis does. */
-  run: (script: LimiterScript, keys: string[], args: ScriptArg[]) => number[] | number
+  /** Runs `script` (as Redis would: atomically, on the VM's data): its reply, integers truncated as Redis does (a batch's: one list per decision). */
+  run: (script: LimiterScript, keys: string[], args: ScriptArg[]) => LuaReply
   /** A hash field as stored, or undefined. */
   hget: (key: string, field: string) => string | undefined
 }
@@ -129,19 +131,27 @@ export function createLuaRedis (clock: () => number): LuaRedis {
     lua.lua_createtable(L, values.length, 0)
     values.forEach((v, i) => { lua.lua_pushstring(L, String(v)); lua.lua_rawseti(L, -2, i + 1) })
   }
+  /** The value on top of the stack: an integer, a list of them, or a list of such lists. */
+  const readReply = (): LuaReply => {
+    if (lua.lua_type(L, -1) === lua.LUA_TNUMBER) return Math.trunc(lua.lua_tonumber(L, -1))
+    const flat: number[] = []
+    const nested: number[][] = []
+    for (let i = 1; i <= lua.lua_rawlen(L, -1); i++) {
+      lua.lua_rawgeti(L, -1, i)
+      const item = readReply()
+      if (typeof item === 'number') flat.push(item)
+      else nested.push(item as number[])
+      lua.lua_pop(L, 1)
+    }
+    return nested.length > 0 ? nested : flat
+  }
   return {
     run (script, keys, args) {
       lua.lua_rawgeti(L, lua.LUA_REGISTRYINDEX, load(script))
       pushList(keys)
       pushList(args)
       if (lua.lua_pcall(L, 2, 1, 0) !== 0) throw new Error(`${script.command} failed: ${lua.lua_tojsstring(L, -1)}`)
-      let reply: number[] | number
-      if (lua.lua_type(L, -1) === lua.LUA_TNUMBER) {
-        reply = Math.trunc(lua.lua_tonumber(L, -1))
-      } else {
-        reply = []
-        for (let i = 1; i <= lua.lua_rawlen(L, -1); i++) { lua.lua_rawgeti(L, -1, i); reply.push(Math.trunc(lua.lua_tonumber(L, -1))); lua.lua_pop(L, 1) }
-      }
+      const reply = readReply()
       lua.lua_pop(L, 1)
       return reply
     },

@@ -4,11 +4,11 @@
 import type { LimiterStore } from '../../src/gateway/limiter/store.js'
 import type { LeasingStore } from '../../src/gateway/limiter/stores/leases.js'
 import { banArg, leaseArgs, redisKeys, SCRIPTS, toResult, type DecisionReply } from '../../src/gateway/limiter/stores/redis-scripts.js'
-import type { LuaRedis } from './lua-redis.js'
+import type { LuaRedis, LuaReply } from './lua-redis.js'
 
 export function createLuaStore (redis: LuaRedis): LeasingStore {
   const notHere = async (): Promise<never> => { throw new Error('not on the Lua VM: test it against a real Redis') }
-  const decision = (reply: number[] | number): DecisionReply => reply as DecisionReply
+  const decision = (reply: LuaReply): DecisionReply => reply as DecisionReply
   const admin: Pick<LimiterStore, 'listBans' | 'liftBan' | 'escalationLevel' | 'reset'> = { listBans: notHere, liftBan: notHere, escalationLevel: notHere, reset: notHere }
   return {
     kind: 'redis',

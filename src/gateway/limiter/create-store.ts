@@ -37,6 +37,8 @@ export interface StoreSettings {
   readonly anonymousStateMax?: number | undefined
   /** Hot consumers admitted from local leases (STORE_LEASES, default on); see stores/leases.ts. */
   readonly storeLeases?: boolean | undefined
+  /** Decisions of one turn per script call (default stores/redis.ts's DEFAULT_REDIS_BATCH_MAX: off); not an environment setting yet. */
+  readonly storeBatchMax?: number | undefined
 }
 
 export interface CreateStoreOptions {
@@ -119,7 +121,7 @@ export async function createStore (settings: StoreSettings, opts: CreateStoreOpt
   const ready = await waitReady(client, opts.readyWaitMs ?? DEFAULT_READY_WAIT_MS)
   const holder = randomBytes(6).toString('base64url')
   const knowledge = createKnowledge({ shardOf: (id) => redis.shardOf(id), now })
-  const redis = createRedisStore(client, { ...describeSettings(settings), observe: knowledge.learn, now })
+  const redis = createRedisStore(client, { ...describeSettings(settings), observe: knowledge.learn, now, batchMax: settings.storeBatchMax })
   const leased = settings.storeLeases === false ? undefined : createLeasedStore(redis, { now, holder })
   const resilient = createResilientStore(leased ?? redis, {
     timeoutMs: settings.storeTimeoutMs,

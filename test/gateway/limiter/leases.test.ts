@@ -2,8 +2,8 @@
 // consumer at its limit across real bucket edges. Every admission must land in the minute bucket
 // Redis counted it in (its admit time by Redis TIME), no rolling minute may hold more than the limit,
 // and once the leases are handed back Redis holds exactly what was admitted. Also: Redis commands
-// per request on a hot consumer (leases) and on 1,000 cold ones (one EVALSHA each), by INFO
-// commandstats. Steady traffic over more than a window runs the real scripts on the Lua VM's
+// per request on a hot consumer (leases) and on 1,000 cold ones (one EVALSHA each; batching is off
+// by default), by INFO commandstats. Steady traffic over more than a window runs the real scripts on the Lua VM's
 // virtual clock (test/helpers/lua-redis.ts) instead of waiting for it.
 import { Redis } from 'ioredis'
 import t from 'tap'

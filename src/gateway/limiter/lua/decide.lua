@@ -4,6 +4,7 @@
 -- KEYS: 1 rl:{id}:m  2 rl:{id}:d  3 rl:{id}:b (window.lua describes them)
 -- ARGV: 1 per-minute limit  2 per-day limit  3 ban policy 'threshold,windowMs,durationMs,maxMs',
 --       or '' : never banned (anonymous clients)
--- Returns: a decision (window.lua), admissions granted 1 when admitted. Continues in decision.lua.
-local m_key, d_key, b_key = KEYS[1], KEYS[2], KEYS[3]
-local m_limit, d_limit, policy, block = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], nil
+-- Returns: a decision (window.lua; decision.lua makes it), admissions granted 1 when admitted.
+local t = redis.call('TIME')
+now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+return decision(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], nil)

@@ -8,8 +8,8 @@
 -- ARGV: 1 per-minute limit  2 per-day limit  3 ban policy (as decide.lua)  4 block wanted (>= 1,
 --       this request included)  5 holder id (one per process)
 --       6 7 8 hand back first: the replaced lease's minute bucket, day bucket and unused count (8 = 0: none)
--- Returns: a decision (window.lua), admissions granted the block (0 when not admitted). Continues in
--- decision.lua.
+-- Returns: a decision (window.lua; decision.lua makes it), admissions granted the block (0 when not
+-- admitted).
 if ARGV[8] ~= '0' then
   local n = tonumber(ARGV[8])
   give_back(KEYS[1], M_SLOTS, tonumber(ARGV[6]), n)
@@ -39,5 +39,6 @@ local function fair_share (m, room)
   return math.max(1, math.min(want, math.floor(room / (others + 2))))
 end
 
-local m_key, d_key, b_key = KEYS[1], KEYS[2], KEYS[3]
-local m_limit, d_limit, policy, block = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], fair_share
+local t = redis.call('TIME')
+now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+return decision(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], fair_share)

@@ -1,8 +1,8 @@
 -- Shared code of the limiter scripts: stores/redis-scripts.ts puts this file in front of each of
--- them (decide.lua, peek.lua, lease.lua, give-back.lua) when it loads them, so it only defines
--- locals and runs no command. Twin of arithmetic.ts. A script runs its body on every call, and
--- every function defined here is made anew each time (with an object per outer local it uses):
--- keep them few, which is also why the decision itself (decision.lua) is inline code, not a function.
+-- them (decide.lua, decide-batch.lua, peek.lua, lease.lua, give-back.lua …) when it loads them, so
+-- it only defines locals and runs no command. Twin of arithmetic.ts. A script runs its body on every
+-- call, and every function defined here is made anew each time (with an object per outer local it
+-- uses): keep them few.
 --
 -- The keys every script is given share one hash tag {id}, so one Cluster slot:
 --   rl:{id}:m  hash: minute ring. 't' newest bucket index, 'n' running total of the stored

@@ -1,7 +1,8 @@
 // The limiter's Lua scripts as the Redis store, its recovery calls (redis-recovery.ts) and the
 // tests' Lua VM call them: one script per operation, each file documenting its own KEYS, ARGV and
 // reply, put together at load time with the shared code it needs: lua/window.lua (rings),
-// lua/return-unused.lua, lua/decision.lua, lua/add-at.lua. Loaded once per client (ioredis
+// lua/return-unused.lua, lua/decision.lua (the decision, a function decide, decide batch and lease
+// call), lua/add-at.lua. Loaded once per client (ioredis
 // defineCommand: called by SHA, reloaded on NOSCRIPT). What the arguments and replies mean in
 // TypeScript lives here too, so every caller of a script builds and reads it the same way.
 import { createHash } from 'node:crypto'
@@ -17,24 +18,26 @@ export type DecisionReply = [number, number, number, number, number, number, num
 
 export interface LimiterScript {
   /** The ioredis command it is defined as. */
-  readonly command: 'petstoreDecide' | 'petstorePeek' | 'petstoreLease' | 'petstoreGiveBack' |
+  readonly command: 'petstoreDecide' | 'petstoreDecideBatch' | 'petstorePeek' | 'petstoreLease' | 'petstoreGiveBack' |
   'petstoreWriteBack' | 'petstoreReseed' | 'petstoreHeartbeat' | 'petstoreEpoch'
-  readonly numberOfKeys: number
+  /** Keys per call; undefined: as many as the call carries (its first argument counts them). */
+  readonly numberOfKeys: number | undefined
   /** The operation's own file between the shared ones it needs (lua/window.lua first; lua/return-unused.lua, lua/decision.lua, lua/add-at.lua). */
   readonly lua: string
   /** What Redis calls it (SHA-1 of `lua`). */
   readonly sha: string
 }
 
-function load (command: LimiterScript['command'], numberOfKeys: number, files: readonly string[]): LimiterScript {
+function load (command: LimiterScript['command'], numberOfKeys: number | undefined, files: readonly string[]): LimiterScript {
   const lua = files.map((name) => readFileSync(new URL(`../lua/${name}`, import.meta.url), 'utf8')).join('\n')
   return { command, numberOfKeys, lua, sha: createHash('sha1').update(lua).digest('hex') }
 }
 
 export const SCRIPTS = {
-  decide: load('petstoreDecide', 3, ['window.lua', 'decide.lua', 'decision.lua']),
+  decide: load('petstoreDecide', 3, ['window.lua', 'decision.lua', 'decide.lua']),
+  decideBatch: load('petstoreDecideBatch', undefined, ['window.lua', 'decision.lua', 'decide-batch.lua']),
   peek: load('petstorePeek', 2, ['window.lua', 'peek.lua']),
-  lease: load('petstoreLease', 3, ['window.lua', 'return-unused.lua', 'lease.lua', 'decision.lua']),
+  lease: load('petstoreLease', 3, ['window.lua', 'return-unused.lua', 'decision.lua', 'lease.lua']),
   giveBack: load('petstoreGiveBack', 2, ['window.lua', 'return-unused.lua', 'give-back.lua']),
   writeBack: load('petstoreWriteBack', 2, ['window.lua', 'add-at.lua', 'write-back.lua']),
   reseed: load('petstoreReseed', 3, ['window.lua', 'add-at.lua', 'reseed.lua']),
@@ -45,6 +48,8 @@ export const SCRIPTS = {
 declare module 'ioredis' {
   interface RedisCommander<Context> {
     petstoreDecide: (minute: string, day: string, ban: string, ...args: ScriptArg[]) => Result<DecisionReply, Context>
+    /** `keys` keys (3 per decision), then 3 arguments per decision: see decide-batch.lua. */
+    petstoreDecideBatch: (keys: number, ...keysThenArgs: ScriptArg[]) => Result<DecisionReply[], Context>
     petstorePeek: (minute: string, day: string, ...args: ScriptArg[]) => Result<DecisionReply, Context>
     petstoreLease: (minute: string, day: string, ban: string, ...args: ScriptArg[]) => Result<DecisionReply, Context>
     petstoreGiveBack: (minute: string, day: string, ...args: ScriptArg[]) => Result<number, Context>
@@ -57,7 +62,9 @@ declare module 'ioredis' {
 
 /** Makes every script a command of `client`, sent by SHA. */
 export function defineScripts (client: Redis | Cluster): void {
-  for (const script of Object.values(SCRIPTS)) client.defineCommand(script.command, { numberOfKeys: script.numberOfKeys, lua: script.lua })
+  for (const script of Object.values(SCRIPTS)) {
+    client.defineCommand(script.command, script.numberOfKeys === undefined ? { lua: script.lua } : { numberOfKeys: script.numberOfKeys, lua: script.lua })
+  }
 }
 
 export const KEY_PREFIX = 'rl:'

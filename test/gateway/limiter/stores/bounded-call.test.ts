@@ -61,3 +61,19 @@ t.test('budget without progress: postponed while the shard answers others, faile
   const capped = performance.now() - capStart
   t.ok(capped >= 195 && capped < 1_000, `capped at 200 ms although the shard kept answering (${capped.toFixed(0)} ms)`)
 })
+
+t.test('the calls of one turn on one shard share one timer: a reply to one leaves the others bounded', async (t) => {
+  const progress: Progress = { lastReplyAt: 0 }
+  const started = performance.now()
+  const answered = boundedCall(async () => await new Promise<string>((resolve) => setTimeout(() => resolve('early'), 5)), { budgetMs: 40, capMs: 250, progress })
+  const silent = boundedCall(never, { budgetMs: 40, capMs: 250, progress })
+  t.equal(await answered, 'early')
+  // The early reply is progress: the silent call fails once the shard has been quiet for the budget.
+  await t.rejects(silent, StoreTimeoutError)
+  const took = performance.now() - started
+  t.ok(took >= 39 && took < 1_000, `the silent call of the same turn still failed after its budget (${took.toFixed(0)} ms)`)
+
+  const next: Progress = { lastReplyAt: 0 }
+  const all = await Promise.all([1, 2, 3].map(async (n) => await boundedCall(async () => await Promise.resolve(n), { budgetMs: 40, capMs: 250, progress: next })))
+  t.same(all, [1, 2, 3], 'every call of a turn gets its own reply')
+})
