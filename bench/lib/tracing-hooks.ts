@@ -24,7 +24,8 @@ const CHUNK = 1_000
 
 const DECISION: RateLimitDecision = {
   allowed: true, outcome: 'ok', policy: 'enterprise', window: 'minute', limit: 1_000_000, remaining: 999_999, reset: 0,
-  retryAfter: undefined, banStarted: false, resetIn: 60, policyField: '', rejectedBy: undefined, now: 0, shadowRejectedBy: undefined
+  retryAfter: undefined, banStarted: false, resetIn: 60, policyField: '', rejectedBy: undefined, now: 0, shadowRejectedBy: undefined,
+  source: 'store'
 }
 const create = channel('undici:request:create')
 const sendHeaders = channel('undici:client:sendHeaders')

@@ -3,7 +3,7 @@
 // limits being rehearsed would have rejected it (shadow.ts: a comparison of the same counts). Pure
 // functions of their arguments, so the headers of every outcome are tested without a store.
 import type { Limits } from '../config/types.js'
-import type { RateLimitDecision, WindowName } from './decision.js'
+import type { DecisionSource, RateLimitDecision, WindowName } from './decision.js'
 import { policyField } from './headers.js'
 import { shadowRejection } from './shadow.js'
 import type { ConsumeResult } from './store.js'
@@ -43,12 +43,13 @@ export function decide (result: ConsumeResult, limits: Limits, policy: string): 
     policyField: policyField(limits),
     rejectedBy,
     now: result.now,
-    shadowRejectedBy: limits.shadow === undefined ? undefined : shadowRejection(result, limits.shadow)
+    shadowRejectedBy: limits.shadow === undefined ? undefined : shadowRejection(result, limits.shadow),
+    source: result.via ?? 'store'
   }
 }
 
 /** A banned consumer: nothing remaining until the ban ends, which is also the reset. */
-export function bannedDecision (until: number, now: number, limits: Limits, policy: string, banStarted: boolean): RateLimitDecision {
+export function bannedDecision (until: number, now: number, limits: Limits, policy: string, banStarted: boolean, source: DecisionSource = 'store'): RateLimitDecision {
   const retryAfter = secondsUntil(until, now)
   return {
     allowed: false,
@@ -64,7 +65,8 @@ export function bannedDecision (until: number, now: number, limits: Limits, poli
     policyField: policyField(limits),
     rejectedBy: undefined,
     now,
-    shadowRejectedBy: undefined
+    shadowRejectedBy: undefined,
+    source
   }
 }
 

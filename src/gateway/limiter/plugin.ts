@@ -129,7 +129,7 @@ export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlug
       policy = consumer.plan
       const cachedUntil = bans.get(id)
       if (cachedUntil !== undefined) {
-        const decision = bannedDecision(cachedUntil, now(), limits, policy, false)
+        const decision = bannedDecision(cachedUntil, now(), limits, policy, false, 'ban-cache')
         request.rateLimit = decision
         recorder?.note(consumer, decision)
         throw gatewayErrors.keyBanned(decision.retryAfter ?? 1)
@@ -145,7 +145,7 @@ export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlug
     if (result.outcome === 'key_banned' || result.outcome === 'ban_started') {
       bans.remember(id, result, health.localAnswer(result))
       if (result.outcome === 'ban_started') banCount.refreshSoon()
-      const decision = bannedDecision(result.bannedUntil, result.now, limits, policy, result.outcome === 'ban_started')
+      const decision = bannedDecision(result.bannedUntil, result.now, limits, policy, result.outcome === 'ban_started', result.via)
       request.rateLimit = decision
       if (consumer !== null) recorder?.note(consumer, decision)
       throw gatewayErrors.keyBanned(decision.retryAfter ?? 1)

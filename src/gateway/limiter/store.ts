@@ -25,6 +25,12 @@ export interface ConsumeResult {
   readonly day: WindowState
   /** Unix ms when the key's ban ends, on `key_banned` and `ban_started`; 0 otherwise. */
   readonly bannedUntil: number
+  /**
+   * How it was decided when not by a call of its own to the store: from this process's lease (no
+   * Redis call), in one script call with the other decisions of its turn, or by the STORE_ON_ERROR
+   * policy while Redis did not answer. For traces (the limiter span's `source`) only.
+   */
+  readonly via?: 'lease' | 'batch' | 'fallback'
 }
 
 export interface BanEntry {

@@ -74,7 +74,8 @@ export function createLeaseTable (monotonic: () => number): LeaseTable {
         now: r.now + Math.floor(t - lease.sentAt),
         minute: { count: r.minute.count - unspent, resetAt: r.minute.resetAt, retryAt: 0 },
         day: { count: r.day.count - unspent, resetAt: r.day.resetAt, retryAt: 0 },
-        bannedUntil: 0
+        bannedUntil: 0,
+        via: 'lease'
       }
     },
     hold (id, lease) { leases.set(id, lease) },

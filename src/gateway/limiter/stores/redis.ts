@@ -152,7 +152,7 @@ export function createRedisStore (client: Redis | Cluster, opts: RedisStoreOptio
         args[k++] = banArg(q.ban)
       }
       client.petstoreDecideBatch(...(args as [number, ...ScriptArg[]])).then((replies: DecisionReply[]) => {
-        part.forEach((q, i) => { q.resolve(heard(q.id, toResult(replies[i]!), q.sentAt)) })
+        part.forEach((q, i) => { q.resolve(heard(q.id, { ...toResult(replies[i]!), via: 'batch' }, q.sentAt)) })
       }, (err: unknown) => { for (const q of part) q.reject(err) })
     }
   }

@@ -212,7 +212,7 @@ export function createResilientStore (primary: RemoteStore, opts: ResilientStore
   }
 
   async function degraded (answer: Promise<ConsumeResult>): Promise<ConsumeResult> {
-    const result = await answer
+    const result: ConsumeResult = { ...await answer, via: 'fallback' }
     localAnswers.add(result)
     return result
   }

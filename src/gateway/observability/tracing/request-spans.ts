@@ -45,15 +45,6 @@ function pathOf (url: string): string {
   return q < 0 ? url : url.slice(0, q)
 }
 
-/**
- * Where the limiter's decision came from, for ATTR_RATELIMIT_SOURCE. The store does not report it per
- * decision yet; what is known is its breaker: while it is open every decision is the STORE_ON_ERROR
- * policy's. `lease`, `batch` and `store` need RateLimitDecision to carry the source (docs/tracing.md).
- */
-function decisionSource (app: FastifyInstance): string | undefined {
-  return app.hasDecorator('limiterStatus') && app.limiterStatus.fallbackActive() ? 'fallback' : undefined
-}
-
 export function createRequestSpans (app: FastifyInstance, tracer: Tracer, incoming: TraceIncoming): RequestSpanHooks {
   const upstream = new UpstreamSpans(tracer)
 
@@ -66,14 +57,13 @@ export function createRequestSpans (app: FastifyInstance, tracer: Tracer, incomi
     if (consumer !== null) span.setAttribute(ATTR_CONSUMER_ID, consumer.consumerId)
     span.setAttribute(ATTR_PLAN, decision?.policy ?? consumer?.plan ?? ANONYMOUS_PLAN)
     if (app.hasDecorator('limiter')) span.setAttribute(ATTR_RATELIMIT_STORE, app.limiter.store.kind)
-    const source = decisionSource(app)
-    if (source !== undefined) span.setAttribute(ATTR_RATELIMIT_SOURCE, source)
     if (decision === null) {
       // No decision: the store failed under STORE_ON_ERROR=closed and the limiter answered 503.
       span.setAttribute(ATTR_RATELIMIT_OUTCOME, 'unavailable')
       span.setStatus({ code: SpanStatusCode.ERROR, message: 'limiter store unavailable' })
     } else {
       span.setAttribute(ATTR_RATELIMIT_OUTCOME, decision.outcome)
+      span.setAttribute(ATTR_RATELIMIT_SOURCE, decision.source)
       span.setAttribute(ATTR_RATELIMIT_WINDOW, decision.rejectedBy ?? decision.window)
       span.setAttribute(ATTR_RATELIMIT_REMAINING, decision.remaining)
       if (!decision.allowed && decision.retryAfter !== undefined) span.setAttribute(ATTR_RATELIMIT_RETRY_AFTER, decision.retryAfter)

@@ -42,7 +42,7 @@ t.test('local: Redis frozen — the timed-out call shows in the limiter span, th
   t.equal((await get(gw.url, traceOf(1))).status, 200)
   const healthy = theSpan(await traceSpans(receiver, traceOf(1), 4), traceOf(1), GATEWAY, 'rate limit')
   t.equal(healthy.attributes['petstore.ratelimit.store'], 'redis')
-  t.notOk('petstore.ratelimit.source' in healthy.attributes, 'no source claimed while Redis answers (the store does not report one yet)')
+  t.equal(healthy.attributes['petstore.ratelimit.source'], 'store', 'decided by its own call to Redis')
 
   redis.signal('SIGSTOP')
   const first = await get(gw.url, traceOf(2))
@@ -50,6 +50,7 @@ t.test('local: Redis frozen — the timed-out call shows in the limiter span, th
   const timedOut = theSpan(await traceSpans(receiver, traceOf(2), 4), traceOf(2), GATEWAY, 'rate limit')
   t.ok(msOf(timedOut) >= STORE_TIMEOUT_MS, `its limiter span lasted ${msOf(timedOut).toFixed(1)} ms: the Redis call's timeout is where the time went`)
   t.equal(timedOut.attributes['petstore.ratelimit.outcome'], 'ok')
+  t.equal(timedOut.attributes['petstore.ratelimit.source'], 'fallback', 'and its answer was the fallback\'s')
 
   // The fallback admits this process's share of the room it knew (half of the plan's minute with one
   // process): business's share outlasts the wait, so every answer is a 200.
@@ -86,4 +87,21 @@ t.test('closed: the 503 of a frozen Redis is the limiter span\'s error and the s
   t.equal(server.status.code, STATUS_ERROR)
   t.equal(server.attributes['error.type'], 'unavailable')
   t.equal(server.attributes['http.response.status_code'], 503)
+})
+
+t.test('leases: a busy consumer\'s decisions from its lease say so, the one that fetched the lease says store', async (t) => {
+  const receiver = await startOtlpReceiver(t)
+  const redis = await startRedis(t)
+  const gw = await startGateway(t, {
+    limiter: { settings: { redisUrl: redis.url, storeLeases: true } },
+    tracing: { settings: tracingTo(receiver.url, GATEWAY) }
+  })
+  const sources: string[] = []
+  // Sequential requests are well over the lease threshold's rate: after the first few, a lease answers.
+  for (let n = 0; n < 60; n++) t.equal((await get(gw.url, traceOf(1_000 + n))).status, 200)
+  for (const n of [0, 59]) {
+    const span = theSpan(await traceSpans(receiver, traceOf(1_000 + n), 2), traceOf(1_000 + n), GATEWAY, 'rate limit')
+    sources.push(String(span.attributes['petstore.ratelimit.source']))
+  }
+  t.same(sources, ['store', 'lease'], 'the first request asked Redis; the 60th was answered from the lease')
 })
