@@ -45,6 +45,8 @@ export interface LocalFallbackOptions {
   failedSince: (shard: string) => number | undefined
   /** The in-process store keeping the fallback's bans (and anonymous clients' windows). */
   store: () => LimiterStore
+  /** This process's calls for `id` that Redis has not answered yet: each may be admitted there (default none). */
+  inFlight?: (id: string) => number
   /** The gateway clock, Unix ms. */
   now: () => number
   freshMs?: number
@@ -160,6 +162,17 @@ export function createLocalFallback (opts: LocalFallbackOptions): LocalFallback 
     }
     const dayKnown = knownIn(DAY_WINDOW, k?.day ?? 0, k?.at ?? Number.NEGATIVE_INFINITY, now)
     const p = Math.max(1, opts.processes())
+    // The request's own call (`late`) is this admission itself, not another.
+    const pending = (opts.inFlight?.(id) ?? 0) - (late === undefined ? 0 : 1)
+    if (pending > 0) {
+      // Calls still queued in Redis may all be admitted there when it answers, and every other
+      // process may have as many queued: room they can take is not this process's to share.
+      const extra = pending * p
+      minuteKnown.count += extra
+      minuteKnown.until = Math.max(minuteKnown.until, (Math.floor((x + hi) / MB) + M_SLOTS) * MB)
+      dayKnown.count += extra
+      dayKnown.until = Math.max(dayKnown.until, (Math.floor((x + hi) / DB) + D_SLOTS) * DB)
+    }
     const own = ledger.own(id, minuteNow - M_SLOTS + 1, dayNow - D_SLOTS + 1)
     const minute = shareOf(MINUTE_WINDOW, limits.perMinute, minuteKnown, own.minute, own.oldestMinute, p)
     const day = shareOf(DAY_WINDOW, limits.perDay, dayKnown, own.day, own.oldestDay, p)

@@ -138,6 +138,7 @@ export function createResilientStore (primary: RemoteStore, opts: ResilientStore
     processes: () => registry?.processes() ?? opts.processes?.() ?? 1,
     shardOf,
     failedSince: (shard) => breakers.of(shard).failedSince,
+    inFlight: (id) => inFlight.get(id) ?? 0,
     store: () => bans,
     now
   })
@@ -217,6 +218,14 @@ export function createResilientStore (primary: RemoteStore, opts: ResilientStore
     return result
   }
 
+  /** This process's decision calls per consumer that Redis has not answered yet (the fallback counts them as admitted). */
+  const inFlight = new Map<string, number>()
+  function settled (id: string): void {
+    const n = (inFlight.get(id) ?? 1) - 1
+    if (n > 0) inFlight.set(id, n)
+    else inFlight.delete(id)
+  }
+
   async function consume (id: string, limits: Limits, ban: BanPolicy | null): Promise<ConsumeResult> {
     const breaker = breakerOf(id)
     if (breakers.pass(breaker) === 'refused') return await degraded(fallback.consume(id, limits, ban, 'limiter store circuit open'))
@@ -224,18 +233,24 @@ export function createResilientStore (primary: RemoteStore, opts: ResilientStore
     if (ledger.size > 0 && ledger.unresolved(id)) return await degraded(fallback.consume(id, limits, ban, 'fallback admissions not yet written back'))
     let late: Promise<ConsumeResult> | undefined
     let result: ConsumeResult
+    inFlight.set(id, (inFlight.get(id) ?? 0) + 1)
     try {
       result = await boundedCall(() => (late = primary.consume(id, limits, ban)), { budgetMs: timeoutMs, capMs: maxWaitMs, progress: breaker })
     } catch (err) {
       const e = failed(err)
       breakers.settle(breaker, false)
-      if (!(err instanceof StoreTimeoutError)) return await degraded(fallback.consume(id, limits, ban, e.message))
+      if (!(err instanceof StoreTimeoutError) || late === undefined) {
+        settled(id)
+        return await degraded(fallback.consume(id, limits, ban, e.message))
+      }
+      late.then(() => { settled(id) }, () => { settled(id) })
       // A timed-out script is still queued in Redis: its late reply tells whether it counted this
       // request, and that Redis answers again — an open breaker probes at once, so this process's
       // fallback admissions are written back as soon as other processes can decide in Redis again.
       late?.then(() => { breakers.nudge(breaker) }, () => {})
       return await degraded(fallback.consume(id, limits, ban, e.message, late))
     }
+    settled(id)
     breakers.settle(breaker, true)
     return result
   }
