@@ -53,6 +53,8 @@ export interface AttackOptions {
   history?: number
   /** The checkout whose gateway runs (default: this one). */
   root?: string
+  /** More environment for both gateways (e.g. STORE_BATCH_MAX). */
+  env?: Record<string, string>
 }
 
 export interface Answer {
@@ -177,7 +179,7 @@ export async function attack (t: Pick<Test, 'teardown'>, opts: AttackOptions): P
   const gateways = await Promise.all([0, 1].map(async () => {
     const [port, adminPort] = [await freePort(), await freePort()]
     const env = gatewayProcessEnv({ port, adminPort, backendUrl, configDir: dir, redisUrl: redis.url },
-      { STORE_ON_ERROR: opts.storeOnError ?? 'local', LOG_LEVEL: 'warn' })
+      { STORE_ON_ERROR: opts.storeOnError ?? 'local', LOG_LEVEL: 'warn', ...opts.env })
     runEntry(t, 'src/gateway/server.ts', env, root)
     await waitForHttp(`http://127.0.0.1:${adminPort}/readyz`, 30_000, (s) => s === 200)
     const pool = new Pool(`http://127.0.0.1:${port}`, { connections: 128 })

@@ -10,6 +10,7 @@ import { DEFAULT_REDIS_SENTINEL_NAME } from '../limiter/create-store.js'
 import { DEFAULT_STORE_ON_ERROR, STORE_ON_ERROR_POLICIES, type StoreOnError } from '../limiter/stores/fallback-policy.js'
 import { DEFAULT_ANONYMOUS_STATE_MAX } from '../limiter/stores/memory.js'
 import { DEFAULT_STORE_TIMEOUT_MS } from '../limiter/stores/resilient.js'
+import { DEFAULT_REDIS_BATCH_MAX, REDIS_BATCH_MAX } from '../limiter/stores/redis.js'
 import { DEFAULT_UPSTREAM_CONNECTIONS, DEFAULT_UPSTREAM_QUEUE_MAX } from '../proxy/upstream-gate.js'
 import { DEFAULT_HISTORY_FLUSH_MS } from '../history/plugin.js'
 import { DEFAULT_GATEWAY_SERVICE_NAME, DEFAULT_TRACE_INCOMING, TRACE_INCOMING_POLICIES, type TraceIncoming } from '../observability/tracing/plugin.js'
@@ -67,6 +68,8 @@ export interface GatewaySettings {
   readonly storeOnError: StoreOnError
   /** STORE_LEASES: hot consumers admitted from local leases on a Redis store (default true; false for tests and benches). */
   readonly storeLeases: boolean
+  /** STORE_BATCH_MAX: decisions of one event-loop turn per decide-batch script call (1: one call per decision). */
+  readonly storeBatchMax: number
   readonly logLevel: string
   /** LOG_BUFFER_BYTES: log lines are batched up to this many bytes (flushed every 200 ms and on exit); 0 writes each line. */
   readonly logBufferBytes: number
@@ -176,6 +179,7 @@ export function settingsFromEnv (env: Env = process.env): GatewaySettings {
     historyFlushMs: int(env, 'HISTORY_FLUSH_MS', DEFAULT_HISTORY_FLUSH_MS, 100, 60_000),
     storeOnError: oneOf(env, 'STORE_ON_ERROR', DEFAULT_STORE_ON_ERROR, STORE_ON_ERROR_POLICIES),
     storeLeases: env.STORE_LEASES !== 'false',
+    storeBatchMax: int(env, 'STORE_BATCH_MAX', DEFAULT_REDIS_BATCH_MAX, 1, REDIS_BATCH_MAX),
     logLevel: str(env, 'LOG_LEVEL', DEFAULT_LOG_LEVEL),
     logBufferBytes: int(env, 'LOG_BUFFER_BYTES', DEFAULT_LOG_BUFFER_BYTES, 0, 1_000_000),
     trustProxy: trustProxy(optional(env, 'TRUST_PROXY'), production),

@@ -33,10 +33,10 @@ export const DEFAULT_REDIS_KEY_NAMES_CACHE_SIZE = 10_000
  */
 export const REDIS_BATCH_MAX = 100
 /**
- * Batching is off by default (1: one decide call per decision): with it on, the sliding-window
- * attack test (test/gateway/limiter/attack-sliding.test.ts) admitted up to 631 of 600 in some runs,
- * a cause not found yet (docs/limiter-internals.md). Everything else of the turn (one write, one
- * timer) is on.
+ * Batching is off by default (1: one decide call per decision; STORE_BATCH_MAX turns it on): the
+ * attack tests over-admitted with it on until the local fallback counted queued calls as admitted,
+ * and it has not yet had the runs that would make it the default (docs/limiter-internals.md).
+ * Everything else of the turn (one write, one timer) is on.
  */
 export const DEFAULT_REDIS_BATCH_MAX = 1
 const SCAN_COUNT = 1000
