@@ -21,7 +21,7 @@ export interface ForwardOptions {
   gate: UpstreamGate
   /** `host` of the backend, sent as the request's Host. */
   host: string
-  /** The gate's clock (dispatch times are on it). */
+  /** The gate's clock, performance.now() (dispatch times are on it, and a traced call's start). */
   now: () => number
 }
 
@@ -59,6 +59,8 @@ class UpstreamCall implements UpstreamWaiter {
       headers['content-length'] = String(Buffer.byteLength(body))
     }
     this.#dispatchedAt = this.opts.now()
+    // The wait at the gate is the wait for a connection: the upstream span (tracing on) starts there.
+    if (request.trace !== null) request.trace.upstreamQueuedAt = this.enteredAt
     startUpstreamTimer(request)
     this.opts.pool.request({
       path: this.path,

@@ -12,6 +12,11 @@ export interface RequestTrace {
   limiter: Span | undefined
   /** The catalogue code of a 5xx the gateway answered itself (`error.type` of the server span). */
   errorType: string | undefined
+  /**
+   * performance.now() when the request began to wait for a backend connection (the proxy's upstream
+   * gate), set before its upstream call is made: the upstream call and its connection wait start there.
+   */
+  upstreamQueuedAt?: number
 }
 
 export interface GatewayTracing {

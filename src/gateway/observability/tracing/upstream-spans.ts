@@ -1,12 +1,13 @@
 // The upstream call's spans and the `traceparent` the backend receives, from undici's diagnostics
 // channels rather than from the proxy plugin: `undici:request:create` fires as the proxy creates its
 // request (the gateway's `x-request-id` among its headers says whose it is), and lets the header be
-// added; `undici:client:sendHeaders` marks the moment a connection carried it, so the wait for a
-// connection is a span of its own; response headers, the end of the body, or an error close the call.
+// added; the call and its wait for a connection start earlier, when the request began to wait at the
+// proxy's upstream gate (RequestTrace.upstreamQueuedAt); `undici:client:sendHeaders` marks the moment
+// a connection carried it, ending that wait; response headers, the end of the body, or an error close the call.
 // The channels are process-wide: every gateway in a process sees every undici request, and keeps only
 // those it is waiting for. Loaded only with tracing on.
 import { subscribe, unsubscribe } from 'node:diagnostics_channel'
-import { SpanKind, SpanStatusCode, trace, type Span, type Tracer } from '@opentelemetry/api'
+import { SpanKind, SpanStatusCode, trace, type HrTime, type Span, type Tracer } from '@opentelemetry/api'
 import {
   ATTR_ERROR_TYPE, ATTR_HTTP_REQUEST_METHOD, ATTR_HTTP_RESPONSE_STATUS_CODE, ATTR_SERVER_ADDRESS, ATTR_SERVER_PORT, ATTR_URL_FULL
 } from '@opentelemetry/semantic-conventions'
@@ -43,6 +44,16 @@ function requestIdOf (headers: string[] | string): string | undefined {
   if (!Array.isArray(headers)) return undefined
   for (let i = 0; i < headers.length; i += 2) if (headers[i] === REQUEST_ID_HEADER) return headers[i + 1]
   return undefined
+}
+
+/**
+ * A performance.now() instant as an HrTime, converted once: given as a number, the SDK converts it
+ * per span with that span's own clock offset, and two spans given one instant would start apart.
+ */
+function hrTimeOf (performanceNow: number): HrTime {
+  const ms = performance.timeOrigin + performanceNow
+  const seconds = Math.floor(ms / 1000)
+  return [seconds, Math.min(999_999_999, Math.round((ms - seconds * 1000) * 1e6))]
 }
 
 function pathOnly (path: string): string {
@@ -98,8 +109,11 @@ export class UpstreamSpans {
     let span = owner.span
     if (owner.context !== undefined) {
       const origin = typeof request.origin === 'string' ? new URL(request.origin) : request.origin
+      // The call began when the request started waiting for a connection at the proxy's gate.
+      const startTime = owner.upstreamQueuedAt === undefined ? undefined : hrTimeOf(owner.upstreamQueuedAt)
       span = this.tracer.startSpan(request.method, {
         kind: SpanKind.CLIENT,
+        startTime,
         attributes: {
           [ATTR_HTTP_REQUEST_METHOD]: request.method,
           [ATTR_SERVER_ADDRESS]: origin.hostname,
@@ -108,7 +122,7 @@ export class UpstreamSpans {
           [ATTR_URL_FULL]: `${origin.origin}${pathOnly(request.path)}`
         }
       }, owner.context)
-      const connection = this.tracer.startSpan('upstream connection', { kind: SpanKind.INTERNAL }, trace.setSpan(owner.context, span))
+      const connection = this.tracer.startSpan('upstream connection', { kind: SpanKind.INTERNAL, startTime }, trace.setSpan(owner.context, span))
       this.calls.set(request, { span, connection })
     }
     const ids = span.spanContext()
