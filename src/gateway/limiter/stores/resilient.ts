@@ -243,11 +243,13 @@ export function createResilientStore (primary: RemoteStore, opts: ResilientStore
         settled(id)
         return await degraded(fallback.consume(id, limits, ban, e.message))
       }
-      late.then(() => { settled(id) }, () => { settled(id) })
       // A timed-out script is still queued in Redis: its late reply tells whether it counted this
       // request, and that Redis answers again — an open breaker probes at once, so this process's
       // fallback admissions are written back as soon as other processes can decide in Redis again.
-      late?.then(() => { breakers.nudge(breaker) }, () => {})
+      late.then(() => {
+        settled(id)
+        breakers.nudge(breaker)
+      }, () => { settled(id) })
       return await degraded(fallback.consume(id, limits, ban, e.message, late))
     }
     settled(id)
