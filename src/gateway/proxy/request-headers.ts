@@ -38,6 +38,9 @@ function isUnderscoreTwin (name: string): boolean {
   return name.indexOf('_') !== -1 && NOT_FORWARDED.has(name.replaceAll('_', '-'))
 }
 
+/** The `Connection` values nearly every client sends: they name no header that would be forwarded, so no set is built for them. */
+const PLAIN_CONNECTION = new Set(['keep-alive', 'close'])
+
 /** Header names a client's `Connection` header lists (hop-by-hop by declaration, RFC 9110 §7.6.1). */
 function connectionOptions (value: string): Set<string> {
   return new Set(value.toLowerCase().split(',').map((token) => token.trim()).filter((token) => token !== ''))
@@ -52,7 +55,7 @@ export function backendRequestHeaders (request: Pick<FastifyRequest, 'id' | 'con
   const out: Headers = {}
   const dropped = request.ownsTraceContext ? NOT_FORWARDED_WITH_TRACE : NOT_FORWARDED
   const connection = headers.connection
-  const listed = typeof connection === 'string' ? connectionOptions(connection) : undefined
+  const listed = typeof connection === 'string' && !PLAIN_CONNECTION.has(connection.toLowerCase()) ? connectionOptions(connection) : undefined
   for (const name in headers) {
     if (!dropped.has(name) && !isUnderscoreTwin(name) && (listed === undefined || !listed.has(name))) out[name] = headers[name]
   }
