@@ -2,6 +2,7 @@
 // their `_` twins) never arrive, so a read-only key's GET stays a GET whatever it carries; identity
 // headers are the gateway's; everything else passes through untouched.
 import { createHash } from 'node:crypto'
+import { request } from 'node:http'
 import t from 'tap'
 import { GATEWAY_OWNED, METHOD_OVERRIDES } from '../../../src/gateway/proxy/request-headers.js'
 import { startEchoUpstream } from '../../helpers/echo-upstream.js'
@@ -63,4 +64,26 @@ t.test('the dropped set is the gateway-owned headers plus the overrides, and ide
   t.equal(seen['x-consumer-plan'], 'free')
   t.equal(seen['x-request-id'], res.headers.get('x-request-id'))
   t.equal(seen.authorization, undefined, 'the key is not forwarded')
+})
+
+t.test('headers a client\'s Connection header lists stay at the gateway; a plain keep-alive drops nothing else', async (t) => {
+  const upstream = await startEchoUpstream(t)
+  const gw = await startGateway(t, { config, backendUrl: upstream.url })
+  // node:http, not fetch or undici: they refuse to send a Connection header of the caller's.
+  const send = async (connection: string): Promise<void> => {
+    const status = await new Promise<number | undefined>((resolve, reject) => {
+      request(`${gw.url}/v1/pets`, { headers: { ...bearer(READ_ONLY_KEY), connection, 'x-hop': 'client-only', 'x-kept': 'yes' } }, (res) => {
+        res.resume()
+        res.on('end', () => { resolve(res.statusCode) })
+      }).on('error', reject).end()
+    })
+    t.equal(status, 200)
+  }
+  await send('keep-alive, X-Hop')
+  await send('Keep-Alive')
+  const [listed, plain] = upstream.received
+  t.equal(listed?.headers['x-hop'], undefined, 'listed in Connection: not forwarded')
+  t.equal(listed?.headers['x-kept'], 'yes')
+  t.equal(plain?.headers['x-hop'], 'client-only', 'not listed: forwarded')
+  t.equal(plain?.headers['x-kept'], 'yes')
 })
