@@ -273,10 +273,11 @@ export const SCENARIOS = {
 } satisfies Record<string, AttackOptions>
 
 /** What every attack test asserts first: each fault happened, and never more than the limit in a rolling minute (with the run described in a comment). */
-export function assertWithinLimit (t: Test, run: AttackResult, scenario: AttackOptions): void {
+export function assertWithinLimit (t: Test, run: AttackResult, scenario: AttackOptions, knownDefect?: string): void {
   t.comment(describeRun(run))
   t.equal(run.faults.length, scenario.faults.length, 'every fault happened')
-  t.ok(run.most <= ATTACK_LIMIT, `most admissions in a rolling minute: ${run.most} (limit ${ATTACK_LIMIT})`)
+  // A known defect is reported as a todo: still checked and shown on every run, not counted as passed.
+  t.ok(run.most <= ATTACK_LIMIT, `most admissions in a rolling minute: ${run.most} (limit ${ATTACK_LIMIT})`, knownDefect === undefined ? {} : { todo: knownDefect })
 }
 
 /** One line for a test's comment or a bench table: what the run did and the most 200s in a minute. */
