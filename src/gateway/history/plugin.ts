@@ -8,7 +8,7 @@
 // Redis (a connection of its own), else this process's memory (per process, and the admin API says so).
 import fp from 'fastify-plugin'
 import type { DecisionRecorder } from '../limiter/decision.js'
-import { createRedisClient, type StoreSettings } from '../limiter/create-store.js'
+import { createRedisClient, type RedisSettings } from '../redis/connection.js'
 import { dayOf, hourOf } from './days.js'
 import { settlesWithin } from './deadline.js'
 import { createMemoryHistory } from './memory-history.js'
@@ -30,7 +30,7 @@ export interface HistoryOptions {
 
 export interface HistoryPluginOptions extends HistoryOptions {
   /** The limiter's store settings: the history lives where the limits are counted. */
-  settings?: StoreSettings | undefined
+  settings?: RedisSettings | undefined
 }
 
 export interface History {

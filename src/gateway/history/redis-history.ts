@@ -15,8 +15,8 @@
 // cannot contain `:`, so no consumer's tag is ever `shadow:…`.
 import calculateSlot from 'cluster-key-slot'
 import { Cluster, type ChainableCommander, type Redis } from 'ioredis'
-import { waitReady } from '../limiter/create-store.js'
-import { KEY_PREFIX } from '../limiter/stores/redis-scripts.js'
+import { waitReady } from '../redis/connection.js'
+import { shadowKey, usageKey, type ShadowPart } from '../redis/keys.js'
 import { DAY_MS, HOUR_MS, monthOf } from './days.js'
 import { settlesWithin, within } from './deadline.js'
 import { daysFrom, SHADOW_WINDOW_HOURS, USAGE_HISTORY_DAYS, type HistoryStore, type ShadowRecord } from './store.js'
@@ -28,17 +28,7 @@ export const USAGE_KEY_KEEP_DAYS = USAGE_HISTORY_DAYS + 5
 export const SHADOW_KEY_KEEP_HOURS = SHADOW_WINDOW_HOURS + 2
 export const DEFAULT_READ_WAIT_MS = 2_000
 
-export type ShadowPart = 'n' | 'a' | 'f' | 'l'
-
-/** `rl:{acme}:u:203001` */
-export function usageKey (consumerId: string, month: string): string {
-  return `${KEY_PREFIX}{${consumerId}}:u:${month}`
-}
-
-/** `rl:{shadow:free}:527040:n` */
-export function shadowKey (plan: string, hour: number, part: ShadowPart): string {
-  return `${KEY_PREFIX}{shadow:${plan}}:${hour}:${part}`
-}
+export { shadowKey, usageKey, type ShadowPart }
 
 /** One command of a flush: the key it writes (for a Cluster's grouping) and what to send again if it fails. */
 interface Command {

@@ -8,8 +8,8 @@
 // STORE_ON_ERROR), which answers a lease's admissions first, with no timer, and learns what the
 // `local` fallback needs from every reply; the in-process store needs none of it.
 import { randomBytes } from 'node:crypto'
-import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis'
-import type { LimiterStore, StoreDescription } from './store.js'
+import { createRedisClient, DEFAULT_REDIS_SENTINEL_NAME, describeRedis, waitReady, type RedisSettings } from '../redis/connection.js'
+import type { LimiterStore } from './store.js'
 import { plainHealth, type StoreHealth } from './store-health.js'
 import type { StoreOnError } from './stores/fallback-policy.js'
 import { createKnowledge } from './stores/knowledge.js'
@@ -19,16 +19,10 @@ import { createRedisRecovery } from './stores/redis-recovery.js'
 import { createRedisStore } from './stores/redis.js'
 import { createResilientStore } from './stores/resilient.js'
 
-export const DEFAULT_CONNECT_TIMEOUT_MS = 2_000
+export { createRedisClient, DEFAULT_REDIS_SENTINEL_NAME, waitReady }
 export const DEFAULT_READY_WAIT_MS = 3_000
-/** REDIS_SENTINEL_NAME: the master name Sentinel is asked for. */
-export const DEFAULT_REDIS_SENTINEL_NAME = 'mymaster'
 
-export interface StoreSettings {
-  readonly redisUrl?: string | undefined
-  readonly redisClusterNodes?: readonly string[] | undefined
-  readonly redisSentinels?: readonly string[] | undefined
-  readonly redisSentinelName?: string | undefined
+export interface StoreSettings extends RedisSettings {
   /** Budget of one Redis call (STORE_TIMEOUT_MS); see stores/resilient.ts. */
   readonly storeTimeoutMs?: number | undefined
   /** What answers while Redis fails (STORE_ON_ERROR): `local`, `open` or `closed`. */
@@ -57,57 +51,7 @@ export interface StoreStack {
   readonly health: StoreHealth
 }
 
-const CLIENT_OPTIONS: RedisOptions = {
-  enableOfflineQueue: false,
-  maxRetriesPerRequest: 0,
-  autoResendUnfulfilledCommands: false,
-  connectTimeout: DEFAULT_CONNECT_TIMEOUT_MS
-}
-
-function hostPort (seed: string): { host: string, port: number } {
-  const at = seed.lastIndexOf(':')
-  return at < 0 ? { host: seed, port: 6379 } : { host: seed.slice(0, at), port: Number(seed.slice(at + 1)) }
-}
-
-/** Resolves true once the client is ready, false if it is not within `ms` (it keeps trying). */
-export async function waitReady (client: Redis | Cluster, ms: number): Promise<boolean> {
-  if (client.status === 'ready') return true
-  return await new Promise((resolve) => {
-    const timer = setTimeout(() => { client.off('ready', onReady); resolve(false) }, ms)
-    function onReady (): void { clearTimeout(timer); resolve(true) }
-    client.once('ready', onReady)
-  })
-}
-
-export function createRedisClient (settings: StoreSettings): Redis | Cluster | undefined {
-  if (settings.redisClusterNodes !== undefined && settings.redisClusterNodes.length > 0) {
-    const options: ClusterOptions = { enableOfflineQueue: false, redisOptions: CLIENT_OPTIONS }
-    return new Cluster(settings.redisClusterNodes.map(hostPort), options)
-  }
-  if (settings.redisSentinels !== undefined && settings.redisSentinels.length > 0) {
-    const url = settings.redisUrl === undefined ? undefined : new URL(settings.redisUrl)
-    return new Redis({
-      ...CLIENT_OPTIONS,
-      sentinels: settings.redisSentinels.map(hostPort),
-      name: settings.redisSentinelName ?? DEFAULT_REDIS_SENTINEL_NAME,
-      ...(url?.password ? { password: decodeURIComponent(url.password), sentinelPassword: decodeURIComponent(url.password) } : {}),
-      ...(url?.protocol === 'rediss:' ? { tls: {}, enableTLSForSentinelMode: true } : {})
-    })
-  }
-  if (settings.redisUrl !== undefined) return new Redis(settings.redisUrl, CLIENT_OPTIONS)
-  return undefined
-}
-
-/** Which store the settings select, and its nodes (`host:port`, never credentials). */
-export function describeSettings (settings: StoreSettings): StoreDescription {
-  if (settings.redisClusterNodes !== undefined && settings.redisClusterNodes.length > 0) return { kind: 'cluster', nodes: [...settings.redisClusterNodes] }
-  if (settings.redisSentinels !== undefined && settings.redisSentinels.length > 0) return { kind: 'sentinel', nodes: [...settings.redisSentinels] }
-  if (settings.redisUrl !== undefined) {
-    const url = new URL(settings.redisUrl)
-    return { kind: 'redis', nodes: [`${url.hostname}:${url.port === '' ? 6379 : url.port}`] }
-  }
-  return { kind: 'memory', nodes: [] }
-}
+export const describeSettings = describeRedis
 
 export async function createStore (settings: StoreSettings, opts: CreateStoreOptions = {}): Promise<StoreStack> {
   const now = opts.now ?? Date.now

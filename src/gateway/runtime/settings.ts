@@ -6,7 +6,7 @@ import { DEFAULT_CONFIG_DIR, DEFAULT_CONFIG_MAX_BYTES } from '../config/read-fil
 import { DEFAULT_CONFIG_QUIET_MS } from '../config/watch.js'
 import { DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT } from '../edge/limits.js'
 import { DEFAULT_SHED_QUEUE_DELAY_MS } from '../edge/load-shedding.js'
-import { DEFAULT_REDIS_SENTINEL_NAME } from '../limiter/create-store.js'
+import { DEFAULT_REDIS_SENTINEL_NAME } from '../redis/connection.js'
 import { DEFAULT_STORE_ON_ERROR, STORE_ON_ERROR_POLICIES, type StoreOnError } from '../limiter/stores/fallback-policy.js'
 import { DEFAULT_ANONYMOUS_STATE_MAX } from '../limiter/stores/memory.js'
 import { DEFAULT_STORE_TIMEOUT_MS } from '../limiter/stores/resilient.js'

@@ -1,0 +1,29 @@
+// Every Redis key the gateway writes, named in one place. A consumer's keys (its limiter state and
+// its usage history) share one hash tag, `{consumer}`, so they live in one Cluster slot and one
+// script can touch them together; shadow records share their plan's tag. A consumer id cannot
+// contain `:` or `}` (config/schema.ts), so no consumer's tag is ever another's or `shadow:…`.
+
+export const KEY_PREFIX = 'rl:'
+
+/** The consumer's limiter state: `rl:{acme}` (its windows, ban and reserves: lua/grant.lua). */
+export function limiterKey (id: string): string {
+  return `${KEY_PREFIX}{${id}}`
+}
+
+/** Usage history of one consumer and month (`YYYYMM`): `rl:{acme}:u:203001`. */
+export function usageKey (consumerId: string, month: string): string {
+  return `${KEY_PREFIX}{${consumerId}}:u:${month}`
+}
+
+export type ShadowPart = 'n' | 'a' | 'f' | 'l'
+
+/** Shadow records of one plan and UTC hour: `rl:{shadow:free}:527040:n`. */
+export function shadowKey (plan: string, hour: number, part: ShadowPart): string {
+  return `${KEY_PREFIX}{shadow:${plan}}:${hour}:${part}`
+}
+
+/** The id a limiter key names (listing bans): `rl:{acme}` → `acme`; undefined for any other key. */
+export function idOfLimiterKey (key: string): string | undefined {
+  if (!key.startsWith(KEY_PREFIX + '{') || !key.endsWith('}')) return undefined
+  return key.slice(KEY_PREFIX.length + 1, -1)
+}
