@@ -237,10 +237,10 @@ async function bans (sub: 'list' | 'lift', args: string[], out: Out): Promise<nu
   // The admin API is the one way in; reading Redis directly stays for scripts written before it
   // (REDIS_URL set, no --admin). Store ids there are consumer ids.
   if (!redisConfigured || args.some((a) => a === '--admin' || a.startsWith('--admin='))) return await bansViaAdmin(sub, args, out)
-  const { store } = await createStore(settings)
+  const store = await createStore(settings)
   try {
     if (sub === 'list') {
-      const list = await store.listBans()
+      const list = await store.admin.listBans()
       if (list.length === 0) out('no bans in force')
       const now = Date.now()
       for (const ban of list.sort((a, b) => a.until - b.until)) {
@@ -250,7 +250,7 @@ async function bans (sub: 'list' | 'lift', args: string[], out: Out): Promise<nu
     }
     const id = args[0]
     if (id === undefined) throw new UsageError('bans lift needs a key id')
-    const lifted = await store.liftBan(id)
+    const lifted = await store.admin.liftBan(id)
     out(lifted ? `ban on ${id} lifted` : `${id} is not banned`)
     return lifted ? 0 : 1
   } finally {

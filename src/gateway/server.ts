@@ -85,7 +85,7 @@ async function main (): Promise<void> {
   }
   const store = gateway.limiter.store.describe()
   if (settings.workers > 1 && store.kind === 'memory') logger.warn({ store, workers: settings.workers }, 'limiter store: in-process with GATEWAY_WORKERS > 1 counts per worker')
-  else logger.info({ store, leases: store.kind !== 'memory' && settings.storeLeases }, 'limiter store')
+  else logger.info({ store }, 'limiter store')
 
   process.on('SIGHUP', () => {
     gateway.configReloader.reload('SIGHUP').catch((err: unknown) => logger.error({ err }, 'config reload failed'))

@@ -5,7 +5,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { adminErrors } from '../../interface/errors.js'
-import type { ConsumeResult } from '../limiter/store.js'
+import { askOf, type ConsumeResult } from '../limiter/store.js'
 import { resolveConsumer, type Consumer } from './consumers.js'
 
 export interface AdminApiOptions {
@@ -126,7 +126,7 @@ export const adminApi = fp<AdminApiOptions>(async function adminApi (app, { gate
   app.get<{ Params: { keyId: string } }>('/admin/keys/:keyId/usage', { schema: { params: keyIdParams } }, async (request) => {
     const key = gateway.gatewayConfig.current.keysById.get(request.params.keyId)
     if (key === undefined) throw adminErrors.keyNotFound(request.params.keyId)
-    const usage = await gateway.limiter.store.peek(key.consumerId, key.limits)
+    const usage = await gateway.limiter.store.peek(key.consumerId, askOf(key.limits))
     return {
       keyId: key.id,
       consumerId: key.consumerId,
@@ -143,8 +143,8 @@ export const adminApi = fp<AdminApiOptions>(async function adminApi (app, { gate
     const first = consumer.credentials[0]!
     const now = gateway.clock()
     const [usage, level] = await fromStore(async () => await Promise.all([
-      gateway.limiter.store.peek(consumer.id, first.limits),
-      gateway.limiter.store.escalationLevel(consumer.id)
+      gateway.limiter.store.peek(consumer.id, askOf(first.limits)),
+      gateway.limiter.store.admin.escalationLevel(consumer.id)
     ]))
     return {
       consumerId: consumer.id,
@@ -170,8 +170,8 @@ export const adminApi = fp<AdminApiOptions>(async function adminApi (app, { gate
     const limits = consumer.credentials[0]!.limits
     // What is about to go, for the answer and the audit line; a request landing in between is cleared too.
     const [usage, level] = await fromStore(async () => await Promise.all([
-      gateway.limiter.store.peek(consumer.id, limits),
-      gateway.limiter.store.escalationLevel(consumer.id)
+      gateway.limiter.store.peek(consumer.id, askOf(limits)),
+      gateway.limiter.store.admin.escalationLevel(consumer.id)
     ]))
     await fromStore(() => gateway.limiter.reset(consumer.id))
     const cleared = { minute: usage.minute.count, day: usage.day.count, ban: banView(usage, level) }

@@ -30,11 +30,11 @@ export interface RateLimitDecision {
   readonly now: number
   /** The window whose shadow limit would have rejected this request (limiter/shadow.ts); undefined when none would. */
   readonly shadowRejectedBy: WindowName | undefined
-  /** Where it was decided: the store's own call, a lease, a batched call, the STORE_ON_ERROR fallback, or a ban cached in this process. */
+  /** Where it was decided: a store call, units this process held (no call), the STORE_ON_ERROR policy, or a ban cached in this process. */
   readonly source: DecisionSource
 }
 
-export type DecisionSource = 'store' | 'lease' | 'batch' | 'fallback' | 'ban-cache'
+export type DecisionSource = 'store' | 'grant' | 'fallback' | 'ban-cache'
 
 /**
  * Told every decision about a consumer (never an anonymous client's), in the request, so it must

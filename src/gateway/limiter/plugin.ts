@@ -13,20 +13,18 @@ import { gatewayErrors } from '../../interface/errors.js'
 import { createBanCache, DEFAULT_BAN_CACHE_SIZE } from './ban-cache.js'
 import { createBanCount } from './ban-count.js'
 import { limiterId } from './consumer-id.js'
-import { createStore, type StoreSettings, type StoreStack } from './create-store.js'
+import { createStore, type StoreSettings } from './create-store.js'
 import { ANONYMOUS_PLAN } from '../../shared/labels.js'
 import { bannedDecision, decide, unavailableHeaders } from './decide.js'
 import type { DecisionRecorder } from './decision.js'
 import { setRateLimitHeaders } from './headers.js'
-import type { BanEntry, ConsumeResult, LimiterStore } from './store.js'
-import { evictionWarning, plainHealth, storeReport, type StoreHealth } from './store-health.js'
-import { createMemoryStore } from './stores/memory.js'
+import type { Ask, BanEntry, ConsumeResult, LimiterStore } from './store.js'
+import { evictionWarning, storeReport } from './store-health.js'
+import { createMemoryStore } from './memory/store.js'
 
 export interface LimiterOptions {
   /** A ready store (the gateway closes it), or settings to create one; neither: in-process store. */
   store?: LimiterStore
-  /** The health of a given `store` (its resilient store's); default: a plain store's, ready while it answers a ping. */
-  health?: StoreHealth
   settings?: StoreSettings
 }
 
@@ -55,18 +53,16 @@ declare module 'fastify' {
 }
 
 /** The store the options give, the one their settings select, or the in-process store. */
-async function stackOf (app: FastifyInstance, opts: LimiterOptions): Promise<StoreStack> {
-  if (opts.store !== undefined) return { store: opts.store, health: opts.health ?? plainHealth(opts.store) }
-  if (opts.settings === undefined) {
-    const store = createMemoryStore({ now: app.clock })
-    return { store, health: plainHealth(store) }
-  }
+async function storeOf (app: FastifyInstance, opts: LimiterOptions): Promise<LimiterStore> {
+  if (opts.store !== undefined) return opts.store
+  if (opts.settings === undefined) return createMemoryStore({ now: app.clock })
   return await createStore(opts.settings, {
     now: app.clock,
     onError: (err) => app.log.warn({ err: err.message }, 'limiter store error'),
-    onBreaker: (open) => {
-      if (open) app.log.error('limiter store circuit open: the STORE_ON_ERROR policy answers until Redis is back')
-      else app.log.info('limiter store circuit closed: counting in Redis again')
+    onShardChange (shard, state, reason) {
+      const where = shard === '' ? 'redis' : shard
+      if (state === 'down') app.log.error({ shard: where, reason }, 'limiter store down: STORE_ON_ERROR answers what units already counted cannot')
+      else if (state === 'up') app.log.info({ shard: where, reason }, 'limiter store up: counting in Redis')
     }
   })
 }
@@ -74,20 +70,21 @@ async function stackOf (app: FastifyInstance, opts: LimiterOptions): Promise<Sto
 export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlugin (app, opts) {
   const now = app.clock
   const recorder = opts.recorder
-  const { store, health } = await stackOf(app, opts)
-  const bans = createBanCache(now, DEFAULT_BAN_CACHE_SIZE, () => health.fallbackActive())
-  store.watchBanLifts((id) => { bans.forget(id) })
+  const store = await storeOf(app, opts)
+  const health = store.health
+  const bans = createBanCache(now, DEFAULT_BAN_CACHE_SIZE)
+  store.admin.watchLifts((id) => { bans.forget(id) })
   const warning = evictionWarning(await health.maxmemoryPolicy())
   if (warning !== undefined) app.log.warn({ store: store.describe() }, warning)
-  const banCount = createBanCount(() => store.listBans())
+  const banCount = createBanCount(() => store.admin.listBans())
 
   app.decorate('limiter', {
     store,
-    listBans: () => store.listBans(),
+    listBans: () => store.admin.listBans(),
     async liftBan (id: string) {
       bans.forget(id)
       try {
-        return await store.liftBan(id)
+        return await store.admin.liftBan(id)
       } finally {
         banCount.refreshSoon()
       }
@@ -95,7 +92,7 @@ export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlug
     async reset (id: string) {
       bans.forget(id)
       try {
-        return await store.reset(id)
+        return await store.admin.reset(id)
       } finally {
         banCount.refreshSoon()
       }
@@ -107,7 +104,7 @@ export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlug
     bannedKeys: () => banCount.value()
   })
   app.decorateRequest('rateLimit', null)
-  opts.readiness.register('store', async () => ({ ...await storeReport(store, health, warning) }))
+  opts.readiness.register('store', async () => ({ ...await storeReport(store.describe(), health, warning) }))
   app.addHook('onClose', async () => {
     banCount.close()
     await store.close()
@@ -119,6 +116,7 @@ export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlug
     let limits: Limits
     let ban: BanPolicy | null
     let policy: string
+    const cost = 1
     if (consumer === null) {
       limits = request.snapshot.anonymous
       ban = null
@@ -137,13 +135,14 @@ export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlug
     }
     let result: ConsumeResult
     try {
-      result = await store.consume(id, limits, ban)
+      const ask: Ask = { limits, ban, cost, monthLimit: 0 }
+      result = await store.consume(id, ask)
     } catch {
-      // Only the resilient store's `closed` policy rejects (it has counted and logged the failure).
+      // Only the Redis store rejects: while Redis does not answer and STORE_ON_ERROR leaves nothing to admit from.
       throw gatewayErrors.limiterUnavailable(unavailableHeaders(limits, now()))
     }
     if (result.outcome === 'key_banned' || result.outcome === 'ban_started') {
-      bans.remember(id, result, health.localAnswer(result))
+      bans.remember(id, result)
       if (result.outcome === 'ban_started') banCount.refreshSoon()
       const decision = bannedDecision(result.bannedUntil, result.now, limits, policy, result.outcome === 'ban_started', result.via)
       request.rateLimit = decision

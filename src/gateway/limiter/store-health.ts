@@ -2,39 +2,30 @@
 // /readyz, the start-up log and the store metrics. Readiness contacts the store for real; under
 // STORE_ON_ERROR=local or open it stays ready while Redis fails but says `fallback`. At start a
 // Redis whose maxmemory-policy may evict keys without a TTL (allkeys-*) is named: an anonymous
-// flood could then evict keyed windows (the README's Redis section recommends noeviction or volatile-*).
-import type { ConsumeResult, LimiterStore, StoreDescription } from './store.js'
+// flood could then evict keyed windows (docs/operations.md recommends noeviction or volatile-*).
+import type { StoreDescription } from './store.js'
 
 /** `ok`: answering from its own state; `fallback`: STORE_ON_ERROR=local or open answers while Redis fails; `down`: not answering. */
 export type StoreState = 'ok' | 'fallback' | 'down'
 
-/** How the store is doing: the resilient store's (stores/resilient.ts), or a plain store's (plainHealth). */
 export interface StoreHealth {
   /** Failed store calls so far (timeouts, connection errors). */
   errors: () => number
-  /** True while a breaker is open and the STORE_ON_ERROR policy answers. A query: changes nothing. */
+  /** True while STORE_ON_ERROR answers for some ids (a shard does not answer), or what it admitted is not yet counted in Redis. */
   fallbackActive: () => boolean
-  /** True when the STORE_ON_ERROR policy gave this answer, not Redis (a ban it decided lasts only while Redis does not answer). */
-  localAnswer: (result: ConsumeResult) => boolean
   /** Contacts the store for real: `ok` or `fallback`; rejects when no request can be answered (`down`). */
   probe: () => Promise<StoreState>
   /** Redis `maxmemory-policy`, or undefined (no Redis, or CONFIG not allowed). */
   maxmemoryPolicy: () => Promise<string | undefined>
 }
 
-/** A store without a fallback (the in-process store): no failures counted, ready while it answers a ping. */
-export function plainHealth (store: LimiterStore): StoreHealth {
-  return {
-    errors: () => 0,
-    fallbackActive: () => false,
-    localAnswer: () => false,
-    async probe () {
-      await store.ping()
-      return 'ok'
-    },
-    maxmemoryPolicy: async () => undefined
-  }
-}
+/** The in-process store's health: no failures, always answering. */
+export const IN_PROCESS_HEALTH: StoreHealth = Object.freeze({
+  errors: () => 0,
+  fallbackActive: () => false,
+  probe: async () => 'ok' as const,
+  maxmemoryPolicy: async () => undefined
+})
 
 export interface StoreReport extends StoreDescription {
   readonly state: StoreState
@@ -49,7 +40,7 @@ export function evictionWarning (policy: string | undefined): string | undefined
 }
 
 /** Readiness of the store: resolves with its report, rejects when it cannot answer requests. */
-export async function storeReport (store: LimiterStore, health: StoreHealth, warning: string | undefined): Promise<StoreReport> {
+export async function storeReport (description: StoreDescription, health: StoreHealth, warning: string | undefined): Promise<StoreReport> {
   const state = await health.probe()
-  return { ...store.describe(), state, ...(warning === undefined ? {} : { warning }) }
+  return { ...description, state, ...(warning === undefined ? {} : { warning }) }
 }

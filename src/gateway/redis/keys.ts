@@ -5,9 +5,14 @@
 
 export const KEY_PREFIX = 'rl:'
 
-/** The consumer's limiter state: `rl:{acme}` (its windows, ban and reserves: lua/grant.lua). */
+/** The consumer's limiter state: `rl:{acme}` (its windows, ban and reserves: limiter/lua/grant.lua). */
 export function limiterKey (id: string): string {
   return `${KEY_PREFIX}{${id}}`
+}
+
+/** The past buckets of the consumer's day window: `rl:{acme}:d`. */
+export function dayKey (id: string): string {
+  return `${KEY_PREFIX}{${id}}:d`
 }
 
 /** Usage history of one consumer and month (`YYYYMM`): `rl:{acme}:u:203001`. */

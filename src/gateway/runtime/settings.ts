@@ -7,10 +7,10 @@ import { DEFAULT_CONFIG_QUIET_MS } from '../config/watch.js'
 import { DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT } from '../edge/limits.js'
 import { DEFAULT_SHED_QUEUE_DELAY_MS } from '../edge/load-shedding.js'
 import { DEFAULT_REDIS_SENTINEL_NAME } from '../redis/connection.js'
-import { DEFAULT_STORE_ON_ERROR, STORE_ON_ERROR_POLICIES, type StoreOnError } from '../limiter/stores/fallback-policy.js'
-import { DEFAULT_ANONYMOUS_STATE_MAX } from '../limiter/stores/memory.js'
-import { DEFAULT_STORE_TIMEOUT_MS } from '../limiter/stores/resilient.js'
-import { DEFAULT_REDIS_BATCH_MAX, REDIS_BATCH_MAX } from '../limiter/stores/redis.js'
+import { DEFAULT_STORE_ON_ERROR, STORE_ON_ERROR_POLICIES, type StoreOnError } from '../limiter/redis/outage.js'
+import { DEFAULT_ANONYMOUS_STATE_MAX } from '../limiter/memory/store.js'
+import { DEFAULT_STORE_TIMEOUT_MS } from '../limiter/redis/store.js'
+import { DEFAULT_RECOVERY_BARRIER_MS } from '../limiter/redis/shard.js'
 import { DEFAULT_UPSTREAM_CONNECTIONS, DEFAULT_UPSTREAM_QUEUE_MAX } from '../proxy/upstream-gate.js'
 import { DEFAULT_HISTORY_FLUSH_MS } from '../history/plugin.js'
 import { DEFAULT_GATEWAY_SERVICE_NAME, DEFAULT_TRACE_INCOMING, TRACE_INCOMING_POLICIES, type TraceIncoming } from '../observability/tracing/plugin.js'
@@ -60,16 +60,14 @@ export interface GatewaySettings {
   /** Sentinel seeds (`host:port`, comma-separated in REDIS_SENTINELS); REDIS_URL then only carries password/TLS. */
   readonly redisSentinels: readonly string[] | undefined
   readonly redisSentinelName: string
-  /** STORE_TIMEOUT_MS: a Redis call without progress for this long fails over to STORE_ON_ERROR. */
+  /** STORE_TIMEOUT_MS: a Redis call unanswered this long fails its shard over to STORE_ON_ERROR (its late reply still counts). */
   readonly storeTimeoutMs: number
+  /** STORE_RECOVERY_BARRIER_MS: after a Redis lost its data, no process grants there before this has passed. */
+  readonly recoveryBarrierMs: number
   /** HISTORY_FLUSH_MS: how often usage history and shadow records are written (history/plugin.ts). */
   readonly historyFlushMs: number
-  /** STORE_ON_ERROR: `local` (in-process windows, per process), `open` (admit) or `closed` (503). */
+  /** STORE_ON_ERROR: `local` (each process's reserve, kept back in Redis), `open` (admit) or `closed` (503). */
   readonly storeOnError: StoreOnError
-  /** STORE_LEASES: hot consumers admitted from local leases on a Redis store (default true; false for tests and benches). */
-  readonly storeLeases: boolean
-  /** STORE_BATCH_MAX: decisions of one event-loop turn per decide-batch script call (1: one call per decision). */
-  readonly storeBatchMax: number
   readonly logLevel: string
   /** LOG_BUFFER_BYTES: log lines are batched up to this many bytes (flushed every 200 ms and on exit); 0 writes each line. */
   readonly logBufferBytes: number
@@ -78,7 +76,7 @@ export interface GatewaySettings {
    * (trust every hop, i.e. the client's own leftmost X-Forwarded-For) is refused in production.
    */
   readonly trustProxy: boolean | number | string
-  /** ANONYMOUS_STATE_MAX: anonymous clients the in-process store keeps windows for. */
+  /** ANONYMOUS_STATE_MAX: anonymous clients a process keeps limiter state for. */
   readonly anonymousStateMax: number
   /** MAX_CONNECTIONS: open connections of the public listener (idle ones are closed first for new ones). */
   readonly maxConnections: number
@@ -176,10 +174,9 @@ export function settingsFromEnv (env: Env = process.env): GatewaySettings {
     redisSentinels: optional(env, 'REDIS_SENTINELS')?.split(',').map((s) => s.trim()).filter((s) => s !== ''),
     redisSentinelName: str(env, 'REDIS_SENTINEL_NAME', DEFAULT_REDIS_SENTINEL_NAME),
     storeTimeoutMs: int(env, 'STORE_TIMEOUT_MS', DEFAULT_STORE_TIMEOUT_MS, 1, 60_000),
+    recoveryBarrierMs: int(env, 'STORE_RECOVERY_BARRIER_MS', DEFAULT_RECOVERY_BARRIER_MS, 0, 60_000),
     historyFlushMs: int(env, 'HISTORY_FLUSH_MS', DEFAULT_HISTORY_FLUSH_MS, 100, 60_000),
     storeOnError: oneOf(env, 'STORE_ON_ERROR', DEFAULT_STORE_ON_ERROR, STORE_ON_ERROR_POLICIES),
-    storeLeases: env.STORE_LEASES !== 'false',
-    storeBatchMax: int(env, 'STORE_BATCH_MAX', DEFAULT_REDIS_BATCH_MAX, 1, REDIS_BATCH_MAX),
     logLevel: str(env, 'LOG_LEVEL', DEFAULT_LOG_LEVEL),
     logBufferBytes: int(env, 'LOG_BUFFER_BYTES', DEFAULT_LOG_BUFFER_BYTES, 0, 1_000_000),
     trustProxy: trustProxy(optional(env, 'TRUST_PROXY'), production),

@@ -1,11 +1,17 @@
--- epoch: the marker of one master's data set. Its value is made once, by the first process that
--- finds it missing, and stays as long as the data does (a restart from a snapshot or an append-only
--- file, or a failover to a replica, keeps it); a different value than the one a process remembers
--- means the data it knew was lost (stores/process-registry.ts).
--- KEYS: 1 petstore:epoch:{tag} (a tag in one of the master's slots)
--- ARGV: 1 a new random value, set when the marker is missing
--- Returns: the marker's value
-local v = redis.call('GET', KEYS[1])
-if v then return v end
-redis.call('SET', KEYS[1], ARGV[1])
-return ARGV[1]
+-- epoch: the mark that tells a Redis that kept its data from one that lost it. The first caller
+-- to find the mark missing (a new Redis, a restart without persistence, a flush) sets it to its
+-- own random value and the Redis time; every caller learns both. A value other than the one a
+-- process saw before means the data it counted there is gone (docs/limiter-internals.md,
+-- "Recovery"), and no process grants there until the mark's time + the recovery barrier.
+-- KEYS[1]  rl:{epoch…} — a key on the shard being checked (its tag picks the shard)
+-- ARGV[1]  a random value, used if the mark is missing
+-- Reply: { value, set at (Unix ms), now (Unix ms) }
+local t = redis.call('TIME')
+local now = t[1] * 1000.0 + math.floor(t[2] / 1000)
+local mark = redis.call('GET', KEYS[1])
+if not mark then
+  mark = ARGV[1] .. ',' .. string.format('%.0f', now)
+  redis.call('SET', KEYS[1], mark)
+end
+local value, at = string.match(mark, '^([^,]+),(%d+)$')
+return { value, tonumber(at), now }

@@ -56,7 +56,7 @@ export function createRequestSpans (app: FastifyInstance, tracer: Tracer, incomi
     const consumer = request.consumer
     if (consumer !== null) span.setAttribute(ATTR_CONSUMER_ID, consumer.consumerId)
     span.setAttribute(ATTR_PLAN, decision?.policy ?? consumer?.plan ?? ANONYMOUS_PLAN)
-    if (app.hasDecorator('limiter')) span.setAttribute(ATTR_RATELIMIT_STORE, app.limiter.store.kind)
+    if (app.hasDecorator('limiter')) span.setAttribute(ATTR_RATELIMIT_STORE, app.limiter.store.describe().kind)
     if (decision === null) {
       // No decision: the store failed under STORE_ON_ERROR=closed and the limiter answered 503.
       span.setAttribute(ATTR_RATELIMIT_OUTCOME, 'unavailable')

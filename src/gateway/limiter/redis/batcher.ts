@@ -1,0 +1,112 @@
+// One script call per turn and group: every grant entry queued during one event-loop turn leaves
+// at the turn's end in one grant call per group (the one Redis; a slot on a Cluster, whose script
+// keys must share one), at most BATCH_MAX entries each, with one timer per call. Batching adds no
+// wait beyond the end of the request's own turn, and replies resolve as they are read.
+//
+// A call's budget is STORE_TIMEOUT_MS: past it the shard is failed (shard.ts) and the call's
+// entries are told, so their requests are answered without it; the call is not abandoned — a reply
+// that comes later was still counted, and is handed to its entries as it is (grants.ts spends or
+// gives back what it counted).
+import type { RedisPort, Runtime } from './port.js'
+import { GRANT, grantArgs, grantKeys, readGrantReply, type GrantEntry, type GrantReply } from './scripts.js'
+import type { Shards } from './shard.js'
+
+/** Entries one grant call carries at most (Redis runs a script alone: a long one delays the rest). */
+export const BATCH_MAX = 100
+
+export interface Sent {
+  /** Redis time of the call (Unix ms). */
+  readonly redisNow: number
+  /** Local (monotonic) instants the call was written and its reply read. */
+  readonly sent: number
+  readonly received: number
+  /** True when the call's budget had run out before the reply. */
+  readonly late: boolean
+}
+
+/** A queued piece of work: its entries are built at the turn's end, with everything then waiting. */
+export interface Job {
+  readonly key: string
+  build: () => GrantEntry[]
+  /** The call's replies, one per entry built (none, and no `sent`, when it built nothing). */
+  replied: (replies: GrantReply[], sent: Sent | undefined) => void
+  /** The budget ran out; a reply may still come. */
+  timedOut: () => void
+  /** The call failed: whether Redis ran it is unknown. */
+  failed: (err: Error) => void
+}
+
+export interface Batcher {
+  add: (job: Job) => void
+}
+
+export function createBatcher (port: RedisPort, runtime: Runtime, shards: Shards, holder: string, timeoutMs: number): Batcher {
+  let queued: Map<string, Job[]> | undefined
+
+  function send (jobs: Job[], entries: GrantEntry[], owners: number[]): void {
+    const shard = port.shardOf(jobs[0]!.key)
+    const sent = runtime.now()
+    let done = false
+    let late = false
+    const cancel = runtime.after(timeoutMs, () => {
+      if (done) return
+      late = true
+      shards.fail(shard, `no answer within ${timeoutMs} ms`)
+      for (const job of jobs) job.timedOut()
+    })
+    port.run(GRANT, grantKeys(entries), grantArgs(holder, entries)).then((raw) => {
+      done = true
+      cancel()
+      const received = runtime.now()
+      const { now, replies } = readGrantReply(raw, entries.length)
+      if (late) shards.answered(shard)
+      const info: Sent = { redisNow: now, sent, received, late }
+      const byJob = jobs.map((): GrantReply[] => [])
+      replies.forEach((reply, i) => { byJob[owners[i]!]!.push(reply) })
+      jobs.forEach((job, j) => { job.replied(byJob[j]!, info) })
+    }, (err: unknown) => {
+      done = true
+      cancel()
+      const e = err instanceof Error ? err : new Error(String(err))
+      shards.fail(shard, e.message)
+      for (const job of jobs) job.failed(e)
+    })
+  }
+
+  function flush (): void {
+    const groups = queued
+    queued = undefined
+    if (groups === undefined) return
+    for (const jobs of groups.values()) {
+      let batch: Job[] = []
+      let entries: GrantEntry[] = []
+      let owners: number[] = []
+      for (const job of jobs) {
+        const built = job.build()
+        if (built.length === 0) { job.replied([], undefined); continue }
+        if (entries.length + built.length > BATCH_MAX && entries.length > 0) {
+          send(batch, entries, owners)
+          batch = []
+          entries = []
+          owners = []
+        }
+        for (const entry of built) { entries.push(entry); owners.push(batch.length) }
+        batch.push(job)
+      }
+      if (entries.length > 0) send(batch, entries, owners)
+    }
+  }
+
+  return {
+    add (job) {
+      if (queued === undefined) {
+        queued = new Map()
+        runtime.turnEnd(flush)
+      }
+      const group = port.groupOf(job.key)
+      const jobs = queued.get(group)
+      if (jobs === undefined) queued.set(group, [job])
+      else jobs.push(job)
+    }
+  }
+}

@@ -1,0 +1,158 @@
+// The write call of one id (grants.ts sends at most one at a time per id): what it asks — every
+// request waiting, by cost, a block for the rest of the second when the id is busy, the reserve it
+// wants kept back, and what it settles (give-backs, reserve admissions to count) — and what its
+// reply does: units join the pool, waiting requests are admitted from it or rejected. A reply that
+// comes after the call's budget ran out (its requests were answered by the outage policy meanwhile)
+// still fills the pool: it was counted.
+import * as acct from './account.js'
+import type { Account, Waiting } from './account.js'
+import type { Job } from './batcher.js'
+import type { ShardClock } from './clock.js'
+import type { Runtime } from './port.js'
+import { consumeResult } from './results.js'
+import type { GrantEntry, GrantReply } from './scripts.js'
+
+/** A consumer seen this often per second gets a block beyond its waiting requests, and a reserve. */
+export const HOT_RATE = 2
+/** The reserve asked for: this many seconds of the consumer's traffic (capped by its share of the room). */
+export const RESERVE_SECONDS = 10
+/** An id unseen this long hands its reserve back. */
+export const IDLE_MS = 2_000
+/** Calls a request waits for before the outage policy answers it (each reply came too late to spend). */
+const MAX_ATTEMPTS = 3
+
+/** What a call needs from the grants around it. */
+export interface CallContext {
+  readonly runtime: Runtime
+  /** Whether reserves are wanted (STORE_ON_ERROR=local). */
+  readonly reserves: boolean
+  clockOf: (a: Account) => ShardClock
+  /** Serves waiting requests from a live pool. */
+  drain: (a: Account, x: number) => void
+  /** The call ended: what still waits goes on. */
+  next: (a: Account) => void
+  /** Answers `w` by the outage policy. */
+  outage: (a: Account, w: Waiting, x: number) => void
+  /** Reserve admissions of `a` are (true) or are no longer (false) waiting to be counted in Redis. */
+  unwritten: (a: Account, pending: boolean) => void
+  onBan: (id: string, until: number) => void
+}
+
+export function entryOf (a: Account, requests: number, cost: number, extra: number, reserve: number, adjustments: GrantEntry['adjustments'], write = true): GrantEntry {
+  return { key: a.key, minuteLimit: a.limits.perMinute, dayLimit: a.limits.perDay, monthLimit: a.monthLimit, requests, cost, extra, reserve, write, ban: a.ban, adjustments }
+}
+
+function reserveWant (ctx: CallContext, a: Account, x: number): number {
+  if (!ctx.reserves || x - a.lastSeen > IDLE_MS) return 0
+  const r = acct.rate(a, x)
+  return r < HOT_RATE ? 0 : Math.min(Math.ceil(r * RESERVE_SECONDS), Math.floor(acct.roomSeen(a) / 2))
+}
+
+function extraWant (ctx: CallContext, a: Account, x: number, waiting: number): number {
+  const r = acct.rate(a, x)
+  if (r < HOT_RATE) return 0
+  const latest = ctx.clockOf(a).latest(x) ?? x
+  const left = (Math.floor(latest / acct.MINUTE_BUCKET_MS) + 1) * acct.MINUTE_BUCKET_MS - latest
+  return Math.max(0, Math.min(a.limits.perMinute, Math.ceil(r * left / 1000)) - waiting)
+}
+
+/** One entry's reply: its units join the pool, then its requests are admitted from it or rejected. */
+function answer (ctx: CallContext, a: Account, r: GrantReply, group: Waiting[], redisNow: number, received: number, answered: boolean): void {
+  if (r.bannedAt > 0) ctx.onBan(a.id, r.bannedUntil)
+  if (r.outcome === 'key_banned') {
+    if (!answered) for (const w of group) w.resolve(consumeResult(a, 'key_banned', redisNow, 'store', r.bannedUntil))
+    return
+  }
+  const cost = group[0]?.cost ?? 1
+  acct.fillPool(a, r.admitted * cost + r.extra, redisNow)
+  if (answered) return
+  const live = acct.poolLive(a, ctx.clockOf(a), received)
+  const retry: Waiting[] = []
+  group.forEach((w, k) => {
+    if (k < r.admitted) {
+      if (live) {
+        acct.spendPool(a, w.cost)
+        w.resolve(consumeResult(a, 'ok', redisNow, 'store'))
+      } else if (++w.attempts < MAX_ATTEMPTS) {
+        retry.push(w)
+      } else {
+        ctx.outage(a, w, received)
+      }
+      return
+    }
+    // The 429 that crossed the threshold starts the ban; those after it find the ban in force.
+    const nth = k - r.admitted + 1
+    const outcome = r.bannedAt === 0 || nth < r.bannedAt ? 'rate_limited' : nth === r.bannedAt ? 'ban_started' : 'key_banned'
+    w.resolve(consumeResult(a, outcome, redisNow, 'store', outcome === 'rate_limited' ? 0 : r.bannedUntil))
+  })
+  a.waiting.unshift(...retry)
+}
+
+/** The job of one write call for `a`, built at its turn's end with everything then waiting. */
+export function writeJob (ctx: CallContext, a: Account): Job {
+  let groups: Waiting[][] = []
+  let sent: GrantEntry['adjustments'] = []
+  let timedOut = false
+  return {
+    key: a.key,
+    build () {
+      const x = ctx.runtime.now()
+      acct.expirePool(a, ctx.clockOf(a), x)
+      ctx.drain(a, x)
+      groups = []
+      for (const w of a.waiting.splice(0)) {
+        const group = groups.find((g) => g[0]!.cost === w.cost)
+        if (group === undefined) groups.push([w])
+        else group.push(w)
+      }
+      const want = reserveWant(ctx, a, x)
+      sent = a.unwritten.slice()
+      const adjustments = [...a.returns, ...sent]
+      a.returns = [] // a give-back is sent once: twice could uncount a request that was admitted
+      if (groups.length === 0 && adjustments.length === 0 && want >= a.reserve) return []
+      // Applied or not, reserve admissions stay within min(reserve, what this call writes back + want).
+      a.reserveCap = Math.min(a.reserve, acct.unwrittenUnits(a) + want)
+      const waiting = groups.reduce((n, g) => n + g.length, 0)
+      const first = groups[0]
+      const entries = [entryOf(a, first?.length ?? 0, first?.[0]!.cost ?? 1, extraWant(ctx, a, x, waiting), want, adjustments)]
+      for (const g of groups.slice(1)) entries.push(entryOf(a, g.length, g[0]!.cost, 0, want, []))
+      return entries
+    },
+    replied (replies, info) {
+      a.calling = false
+      if (info !== undefined && replies.length > 0) {
+        const clock = ctx.clockOf(a)
+        clock.learn(info.redisNow, info.sent, info.received)
+        const last = replies[replies.length - 1]!
+        a.view = last
+        a.viewAt = info.redisNow
+        a.viewLocal = info.received
+        a.reserve = last.reserve
+        a.reserveUntil = info.redisNow + acct.RESERVE_TTL_MS
+        a.reserveCap = undefined
+        a.unwritten = acct.subtractAdjustments(a.unwritten, sent)
+        ctx.unwritten(a, a.unwritten.length > 0)
+        replies.forEach((r, i) => { answer(ctx, a, r, groups[i] ?? [], info.redisNow, info.received, timedOut) })
+        acct.expirePool(a, clock, ctx.runtime.now())
+      }
+      ctx.next(a)
+    },
+    timedOut () {
+      timedOut = true
+      const x = ctx.runtime.now()
+      for (const w of groups.flat()) ctx.outage(a, w, x)
+    },
+    failed () {
+      // Whether Redis ran it is unknown: the reserve is held to the cap that holds either way, the
+      // reserve admissions it carried are sent again (counted twice at worst), its give-backs are not.
+      a.calling = false
+      if (a.reserveCap !== undefined) a.reserve = a.reserveCap
+      a.reserveCap = undefined
+      if (!timedOut) {
+        const x = ctx.runtime.now()
+        for (const w of groups.flat()) ctx.outage(a, w, x)
+      }
+      ctx.next(a)
+    }
+  }
+}

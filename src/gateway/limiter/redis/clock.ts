@@ -1,0 +1,41 @@
+// Where a shard's clock is, seen from this process: Redis time at a local instant x lies in
+// [x + lo, x + hi]. Every reply carrying Redis time T narrows the bounds — the script ran after the
+// call was sent and before its reply was read, so hi ≤ T − sent and lo ≥ T − received — and the
+// bounds widen by DRIFT per ms since their sample, for clocks that do not run at quite the same
+// rate. A grant is spent only while x + hi is inside its minute bucket, and a reserve admission is
+// written back in the bucket of x + hi: never earlier than the instant Redis would have seen.
+
+/** How fast the two clocks may drift apart: 1 ms per second (1,000 ppm), far above real clocks. */
+export const DRIFT = 0.001
+
+export interface ShardClock {
+  /** Learns from a reply: Redis time `redisNow`, call sent at local `sent`, read at local `received`. */
+  learn: (redisNow: number, sent: number, received: number) => void
+  /** Upper bound of Redis time at local `x`; undefined before the first reply. */
+  latest: (x: number) => number | undefined
+  /** Lower bound of Redis time at local `x`; undefined before the first reply. */
+  earliest: (x: number) => number | undefined
+}
+
+export function createShardClock (): ShardClock {
+  let hi = Infinity
+  let hiAt = 0
+  let lo = -Infinity
+  let loAt = 0
+  return {
+    learn (redisNow, sent, received) {
+      const widenedHi = hi + DRIFT * (received - hiAt)
+      if (redisNow - sent <= widenedHi) {
+        hi = redisNow - sent
+        hiAt = received
+      }
+      const widenedLo = lo - DRIFT * (received - loAt)
+      if (redisNow - received >= widenedLo) {
+        lo = redisNow - received
+        loAt = received
+      }
+    },
+    latest: (x) => hi === Infinity ? undefined : x + hi + DRIFT * Math.max(0, x - hiAt),
+    earliest: (x) => lo === -Infinity ? undefined : x + lo - DRIFT * Math.max(0, x - loAt)
+  }
+}

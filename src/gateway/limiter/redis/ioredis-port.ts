@@ -1,0 +1,85 @@
+// The production port (port.ts): the store's scripts, probes and connection events over an ioredis
+// client of any topology, and Node's clock and timers. On a Cluster a shard is a master
+// (`host:port`, as CLUSTER SLOTS names it) and a batch group is a slot; scripts are sent by SHA
+// (ioredis defineCommand loads them again on NOSCRIPT).
+import { randomBytes } from 'node:crypto'
+import calculateSlot from 'cluster-key-slot'
+import { Cluster, type Redis } from 'ioredis'
+import type { RedisClient } from '../../redis/connection.js'
+import type { RedisPort, Runtime, Script } from './port.js'
+import { EPOCH, GRANT } from './scripts.js'
+
+type Call = (...args: Array<string | number>) => Promise<unknown>
+
+/** The epoch mark of a single Redis; on a Cluster, `rl:{#epoch-N}` with N picked for the shard. */
+const EPOCH_KEY = 'rl:{#epoch}'
+
+export function nodeRuntime (): Runtime {
+  return {
+    now: () => performance.timeOrigin + performance.now(),
+    after (ms, fn) {
+      const timer = setTimeout(fn, ms)
+      timer.unref()
+      return () => { clearTimeout(timer) }
+    },
+    turnEnd: (fn) => { setImmediate(fn) },
+    randomId: () => randomBytes(8).toString('hex')
+  }
+}
+
+function nodeName (node: Redis): string {
+  return `${node.options.host ?? '127.0.0.1'}:${node.options.port ?? 6379}`
+}
+
+export function ioredisPort (client: RedisClient): RedisPort {
+  const cluster = client instanceof Cluster ? client : undefined
+  client.defineCommand('petstoreGrant', { lua: GRANT.lua })
+  client.defineCommand('petstoreEpoch', { numberOfKeys: 1, lua: EPOCH.lua })
+  const commands = client as unknown as Record<'petstoreGrant' | 'petstoreEpoch', Call>
+  const epochKeys = new Map<string, string>()
+
+  function masterOf (shard: string): Redis | undefined {
+    if (cluster === undefined) return client as Redis
+    return cluster.nodes('master').find((node) => nodeName(node) === shard)
+  }
+
+  return {
+    run (script: Script, keys, args) {
+      if (script === GRANT) return commands.petstoreGrant(keys.length, ...keys, ...args)
+      return commands.petstoreEpoch(keys[0]!, ...args)
+    },
+    shards: cluster === undefined ? () => [''] : () => [...new Set(cluster.slots.map((owners) => owners[0] ?? ''))].filter((name) => name !== ''),
+    shardOf: cluster === undefined ? () => '' : (key) => cluster.slots[calculateSlot(key)]?.[0] ?? '',
+    groupOf: cluster === undefined ? () => '' : (key) => String(calculateSlot(key)),
+    epochKey (shard) {
+      if (cluster === undefined) return EPOCH_KEY
+      let key = epochKeys.get(shard)
+      if (key === undefined) {
+        for (let n = 0; key === undefined && n < 1_000_000; n++) {
+          const candidate = `rl:{#epoch-${n}}`
+          if (cluster.slots[calculateSlot(candidate)]?.[0] === shard) key = candidate
+        }
+        key ??= EPOCH_KEY
+        epochKeys.set(shard, key)
+      }
+      return key
+    },
+    async ping (shard) {
+      const node = masterOf(shard)
+      if (node === undefined) throw new Error(`no connection to ${shard}`)
+      await node.ping()
+    },
+    watch (listener) {
+      const attach = (node: Redis, shard: () => string): void => {
+        node.on('close', () => { listener(shard(), false) })
+        node.on('ready', () => { listener(shard(), true) })
+      }
+      if (cluster === undefined) {
+        attach(client as Redis, () => '')
+        return
+      }
+      for (const node of cluster.nodes('master')) attach(node, () => nodeName(node))
+      cluster.on('+node', (node: Redis) => { attach(node, () => nodeName(node)) })
+    }
+  }
+}

@@ -1,0 +1,42 @@
+// The Redis path's answers in the store contract's shape (store.ts): what the last reply of an id
+// said about its windows, less the units this process still holds unspent (they are counted but not
+// used yet), so a process's headers count down request by request between calls. Reserves kept back
+// shrink as a window fills (calls.ts), so an admission shows the units counted; a rejection shows
+// them with what is kept back, which is why there was no room.
+import type { ConsumeOutcome, ConsumeResult, WindowState } from '../store.js'
+import type { Account } from './account.js'
+import { DAY_BUCKET_MS, MINUTE_BUCKET_MS } from './account.js'
+import type { GrantReply, WindowReply } from './scripts.js'
+
+function window (w: WindowReply | undefined, pool: number, kept: number, rejected: boolean, now: number, length: number): WindowState {
+  if (w === undefined) return { count: 0, resetAt: now + length, retryAt: 0 }
+  return { count: Math.max(0, rejected ? w.used + kept : w.used - pool), resetAt: w.resetAt, retryAt: rejected ? w.retryAt : 0 }
+}
+
+/** `outcome` 'peek': read from `reply` (a read call), as a decision would find the windows now. */
+export function consumeResult (a: Account, outcome: ConsumeOutcome | 'peek', now: number, via: 'store' | 'grant' | 'fallback', bannedUntil = 0, reply?: GrantReply): ConsumeResult {
+  const view = reply ?? a.view
+  const pool = reply === undefined ? a.pool : 0
+  const kept = view?.held ?? 0
+  let decided: ConsumeOutcome = outcome === 'peek' ? 'ok' : outcome
+  if (outcome === 'peek' && view !== undefined) {
+    const full = view.minute.used + kept >= a.limits.perMinute || view.day.used + kept >= a.limits.perDay || (a.monthLimit > 0 && view.month.used + kept >= a.monthLimit)
+    decided = bannedUntil > now ? 'key_banned' : full ? 'rate_limited' : 'ok'
+  }
+  const rejected = decided === 'rate_limited'
+  const result: ConsumeResult = {
+    outcome: decided,
+    now,
+    minute: window(view?.minute, pool, kept, rejected, now, 60 * MINUTE_BUCKET_MS),
+    day: window(view?.day, pool, kept, rejected, now, 96 * DAY_BUCKET_MS),
+    bannedUntil: decided === 'key_banned' || decided === 'ban_started' ? bannedUntil : 0,
+    ...(a.monthLimit > 0 ? { month: window(view?.month, pool, kept, rejected, now, 0) } : {}),
+    ...(via === 'store' ? {} : { via })
+  }
+  return result
+}
+
+/** What `open` answers: admitted, nothing known (headers show the whole limits). */
+export function emptyResult (a: Account, now: number, via: 'fallback'): ConsumeResult {
+  return consumeResult({ ...a, view: undefined, pool: 0 }, 'ok', now, via)
+}

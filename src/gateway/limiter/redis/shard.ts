@@ -1,0 +1,162 @@
+// The fault handling of the Redis path, in one place: a state machine per shard (a Cluster master,
+// or the one Redis). Grant calls go to a shard only while it is `up`; otherwise requests are
+// answered from grants already counted, then by the STORE_ON_ERROR policy (grants.ts).
+//
+//   recovering ──epoch kept, or re-seeded; barrier passed──▶ up
+//       ▲  │                                                 │
+//       │  └──────────────── any failure ──────────┐          │ a call fails or times out,
+//       │                                          ▼          │ the connection drops
+//       └──── the connection is ready, or a probe answers ── down ◀┘
+//
+// Recovering reads the shard's epoch mark (lua/epoch.lua). A mark other than the one this process
+// saw means the shard lost its data: this process re-seeds what it admitted there, and no process
+// grants there until the mark's time plus the recovery barrier, by which every process has
+// re-seeded (docs/limiter-internals.md, "Recovery").
+import { createShardClock, type ShardClock } from './clock.js'
+import type { RedisPort, Runtime } from './port.js'
+import { EPOCH, readEpochReply } from './scripts.js'
+
+export type ShardState = 'recovering' | 'up' | 'down'
+
+/** STORE_RECOVERY_BARRIER_MS: after a shard lost its data, no grant there before its epoch mark's time plus this. */
+export const DEFAULT_RECOVERY_BARRIER_MS = 2_000
+/** A down shard's first probe, doubling up to DEFAULT_PROBE_MAX_MS. */
+export const DEFAULT_PROBE_FIRST_MS = 50
+export const DEFAULT_PROBE_MAX_MS = 1_000
+
+export interface Shard {
+  readonly name: string
+  readonly clock: ShardClock
+  state: ShardState
+  /** The epoch mark last seen; undefined before the first. */
+  epoch: string | undefined
+}
+
+export interface ShardOptions {
+  port: RedisPort
+  runtime: Runtime
+  /** Budget of a probe or an epoch read (STORE_TIMEOUT_MS). */
+  timeoutMs: number
+  barrierMs?: number
+  /** Re-seeds this process's admissions on `shard`, which lost its data; rejects if it could not. */
+  reseed: (shard: string) => Promise<void>
+  /** Every change of state, and why (logs, metrics). */
+  onChange?: (shard: string, state: ShardState, reason: string) => void
+}
+
+export interface Shards {
+  of: (name: string) => Shard
+  /** A call to `name` failed or timed out: down, probing until it answers. */
+  fail: (name: string, reason: string) => void
+  /** A reply from `name` arrived after its call was given up: probe at once. */
+  answered: (name: string) => void
+  /** Resolves once every shard known is up, or after `ms`. */
+  settled: (ms: number) => Promise<void>
+  anyDown: () => boolean
+  close: () => void
+}
+
+/** A shard with its probing state: the next probe's delay, its timer, and the recovery run under way. */
+interface Probed extends Shard {
+  backoff: number
+  cancel: (() => void) | undefined
+  run: number
+}
+
+export function createShards (opts: ShardOptions): Shards {
+  const { port, runtime } = opts
+  const barrierMs = opts.barrierMs ?? DEFAULT_RECOVERY_BARRIER_MS
+  const shards = new Map<string, Probed>()
+  let closed = false
+
+  function set (s: Shard, state: ShardState, reason: string): void {
+    if (s.state === state) return
+    s.state = state
+    opts.onChange?.(s.name, state, reason)
+  }
+
+  function bounded<T> (call: Promise<T>): Promise<T> {
+    return new Promise((resolve, reject) => {
+      const cancel = runtime.after(opts.timeoutMs, () => { reject(new Error(`no answer within ${opts.timeoutMs} ms`)) })
+      call.then((v) => { cancel(); resolve(v) }, (e: unknown) => { cancel(); reject(e instanceof Error ? e : new Error(String(e))) })
+    })
+  }
+
+  async function recover (s: Probed): Promise<void> {
+    const run = ++s.run
+    set(s, 'recovering', 'answering again')
+    try {
+      const sent = runtime.now()
+      const mark = readEpochReply(await bounded(port.run(EPOCH, [port.epochKey(s.name)], [runtime.randomId()])))
+      const received = runtime.now()
+      s.clock.learn(mark.now, sent, received)
+      if (run !== s.run) return
+      if (s.epoch !== mark.value) {
+        const lost = s.epoch !== undefined
+        s.epoch = mark.value
+        if (lost) await opts.reseed(s.name)
+      }
+      // No grant before the mark's time + the barrier, by Redis's clock at its earliest.
+      const wait = mark.at + barrierMs - (mark.now - received) - runtime.now()
+      if (wait > 0) await new Promise<void>((resolve) => runtime.after(wait, resolve))
+      if (run === s.run && s.state === 'recovering' && !closed) set(s, 'up', 'recovered')
+    } catch (err) {
+      if (run === s.run) down(s, `recovery failed: ${(err as Error).message}`)
+    }
+  }
+
+  function probe (s: Probed): void {
+    s.cancel?.()
+    s.cancel = undefined
+    if (closed || s.state !== 'down') return
+    bounded(port.ping(s.name)).then(() => { if (s.state === 'down' && !closed) void recover(s) }, () => {
+      s.backoff = Math.min(DEFAULT_PROBE_MAX_MS, s.backoff * 2)
+      s.cancel = runtime.after(s.backoff, () => { probe(s) })
+    })
+  }
+
+  function down (s: Probed, reason: string): void {
+    if (closed) return
+    s.run++
+    if (s.state === 'down') return
+    set(s, 'down', reason)
+    s.backoff = DEFAULT_PROBE_FIRST_MS
+    s.cancel = runtime.after(s.backoff, () => { probe(s) })
+  }
+
+  function of (name: string): Probed {
+    let s = shards.get(name)
+    if (s === undefined) {
+      s = { name, clock: createShardClock(), state: 'recovering', epoch: undefined, backoff: DEFAULT_PROBE_FIRST_MS, cancel: undefined, run: 0 }
+      shards.set(name, s)
+      void recover(s)
+    }
+    return s
+  }
+
+  port.watch((name, up) => {
+    const s = of(name)
+    if (!up) down(s, 'connection lost')
+    else if (s.state === 'down') probe(s)
+  })
+
+  return {
+    of,
+    fail: (name, reason) => { down(of(name), reason) },
+    answered (name) {
+      const s = of(name)
+      if (s.state === 'down') probe(s)
+    },
+    async settled (ms) {
+      const deadline = runtime.now() + ms
+      while (runtime.now() < deadline && [...shards.values()].some((s) => s.state !== 'up')) {
+        await new Promise<void>((resolve) => runtime.after(10, resolve))
+      }
+    },
+    anyDown: () => [...shards.values()].some((s) => s.state !== 'up'),
+    close () {
+      closed = true
+      for (const s of shards.values()) s.cancel?.()
+    }
+  }
+}

@@ -1,0 +1,109 @@
+// The Redis store: the store contract (store.ts) over Redis of any topology, for any number of
+// gateway processes. Decisions are grants.ts's (count before admit, with its shard state machine
+// and outage policy); ops calls are admin.ts's; health reads both. Built by create-store.ts.
+import type { RedisClient, RedisDescription } from '../../redis/connection.js'
+import type { LimiterStore } from '../store.js'
+import { createRedisAdmin } from './admin.js'
+import { createGrants } from './grants.js'
+import { type StoreOnError, StoreUnavailableError } from './outage.js'
+import type { RedisPort, Runtime } from './port.js'
+import type { ShardState } from './shard.js'
+
+/** STORE_TIMEOUT_MS: a call unanswered this long fails its shard over to STORE_ON_ERROR (a late reply still counts). */
+export const DEFAULT_STORE_TIMEOUT_MS = 250
+/** Ops calls (listing, lifting, resetting) wait at most this long. */
+export const DEFAULT_ADMIN_TIMEOUT_MS = 2_000
+
+export interface RedisStoreOptions {
+  port: RedisPort
+  runtime: Runtime
+  description: RedisDescription
+  holder: string
+  timeoutMs?: number
+  policy?: StoreOnError
+  barrierMs?: number
+  anonymousMax?: number
+  onShardChange?: (shard: string, state: ShardState, reason: string) => void
+}
+
+export interface RedisStore extends LimiterStore {
+  /** Resolves once every shard known is up (Redis answered, any recovery done), or after `ms`. */
+  settled: (ms: number) => Promise<void>
+}
+
+export function createRedisStore (client: RedisClient, opts: RedisStoreOptions): RedisStore {
+  const { runtime } = opts
+  const policy = opts.policy ?? 'local'
+  let errors = 0
+  const bounded = <T>(call: Promise<T>, ms = DEFAULT_ADMIN_TIMEOUT_MS): Promise<T> => new Promise<T>((resolve, reject) => {
+    const cancel = runtime.after(ms, () => { reject(new StoreUnavailableError(`limiter store did not answer within ${ms} ms`)) })
+    call.then((v) => { cancel(); resolve(v) }, (e: unknown) => { cancel(); reject(e instanceof Error ? e : new Error(String(e))) })
+  })
+  const admin = createRedisAdmin(client, bounded)
+  const grants = createGrants({
+    port: opts.port,
+    runtime,
+    holder: opts.holder,
+    timeoutMs: opts.timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS,
+    policy,
+    barrierMs: opts.barrierMs,
+    anonymousMax: opts.anonymousMax,
+    onShardChange (shard, state, reason) {
+      if (state === 'down') errors++
+      opts.onShardChange?.(shard, state, reason)
+    },
+    onBan: (id, until) => { admin.noteBan(id, until) }
+  })
+  return {
+    describe: () => opts.description,
+    consume: (id, ask) => grants.consume(id, ask),
+    peek: (id, ask) => grants.peek(id, ask),
+    settled: (ms) => grants.settled(ms),
+    admin: {
+      listBans: admin.listBans,
+      liftBan: admin.liftBan,
+      escalationLevel: admin.escalationLevel,
+      async reset (id) {
+        grants.forget(id)
+        return await admin.reset(id)
+      },
+      watchLifts (onLift) {
+        admin.watchLifts((id) => {
+          if (id !== undefined) grants.forget(id)
+          onLift(id)
+        })
+      }
+    },
+    health: {
+      errors: () => errors,
+      fallbackActive: () => grants.degraded(),
+      async probe () {
+        try {
+          await bounded(client.ping(), opts.timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS)
+        } catch (err) {
+          if (policy === 'closed') throw err
+          return 'fallback'
+        }
+        return grants.degraded() ? 'fallback' : 'ok'
+      },
+      async maxmemoryPolicy () {
+        try {
+          const master = 'nodes' in client ? client.nodes('master')[0] : client
+          const reply = await bounded(master?.config('GET', 'maxmemory-policy') ?? Promise.resolve([]), opts.timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS) as string[]
+          return reply[1]
+        } catch {
+          return undefined // CONFIG is often renamed or denied by ACL on managed Redis
+        }
+      }
+    },
+    async close () {
+      await grants.close()
+      admin.close()
+      try {
+        await client.quit()
+      } catch {
+        client.disconnect()
+      }
+    }
+  }
+}

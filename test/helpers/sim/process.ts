@@ -1,0 +1,161 @@
+// One gateway process in the simulator: the production Redis path (src/gateway/limiter/redis/
+// grants.ts and everything under it) on a port and runtime of the world's — its own clock (offset
+// and drift), timers and end-of-turn on the world's queue, and one connection to the modelled Redis
+// whose commands and replies take the network's time, drop when the server dies or the link resets
+// (every call in flight fails, replies of calls Redis already ran are lost), and reconnect later.
+// A stalled process (a blocked event loop) handles nothing until the stall ends — then its timers
+// first, as Node's loop does. Every admission is recorded at the virtual instant it is made.
+import { createGrants, type Grants } from '../../../src/gateway/limiter/redis/grants.js'
+import type { StoreOnError } from '../../../src/gateway/limiter/redis/outage.js'
+import type { RedisPort, Runtime } from '../../../src/gateway/limiter/redis/port.js'
+import type { Ask } from '../../../src/gateway/limiter/store.js'
+import type { SimRedis } from './redis-model.js'
+import { CHECK, IO, TIMER, type Owner, type World } from './world.js'
+
+/** How long one way takes: a base, jitter, and now and then a slow stretch. */
+export interface Net {
+  base: number
+  jitter: number
+  /** Chance a message takes `slowMs` more (a congested moment). */
+  slowChance: number
+  slowMs: number
+}
+
+export interface ProcessOptions {
+  policy: StoreOnError
+  timeoutMs: number
+  barrierMs: number
+  /** Local clock = offset + world time × (1 + drift). */
+  offset: number
+  drift: number
+  net: Net
+}
+
+export interface Admission {
+  readonly consumer: string
+  readonly t: number
+  readonly cost: number
+  readonly via: string
+}
+
+export class SimProcess implements Owner {
+  busyUntil = 0
+  dead = false
+  readonly admissions: Admission[] = []
+  /** Requests answered: by outcome (`ok`, `rate_limited`, `key_banned`, `unavailable`). */
+  readonly outcomes = new Map<string, number>()
+  /** Requests still waiting for an answer. */
+  waiting = 0
+  readonly grants: Grants
+  private up: boolean
+  private gen = 0
+  private lastReplyAt = 0
+  private readonly pending = new Set<(err: Error) => void>()
+  private readonly listeners: Array<(shard: string, up: boolean) => void> = []
+
+  constructor (private readonly world: World, private readonly redis: SimRedis, readonly name: string, private readonly opts: ProcessOptions) {
+    this.up = redis.state !== 'dead'
+    redis.onLifecycle((event) => {
+      if (event === 'down') this.drop()
+      else this.reconnectLater()
+    })
+    const runtime: Runtime = {
+      now: () => opts.offset + world.now * (1 + opts.drift),
+      after: (ms, fn) => world.at(world.now + ms / (1 + opts.drift), fn, this, TIMER),
+      turnEnd: (fn) => { world.at(world.now, fn, this, CHECK) },
+      randomId: () => Math.floor(world.random() * 2 ** 48).toString(16)
+    }
+    const port: RedisPort = {
+      run: (script, keys, args) => this.send(() => redis.runScript(script, keys, args)),
+      shards: () => [''],
+      shardOf: () => '',
+      groupOf: () => '',
+      epochKey: () => 'rl:{#epoch}',
+      ping: async () => { await this.send(() => 'PONG') },
+      watch: (listener) => { this.listeners.push(listener) }
+    }
+    this.grants = createGrants({ port, runtime, holder: name, timeoutMs: opts.timeoutMs, policy: opts.policy, barrierMs: opts.barrierMs, anonymousMax: 100 })
+  }
+
+  /** A request of `id` arrives now. */
+  request (id: string, ask: Ask): void {
+    this.waiting++
+    this.grants.consume(id, ask).then((result) => {
+      this.waiting--
+      const outcome = result.outcome === 'ban_started' ? 'key_banned' : result.outcome
+      this.outcomes.set(outcome, (this.outcomes.get(outcome) ?? 0) + 1)
+      if (result.outcome === 'ok') this.admissions.push({ consumer: id, t: this.world.now, cost: ask.cost, via: result.via ?? 'store' })
+    }, () => {
+      this.waiting--
+      this.outcomes.set('unavailable', (this.outcomes.get('unavailable') ?? 0) + 1)
+    })
+  }
+
+  /** The event loop is blocked for `ms`. */
+  stall (ms: number): void {
+    this.busyUntil = Math.max(this.busyUntil, this.world.now + ms)
+  }
+
+  /** The link to Redis resets: calls in flight fail, and it reconnects a little later. */
+  reset (): void {
+    this.drop()
+    this.reconnectLater()
+  }
+
+  crash (): void {
+    this.dead = true
+    this.drop()
+  }
+
+  private delay (): number {
+    const { net } = this.opts
+    return net.base + this.world.random() * net.jitter + (this.world.chance(net.slowChance) ? net.slowMs : 0)
+  }
+
+  private send (command: () => unknown): Promise<unknown> {
+    if (!this.up || this.dead) return Promise.reject(new Error('Connection is closed.'))
+    return new Promise((resolve, reject) => {
+      const gen = this.gen
+      const fail = (err: Error): void => { reject(err) }
+      this.pending.add(fail)
+      this.world.at(this.world.now + this.delay(), () => {
+        this.redis.arrive(() => {
+          let reply: unknown
+          let error: Error | undefined
+          try {
+            reply = command()
+            this.redis.commands++
+          } catch (err) {
+            error = err as Error
+          }
+          this.lastReplyAt = Math.max(this.lastReplyAt, this.world.now + this.delay())
+          this.world.at(this.lastReplyAt, () => {
+            if (gen !== this.gen || !this.pending.delete(fail)) return
+            if (error === undefined) resolve(reply)
+            else reject(error)
+          }, this, IO)
+        })
+      })
+    })
+  }
+
+  private drop (): void {
+    this.gen++
+    const wasUp = this.up
+    this.up = false
+    const failures = [...this.pending]
+    this.pending.clear()
+    for (const fail of failures) fail(new Error('Connection is closed.'))
+    if (wasUp) for (const l of this.listeners) l('', false)
+  }
+
+  private reconnectLater (): void {
+    if (this.dead) return
+    const gen = this.gen
+    this.world.at(this.world.now + this.world.between(5, 500), () => {
+      if (gen !== this.gen || this.redis.state === 'dead' || this.up) return
+      this.up = true
+      for (const l of this.listeners) l('', true)
+    }, this, IO)
+  }
+}

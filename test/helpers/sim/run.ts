@@ -1,0 +1,115 @@
+// Runs one seeded schedule (schedules.ts) in a fresh world: N processes running the production
+// Redis path against the modelled Redis, the load and the faults on the world's clock, then the
+// checks (check.ts). `describe()` says what happened, for a failing seed's report.
+import { DEFAULT_BAN } from './schedules.js'
+import { ideal, violations, type Limits, type Violation } from './check.js'
+import { SimProcess } from './process.js'
+import { createLuaVm, SimRedis, type LuaVm } from './redis-model.js'
+import { makeSchedule, type Family, type Schedule } from './schedules.js'
+import { World } from './world.js'
+
+export interface Report {
+  readonly family: Family
+  readonly seed: number
+  readonly schedule: Schedule
+  readonly violations: readonly Violation[]
+  readonly requests: number
+  readonly admitted: number
+  /** Requests never answered by the end (a hung request). */
+  readonly unanswered: number
+  /** Steady schedules: how far below the exact log's admissions, in %. */
+  readonly underPct: number | undefined
+  readonly outcomes: Record<string, number>
+  readonly scripts: number
+  describe: () => string
+}
+
+/** Schedules start in 2030, at a seeded instant of the year (so month boundaries come up). */
+const YEAR_START = Date.UTC(2030, 0, 1)
+
+/** Runs one schedule; `vm`: a Lua VM to reuse (tests make one per file: compiling is the slow part). */
+export async function runSchedule (family: Family, seed: number, vm: LuaVm = createLuaVm()): Promise<Report> {
+  const world = new World(seed, 0)
+  const start = YEAR_START + Math.floor(world.random() * 360) * 86_400_000 + (world.chance(0.2) ? 86_400_000 * 28 - 30_000 : world.between(0, 86_400_000))
+  world.now = start - 5000
+  const schedule = makeSchedule(world, family, start)
+  const redis = new SimRedis(world, schedule.skew, vm)
+  if (schedule.seasoned) redis.set('rl:{#epoch}', 'deployed,0')
+  const processes: SimProcess[] = []
+  const spawn = (i: number): SimProcess => new SimProcess(world, redis, `p${i}-${processes.length}`, {
+    policy: schedule.policy,
+    timeoutMs: schedule.timeoutMs,
+    barrierMs: schedule.barrierMs,
+    offset: world.between(-1e6, 1e6),
+    drift: world.between(-2e-4, 2e-4),
+    net: schedule.net
+  })
+  for (let i = 0; i < schedule.processes; i++) processes.push(spawn(i))
+  const live = processes.slice()
+  // Each process starts as a gateway does: its shard recovers (epoch read, barrier on a fresh Redis) before traffic.
+  for (const p of live) void p.grants.settled(0)
+  for (const a of schedule.arrivals) {
+    const c = schedule.consumers[a.consumer]!
+    world.at(a.t, () => {
+      const p = live[a.process]!
+      if (!p.dead) p.request(c.id, { limits: { perMinute: c.perMinute, perDay: c.perDay }, ban: c.ban, cost: a.cost, monthLimit: c.perMonth })
+    })
+  }
+  for (const f of schedule.faults) {
+    world.at(f.at, () => {
+      if (f.kind === 'pause') {
+        redis.pause()
+        world.at(world.now + f.ms, () => { redis.resume() })
+      } else if (f.kind === 'kill') {
+        if (redis.state === 'paused') redis.resume()
+        redis.kill()
+        world.at(world.now + f.ms, () => { redis.restart(f.keepData) })
+      } else if (f.kind === 'reset') {
+        live[f.process]!.reset()
+      } else if (f.kind === 'stall') {
+        live[f.process]!.stall(f.ms)
+      } else {
+        live[f.process]!.crash()
+        const fresh = spawn(f.process)
+        processes.push(fresh)
+        live[f.process] = fresh
+        void fresh.grants.settled(0)
+      }
+    })
+  }
+  await world.run(start + schedule.duration + 10_000)
+
+  const admissions = processes.flatMap((p) => p.admissions)
+  const limits = new Map<string, Limits>(schedule.consumers.map((c) => [c.id, { perMinute: c.perMinute, perDay: c.perDay, perMonth: c.perMonth }]))
+  const found = schedule.policy === 'open' ? [] : violations(admissions, limits)
+  const outcomes: Record<string, number> = {}
+  for (const p of processes) for (const [k, v] of p.outcomes) outcomes[k] = (outcomes[k] ?? 0) + v
+  let underPct: number | undefined
+  if (schedule.steady) {
+    const best = ideal(schedule.arrivals.map((a) => a.t), schedule.consumers[0]!.perMinute)
+    underPct = 100 * (best - admissions.length) / best
+  }
+  const unanswered = processes.filter((p) => !p.dead).reduce((n, p) => n + p.waiting, 0)
+  return {
+    family,
+    seed,
+    schedule,
+    violations: found,
+    requests: schedule.arrivals.length,
+    admitted: admissions.length,
+    unanswered,
+    underPct,
+    outcomes,
+    scripts: redis.scripts,
+    describe () {
+      const lines = [
+        `family ${family}, seed ${seed}: ${schedule.processes} processes, STORE_ON_ERROR=${schedule.policy}, timeout ${schedule.timeoutMs} ms, barrier ${schedule.barrierMs} ms, Redis skew ${schedule.skew.toFixed(0)} ms, ${schedule.seasoned ? 'seasoned' : 'fresh'} Redis`,
+        `consumers: ${schedule.consumers.map((c) => `${c.id} ${c.perMinute}/min ${c.perDay}/day${c.perMonth > 0 ? ` ${c.perMonth}/month` : ''}${c.ban === null ? '' : c.ban === DEFAULT_BAN ? ' ban' : ` ban@${c.ban.threshold}`}`).join(', ')}`,
+        `faults: ${schedule.faults.map((f) => `${f.kind}@${((f.at - start) / 1000).toFixed(2)}s${'ms' in f ? ` ${f.ms.toFixed(0)}ms` : ''}${'process' in f ? ` p${f.process}` : ''}${f.kind === 'kill' ? (f.keepData ? ' kept' : ' lost') : ''}`).join(', ') || 'none'}`,
+        `requests ${schedule.arrivals.length}, outcomes ${JSON.stringify(outcomes)}, unanswered ${unanswered}, scripts ${redis.scripts}`,
+        ...found.map((v) => `OVER: ${v.consumer} ${v.units} units in a ${v.window} (limit ${v.limit}) ending at ${((v.at - start) / 1000).toFixed(3)} s`)
+      ]
+      return lines.join('\n')
+    }
+  }
+}

@@ -1,0 +1,159 @@
+// Seeded schedules for the simulator: who the consumers are, what load arrives at which process and
+// when, and which faults strike. Each family aims at one kind of trouble; `chaos` draws from all of
+// them at once. Everything is drawn from the world's random stream, so a seed is a schedule.
+import type { BanPolicy } from '../../../src/gateway/config/types.js'
+import type { StoreOnError } from '../../../src/gateway/limiter/redis/outage.js'
+import type { Net } from './process.js'
+import type { World } from './world.js'
+
+export type Family = 'chaos' | 'idle-process' | 'ban-recover' | 'data-loss' | 'steady' | 'long-tail'
+export const FAMILIES: readonly Family[] = ['chaos', 'idle-process', 'ban-recover', 'data-loss', 'steady', 'long-tail']
+
+export interface Consumer {
+  readonly id: string
+  readonly perMinute: number
+  readonly perDay: number
+  readonly perMonth: number
+  readonly ban: BanPolicy | null
+}
+
+export type Fault =
+  | { readonly kind: 'pause', readonly at: number, readonly ms: number }
+  | { readonly kind: 'kill', readonly at: number, readonly ms: number, readonly keepData: boolean }
+  | { readonly kind: 'reset', readonly at: number, readonly process: number }
+  | { readonly kind: 'stall', readonly at: number, readonly process: number, readonly ms: number }
+  | { readonly kind: 'crash', readonly at: number, readonly process: number }
+
+export interface Arrival { readonly t: number, readonly process: number, readonly consumer: number, readonly cost: number }
+
+export interface Schedule {
+  readonly family: Family
+  readonly processes: number
+  readonly policy: StoreOnError
+  readonly timeoutMs: number
+  readonly barrierMs: number
+  readonly net: Net
+  readonly skew: number
+  /** The Redis already holds an epoch mark from before (a deployment, not a fresh Redis). */
+  readonly seasoned: boolean
+  readonly consumers: readonly Consumer[]
+  readonly arrivals: readonly Arrival[]
+  readonly faults: readonly Fault[]
+  readonly duration: number
+  /** The family measures under-admission at steady load. */
+  readonly steady: boolean
+}
+
+export const DEFAULT_BAN: BanPolicy = { threshold: 30, windowSeconds: 60, durationSeconds: 900, maxDurationSeconds: 86_400 }
+const int = (w: World, a: number, b: number): number => Math.floor(w.between(a, b + 1))
+const pick = <T>(w: World, items: readonly T[]): T => items[Math.floor(w.random() * items.length)]!
+
+function net (w: World): Net {
+  return { base: w.between(0.05, 1.5), jitter: w.between(0, 2), slowChance: w.chance(0.5) ? w.between(0, 0.03) : 0, slowMs: w.between(5, 400) }
+}
+
+function consumer (w: World, id: string, month: boolean): Consumer {
+  const perMinute = int(w, 3, 60)
+  const perDay = perMinute * int(w, 1, 3)
+  const ban = w.chance(0.4) ? null : w.chance(0.5) ? DEFAULT_BAN : { ...DEFAULT_BAN, threshold: int(w, 2, 10) }
+  return { id, perMinute, perDay, perMonth: month ? perDay + int(w, 0, perDay) : 0, ban }
+}
+
+/** Second boundaries by Redis time, as virtual instants. */
+function boundary (start: number, skew: number, second: number): number {
+  return Math.ceil((start + skew) / 1000) * 1000 + second * 1000 - skew
+}
+
+/** Load on one consumer: a steady stream plus bursts on second boundaries, spread or stuck to one process. */
+function load (w: World, s: { start: number, skew: number, duration: number, processes: number }, c: number, perMinute: number, costly: boolean): Arrival[] {
+  const out: Arrival[] = []
+  const sticky = w.chance(0.3) ? int(w, 0, s.processes - 1) : -1
+  const proc = (): number => sticky >= 0 ? sticky : int(w, 0, s.processes - 1)
+  const cost = (): number => costly && w.chance(0.3) ? int(w, 2, 5) : 1
+  const rate = w.between(0.2, 3) * perMinute / 60_000
+  for (let t = s.start + w.between(0, 2000); t < s.start + s.duration && out.length < 400; t += -Math.log(1 - w.random()) / rate) {
+    out.push({ t, process: proc(), consumer: c, cost: cost() })
+  }
+  const every = int(w, 1, 10)
+  const size = int(w, 1, Math.max(2, Math.floor(perMinute / 2)))
+  for (let k = 1; boundary(s.start, s.skew, k) < s.start + s.duration && out.length < 600; k += every) {
+    if (!w.chance(0.5)) continue
+    for (let i = 0; i < size; i++) out.push({ t: boundary(s.start, s.skew, k) + w.between(0, 3), process: proc(), consumer: c, cost: cost() })
+  }
+  return out
+}
+
+function faults (w: World, start: number, duration: number, processes: number, n: number): Fault[] {
+  const out: Fault[] = []
+  for (let i = 0; i < n; i++) {
+    const at = start + w.between(0, duration)
+    const kind = pick(w, ['pause', 'pause', 'kill', 'reset', 'stall', 'stall', 'crash'] as const)
+    if (kind === 'pause') out.push({ kind, at, ms: w.chance(0.5) ? w.between(20, 400) : w.between(400, 3000) })
+    else if (kind === 'kill') out.push({ kind, at, ms: w.between(20, 2000), keepData: w.chance(0.4) })
+    else if (kind === 'reset') out.push({ kind, at, process: int(w, 0, processes - 1) })
+    else if (kind === 'stall') out.push({ kind, at, process: int(w, 0, processes - 1), ms: w.between(10, 400) })
+    else if (w.chance(0.3)) out.push({ kind, at, process: int(w, 0, processes - 1) })
+  }
+  return out
+}
+
+export function makeSchedule (w: World, family: Family, start: number): Schedule {
+  const skew = w.between(-5000, 5000)
+  const base = { family, policy: 'local' as StoreOnError, timeoutMs: 250, barrierMs: 2000, net: net(w), skew, seasoned: w.chance(0.7), steady: false }
+  if (family === 'steady') {
+    const processes = int(w, 1, 3)
+    const perMinute = int(w, 20, 60)
+    const duration = 150_000
+    const arrivals: Arrival[] = []
+    const gap = 60_000 / perMinute
+    for (let t = start + 500, i = 0; t < start + duration; t += gap, i++) arrivals.push({ t, process: i % processes, consumer: 0, cost: 1 })
+    const clean: Net = { base: w.between(0.05, 1), jitter: w.between(0, 1), slowChance: 0, slowMs: 0 }
+    return { ...base, net: clean, processes, seasoned: true, steady: true, consumers: [{ id: 'steady', perMinute, perDay: perMinute * 1000, perMonth: 0, ban: null }], arrivals, faults: [], duration }
+  }
+  if (family === 'idle-process') {
+    // B sees the consumer a few times, then idles while A spends most of the minute; Redis freezes; B floods.
+    const perMinute = int(w, 20, 120)
+    const c: Consumer = { id: 'idle', perMinute, perDay: perMinute * 10, perMonth: 0, ban: DEFAULT_BAN }
+    const arrivals: Arrival[] = []
+    for (let i = 0; i < 3; i++) arrivals.push({ t: start + 100 + i * 50, process: 1, consumer: 0, cost: 1 })
+    const used = Math.floor(perMinute * w.between(0.6, 0.95))
+    for (let i = 0; i < used; i++) arrivals.push({ t: start + 1000 + i * w.between(5, 40), process: 0, consumer: 0, cost: 1 })
+    const freeze = start + w.between(3000, 6000)
+    const ms = w.between(500, 3000)
+    for (let i = 0; i < perMinute; i++) arrivals.push({ t: freeze + w.between(0, ms + 3000), process: 1, consumer: 0, cost: 1 })
+    return { ...base, processes: 2, consumers: [c], arrivals, faults: [{ kind: 'pause', at: freeze, ms }], duration: 40_000 }
+  }
+  if (family === 'ban-recover') {
+    const perMinute = 120
+    const c: Consumer = { id: 'flood', perMinute, perDay: perMinute * 10, perMonth: 0, ban: DEFAULT_BAN }
+    const arrivals: Arrival[] = []
+    const before = Math.floor(perMinute * w.between(0.3, 0.5))
+    for (let i = 0; i < before; i++) arrivals.push({ t: start + i * 20, process: i % 2, consumer: 0, cost: 1 })
+    const freeze = start + before * 20 + w.between(0, 500)
+    for (let i = 0; i < 6 * perMinute; i++) arrivals.push({ t: freeze - 300 + i * 6, process: i % 2, consumer: 0, cost: 1 })
+    return { ...base, processes: 2, consumers: [c], arrivals, faults: [{ kind: 'pause', at: freeze, ms: 3000 }], duration: 40_000 }
+  }
+  const processes = int(w, 2, 3)
+  const duration = family === 'data-loss' ? w.between(20_000, 90_000) : w.between(10_000, 130_000)
+  const tail = family === 'long-tail'
+  const count = tail ? int(w, 10, 30) : int(w, 1, 4)
+  const month = w.chance(0.3)
+  const costly = w.chance(0.3)
+  const consumers = Array.from({ length: count }, (_, i) => consumer(w, `c${i}`, month))
+  const s = { start, skew, duration, processes }
+  let arrivals: Arrival[] = []
+  consumers.forEach((c, i) => {
+    const share = tail ? 1 / (i + 1) ** 1.1 : 1
+    arrivals.push(...load(w, s, i, Math.max(1, Math.round(c.perMinute * share)), costly))
+  })
+  if (arrivals.length > 700) arrivals = arrivals.filter(() => w.chance(700 / arrivals.length))
+  let fs = faults(w, start, duration, processes, int(w, 0, family === 'chaos' ? 5 : 2))
+  if (family === 'data-loss') fs.push({ kind: 'kill', at: start + w.between(2000, duration - 5000), ms: w.between(20, 2000), keepData: false })
+  // A process that crashed took its ledger with it: a later loss of Redis's data cannot be re-seeded
+  // with what it admitted (docs/limiter-internals.md states this double fault as outside the bound).
+  if (fs.some((f) => f.kind === 'kill' && !f.keepData)) fs = fs.filter((f) => f.kind !== 'crash')
+  const policy: StoreOnError = family === 'chaos' && w.chance(0.15) ? 'closed' : 'local'
+  const timeoutMs = w.chance(0.7) ? 250 : int(w, 20, 400)
+  const barrierMs = w.chance(0.7) ? 2000 : int(w, 1500, 3000)
+  return { ...base, policy, timeoutMs, barrierMs, processes, consumers, arrivals, faults: fs, duration }
+}
