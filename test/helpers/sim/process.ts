@@ -124,7 +124,6 @@ export class SimProcess implements Owner {
           let error: Error | undefined
           try {
             reply = command()
-            this.redis.commands++
           } catch (err) {
             error = err as Error
           }

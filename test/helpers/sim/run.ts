@@ -1,10 +1,11 @@
 // Runs one seeded schedule (schedules.ts) in a fresh world: N processes running the production
 // Redis path against the modelled Redis, the load and the faults on the world's clock, then the
 // checks (check.ts). `describe()` says what happened, for a failing seed's report.
+import { createMemoryStore } from '../../../src/gateway/limiter/memory/store.js'
 import { DEFAULT_BAN } from './schedules.js'
 import { ideal, violations, type Limits, type Violation } from './check.js'
 import { SimProcess } from './process.js'
-import { createLuaVm, SimRedis, type LuaVm } from './redis-model.js'
+import { SimRedis, type LuaVm } from './redis-model.js'
 import { makeSchedule, type Family, type Schedule } from './schedules.js'
 import { World } from './world.js'
 
@@ -19,6 +20,8 @@ export interface Report {
   readonly unanswered: number
   /** Steady schedules: how far below the exact log's admissions, in %. */
   readonly underPct: number | undefined
+  /** Steady schedules: what the in-process store's ring admits of the same arrivals. */
+  readonly reference: number | undefined
   readonly outcomes: Record<string, number>
   readonly scripts: number
   describe: () => string
@@ -27,8 +30,8 @@ export interface Report {
 /** Schedules start in 2030, at a seeded instant of the year (so month boundaries come up). */
 const YEAR_START = Date.UTC(2030, 0, 1)
 
-/** Runs one schedule; `vm`: a Lua VM to reuse (tests make one per file: compiling is the slow part). */
-export async function runSchedule (family: Family, seed: number, vm: LuaVm = createLuaVm()): Promise<Report> {
+/** Runs one schedule; `vm`: the Lua VM to run it in (one per test file, reused: each world has its own keyspace). */
+export async function runSchedule (family: Family, seed: number, vm: LuaVm): Promise<Report> {
   const world = new World(seed, 0)
   const start = YEAR_START + Math.floor(world.random() * 360) * 86_400_000 + (world.chance(0.2) ? 86_400_000 * 28 - 30_000 : world.between(0, 86_400_000))
   world.now = start - 5000
@@ -85,9 +88,18 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm = cre
   const outcomes: Record<string, number> = {}
   for (const p of processes) for (const [k, v] of p.outcomes) outcomes[k] = (outcomes[k] ?? 0) + v
   let underPct: number | undefined
+  let reference: number | undefined
   if (schedule.steady) {
-    const best = ideal(schedule.arrivals.map((a) => a.t), schedule.consumers[0]!.perMinute)
+    const c = schedule.consumers[0]!
+    const best = ideal(schedule.arrivals.map((a) => a.t), c.perMinute)
     underPct = 100 * (best - admissions.length) / best
+    let clock = 0
+    const ring = createMemoryStore({ now: () => clock })
+    reference = 0
+    for (const a of schedule.arrivals) {
+      clock = a.t + schedule.skew
+      if ((await ring.consume(c.id, { limits: { perMinute: c.perMinute, perDay: c.perDay }, ban: null, cost: 1, monthLimit: 0 })).outcome === 'ok') reference++
+    }
   }
   const unanswered = processes.filter((p) => !p.dead).reduce((n, p) => n + p.waiting, 0)
   return {
@@ -99,6 +111,7 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm = cre
     admitted: admissions.length,
     unanswered,
     underPct,
+    reference,
     outcomes,
     scripts: redis.scripts,
     describe () {

@@ -44,6 +44,9 @@ export interface Schedule {
   readonly steady: boolean
 }
 
+/** Requests one schedule carries at most (beyond it, drawn at random): many short schedules find more than a few long ones. */
+const MAX_ARRIVALS = 250
+
 export const DEFAULT_BAN: BanPolicy = { threshold: 30, windowSeconds: 60, durationSeconds: 900, maxDurationSeconds: 86_400 }
 const int = (w: World, a: number, b: number): number => Math.floor(w.between(a, b + 1))
 const pick = <T>(w: World, items: readonly T[]): T => items[Math.floor(w.random() * items.length)]!
@@ -71,12 +74,12 @@ function load (w: World, s: { start: number, skew: number, duration: number, pro
   const proc = (): number => sticky >= 0 ? sticky : int(w, 0, s.processes - 1)
   const cost = (): number => costly && w.chance(0.3) ? int(w, 2, 5) : 1
   const rate = w.between(0.2, 3) * perMinute / 60_000
-  for (let t = s.start + w.between(0, 2000); t < s.start + s.duration && out.length < 400; t += -Math.log(1 - w.random()) / rate) {
+  for (let t = s.start + w.between(0, 2000); t < s.start + s.duration && out.length < 120; t += -Math.log(1 - w.random()) / rate) {
     out.push({ t, process: proc(), consumer: c, cost: cost() })
   }
   const every = int(w, 1, 10)
   const size = int(w, 1, Math.max(2, Math.floor(perMinute / 2)))
-  for (let k = 1; boundary(s.start, s.skew, k) < s.start + s.duration && out.length < 600; k += every) {
+  for (let k = 1; boundary(s.start, s.skew, k) < s.start + s.duration && out.length < 200; k += every) {
     if (!w.chance(0.5)) continue
     for (let i = 0; i < size; i++) out.push({ t: boundary(s.start, s.skew, k) + w.between(0, 3), process: proc(), consumer: c, cost: cost() })
   }
@@ -102,8 +105,8 @@ export function makeSchedule (w: World, family: Family, start: number): Schedule
   const base = { family, policy: 'local' as StoreOnError, timeoutMs: 250, barrierMs: 2000, net: net(w), skew, seasoned: w.chance(0.7), steady: false }
   if (family === 'steady') {
     const processes = int(w, 1, 3)
-    const perMinute = int(w, 20, 60)
-    const duration = 150_000
+    const perMinute = int(w, 60, 120)
+    const duration = 300_000
     const arrivals: Arrival[] = []
     const gap = 60_000 / perMinute
     for (let t = start + 500, i = 0; t < start + duration; t += gap, i++) arrivals.push({ t, process: i % processes, consumer: 0, cost: 1 })
@@ -124,17 +127,17 @@ export function makeSchedule (w: World, family: Family, start: number): Schedule
     return { ...base, processes: 2, consumers: [c], arrivals, faults: [{ kind: 'pause', at: freeze, ms }], duration: 40_000 }
   }
   if (family === 'ban-recover') {
-    const perMinute = 120
+    const perMinute = int(w, 60, 120)
     const c: Consumer = { id: 'flood', perMinute, perDay: perMinute * 10, perMonth: 0, ban: DEFAULT_BAN }
     const arrivals: Arrival[] = []
     const before = Math.floor(perMinute * w.between(0.3, 0.5))
     for (let i = 0; i < before; i++) arrivals.push({ t: start + i * 20, process: i % 2, consumer: 0, cost: 1 })
     const freeze = start + before * 20 + w.between(0, 500)
-    for (let i = 0; i < 6 * perMinute; i++) arrivals.push({ t: freeze - 300 + i * 6, process: i % 2, consumer: 0, cost: 1 })
+    for (let i = 0; i < 3 * perMinute; i++) arrivals.push({ t: freeze - 300 + i * 12, process: i % 2, consumer: 0, cost: 1 })
     return { ...base, processes: 2, consumers: [c], arrivals, faults: [{ kind: 'pause', at: freeze, ms: 3000 }], duration: 40_000 }
   }
   const processes = int(w, 2, 3)
-  const duration = family === 'data-loss' ? w.between(20_000, 90_000) : w.between(10_000, 130_000)
+  const duration = family === 'data-loss' ? w.between(15_000, 70_000) : w.between(8_000, 100_000)
   const tail = family === 'long-tail'
   const count = tail ? int(w, 10, 30) : int(w, 1, 4)
   const month = w.chance(0.3)
@@ -146,7 +149,7 @@ export function makeSchedule (w: World, family: Family, start: number): Schedule
     const share = tail ? 1 / (i + 1) ** 1.1 : 1
     arrivals.push(...load(w, s, i, Math.max(1, Math.round(c.perMinute * share)), costly))
   })
-  if (arrivals.length > 700) arrivals = arrivals.filter(() => w.chance(700 / arrivals.length))
+  if (arrivals.length > MAX_ARRIVALS) arrivals = arrivals.filter(() => w.chance(MAX_ARRIVALS / arrivals.length))
   let fs = faults(w, start, duration, processes, int(w, 0, family === 'chaos' ? 5 : 2))
   if (family === 'data-loss') fs.push({ kind: 'kill', at: start + w.between(2000, duration - 5000), ms: w.between(20, 2000), keepData: false })
   // A process that crashed took its ledger with it: a later loss of Redis's data cannot be re-seeded

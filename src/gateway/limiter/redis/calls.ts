@@ -29,8 +29,8 @@ export interface CallContext {
   clockOf: (a: Account) => ShardClock
   /** Serves waiting requests from a live pool. */
   drain: (a: Account, x: number) => void
-  /** The call ended: what still waits goes on. */
-  next: (a: Account) => void
+  /** The call ended: what still waits goes on (after `delayMs`, when given). */
+  next: (a: Account, delayMs?: number) => void
   /** Answers `w` by the outage policy. */
   outage: (a: Account, w: Waiting, x: number) => void
   /** Reserve admissions of `a` are (true) or are no longer (false) waiting to be counted in Redis. */
@@ -56,16 +56,20 @@ function extraWant (ctx: CallContext, a: Account, x: number, waiting: number): n
   return Math.max(0, Math.min(a.limits.perMinute, Math.ceil(r * left / 1000)) - waiting)
 }
 
-/** One entry's reply: its units join the pool, then its requests are admitted from it or rejected. */
-function answer (ctx: CallContext, a: Account, r: GrantReply, group: Waiting[], redisNow: number, received: number, answered: boolean): void {
+/**
+ * One entry's reply: its units join the pool, then its requests are admitted from it or rejected.
+ * Units that arrive too late to be spent in their bucket are given back; their requests ask again
+ * once that bucket is over by Redis's clock (the returned delay, ms; 0: none waits).
+ */
+function answer (ctx: CallContext, a: Account, r: GrantReply, group: Waiting[], redisNow: number, received: number, answered: boolean): number {
   if (r.bannedAt > 0) ctx.onBan(a.id, r.bannedUntil)
   if (r.outcome === 'key_banned') {
     if (!answered) for (const w of group) w.resolve(consumeResult(a, 'key_banned', redisNow, 'store', r.bannedUntil))
-    return
+    return 0
   }
   const cost = group[0]?.cost ?? 1
   acct.fillPool(a, r.admitted * cost + r.extra, redisNow)
-  if (answered) return
+  if (answered) return 0
   const live = acct.poolLive(a, ctx.clockOf(a), received)
   const retry: Waiting[] = []
   group.forEach((w, k) => {
@@ -86,6 +90,9 @@ function answer (ctx: CallContext, a: Account, r: GrantReply, group: Waiting[], 
     w.resolve(consumeResult(a, outcome, redisNow, 'store', outcome === 'rate_limited' ? 0 : r.bannedUntil))
   })
   a.waiting.unshift(...retry)
+  if (retry.length === 0) return 0
+  const earliest = ctx.clockOf(a).earliest(received) ?? received
+  return Math.min(acct.MINUTE_BUCKET_MS, Math.max(1, (a.bucket + 1) * acct.MINUTE_BUCKET_MS - earliest + 1))
 }
 
 /** The job of one write call for `a`, built at its turn's end with everything then waiting. */
@@ -132,8 +139,11 @@ export function writeJob (ctx: CallContext, a: Account): Job {
         a.reserveCap = undefined
         a.unwritten = acct.subtractAdjustments(a.unwritten, sent)
         ctx.unwritten(a, a.unwritten.length > 0)
-        replies.forEach((r, i) => { answer(ctx, a, r, groups[i] ?? [], info.redisNow, info.received, timedOut) })
+        let delay = 0
+        replies.forEach((r, i) => { delay = Math.max(delay, answer(ctx, a, r, groups[i] ?? [], info.redisNow, info.received, timedOut)) })
         acct.expirePool(a, clock, ctx.runtime.now())
+        ctx.next(a, delay)
+        return
       }
       ctx.next(a)
     },

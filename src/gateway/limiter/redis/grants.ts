@@ -103,8 +103,16 @@ export function createGrants (opts: GrantsOptions): Grants {
         w.resolve(consumeResult(a, 'ok', a.viewAt + (x - a.viewLocal), 'grant'))
       }
     },
-    next (a) {
+    next (a, delayMs = 0) {
       if (a.calling || a.waiting.length === 0) return
+      if (delayMs > 0) {
+        a.calling = true
+        runtime.after(delayMs, () => {
+          a.calling = false
+          ctx.next(a)
+        })
+        return
+      }
       const x = runtime.now()
       ctx.drain(a, x)
       if (a.waiting.length === 0) return

@@ -1,0 +1,18 @@
+// Schedules aimed at the faults that broke the Redis path before (docs/limiter-internals.md): a
+// process whose count is seconds old when Redis freezes (idle-process), a flood into a ban across a
+// 3 s freeze (ban-recover: every round admits the whole limit, never more), Redis losing its data
+// (data-loss: re-seeded before anyone grants again), and a long tail of consumers under faults.
+import t from 'tap'
+import { runFamilies } from '../../../helpers/sim/suite.js'
+
+const count = Number(process.env.SIM_COUNT ?? 300)
+await runFamilies(t, 'test/gateway/limiter/simulation/targeted.test.ts', [
+  { family: 'idle-process', count },
+  {
+    family: 'ban-recover',
+    count,
+    check: (t, r) => { t.ok(r.admitted >= 0.95 * r.schedule.consumers[0]!.perMinute, `admitted ${r.admitted} of ${r.schedule.consumers[0]!.perMinute} (≥ 95 %)`) }
+  },
+  { family: 'data-loss', count },
+  { family: 'long-tail', count }
+])

@@ -1,0 +1,130 @@
+-- The simulator's keyspace and `redis.call`, inside the Lua VM that runs the limiter's scripts
+-- (sim/redis-model.ts drives it). One keyspace per simulated Redis; a key holds a hash or a string
+-- and an expiry (Unix ms, Redis time). Only the commands the scripts call are modelled, as Redis 7
+-- answers them: a missing field or key reads as false, numbers passed as arguments are stored as
+-- their decimal digits, replies are integers (truncated), strings, or lists of them.
+local SPACES, SCRIPTS = {}, {}
+local data, now = nil, 0
+
+local function live (key)
+  local e = data[key]
+  if e ~= nil and e.x ~= nil and e.x <= now then
+    data[key] = nil
+    return nil
+  end
+  return e
+end
+
+-- What Redis stores for an argument: numbers as their shortest decimal (integral ones as integers).
+local function arg (v)
+  if type(v) == 'number' then
+    if v == math.floor(v) and math.abs(v) < 2 ^ 53 then return string.format('%d', v) end
+    return string.format('%.17g', v)
+  end
+  return v
+end
+
+redis = {
+  call = function (cmd, key, ...)
+    local a = { ... }
+    cmd = string.upper(cmd)
+    if cmd == 'TIME' then
+      return { string.format('%d', math.floor(now / 1000)), string.format('%d', math.floor((now % 1000) * 1000)) }
+    elseif cmd == 'HMGET' then
+      local e = live(key)
+      local h, out = e and e.h, {}
+      for i = 1, #a do
+        local v = h and h[arg(a[i])]
+        if v == nil then v = false end
+        out[i] = v
+      end
+      return out
+    elseif cmd == 'HGET' then
+      local e = live(key)
+      local v = e and e.h and e.h[arg(a[1])]
+      if v == nil then return false end
+      return v
+    elseif cmd == 'HSET' then
+      local e = live(key)
+      if e == nil or e.h == nil then
+        e = { h = {} }
+        data[key] = e
+      end
+      for i = 1, #a, 2 do e.h[arg(a[i])] = arg(a[i + 1]) end
+      return 0
+    elseif cmd == 'HDEL' then
+      local e = live(key)
+      if e and e.h then for i = 1, #a do e.h[arg(a[i])] = nil end end
+      return 0
+    elseif cmd == 'PEXPIREAT' then
+      local e = live(key)
+      if e == nil then return 0 end
+      e.x = tonumber(arg(a[1]))
+      return 1
+    elseif cmd == 'GET' then
+      local e = live(key)
+      if e == nil or e.v == nil then return false end
+      return e.v
+    elseif cmd == 'SET' then
+      data[key] = { v = arg(a[1]) }
+      return 'OK'
+    elseif cmd == 'DEL' then
+      local had = live(key) ~= nil
+      data[key] = nil
+      return had and 1 or 0
+    end
+    error('redis.call ' .. cmd .. ' is not modelled')
+  end
+}
+
+-- Replies travel to JavaScript as one string: items joined by \31, 'n<integer>', 's<string>', or
+-- 'l<count>' followed by the list's items.
+local function encode (v, out)
+  if type(v) == 'table' then
+    out[#out + 1] = 'l' .. #v
+    for i = 1, #v do encode(v[i], out) end
+  elseif type(v) == 'number' then
+    out[#out + 1] = 'n' .. string.format('%d', v < 0 and math.ceil(v) or math.floor(v))
+  elseif v == false or v == nil then
+    out[#out + 1] = 's'
+  else
+    out[#out + 1] = 's' .. v
+  end
+end
+
+local function split (s)
+  local out = {}
+  for p in string.gmatch(s, '([^\31]*)\31') do out[#out + 1] = p end
+  return out
+end
+
+function reset (space)
+  SPACES[space] = {}
+  return ''
+end
+
+function define (sha, source)
+  SCRIPTS[sha] = assert(load('local KEYS, ARGV = ...\nlocal unpack = table.unpack\n' .. source, sha))
+  return ''
+end
+
+function run (space, at, sha, keys, args)
+  data, now = SPACES[space], tonumber(at)
+  local out = {}
+  encode(SCRIPTS[sha](split(keys), split(args)), out)
+  return table.concat(out, '\31')
+end
+
+function peek (space, at, key, field)
+  data, now = SPACES[space], tonumber(at)
+  local e = live(key)
+  local v
+  if field == '' then v = e and e.v else v = e and e.h and e.h[field] end
+  if v == nil then return '' end
+  return 's' .. v
+end
+
+function set (space, key, value)
+  SPACES[space][key] = { v = value }
+  return ''
+end
