@@ -1,16 +1,17 @@
 // The accuracy replay: traffic patterns on a virtual clock (deterministic, no sleeping) through the
-// stores themselves — the in-process store's consume, and the Redis store's decide script run in an
-// embedded Lua VM (lua-redis.ts) whose TIME is the virtual clock, requests of one instant in one
-// decide-batch call as the store sends them with batching on — a fixed window (Kong OSS, Envoy
-// ratelimit, @fastify/rate-limit) and the two-counter estimate (Cloudflare), against an exact
-// per-request log as the ideal. Over-admission: most admissions in any rolling window beyond the
+// stores themselves — the in-process store's consume, and the Redis path's grant script run by the
+// simulator's Redis (sim/redis-model.ts) whose TIME is the virtual clock, the requests of one
+// instant in one call as a process sends them — a fixed window (Kong OSS, Envoy ratelimit,
+// @fastify/rate-limit) and the two-counter estimate (Cloudflare), against an exact per-request log
+// as the ideal. Over-admission: most admissions in any rolling window beyond the
 // limit (ours must be 0). Under-admission: admissions the ideal makes and the model refuses, in %.
 // test/gateway/limiter/accuracy.test.ts and bench/accuracy.ts (the full replay's table) run it.
 import { DAY_WINDOW, MINUTE_WINDOW, type WindowSpec } from '../../src/gateway/limiter/arithmetic.js'
-import { createMemoryStore } from '../../src/gateway/limiter/stores/memory.js'
-import { redisKeys, SCRIPTS } from '../../src/gateway/limiter/stores/redis-scripts.js'
-import { REDIS_BATCH_MAX } from '../../src/gateway/limiter/stores/redis.js'
-import { createLuaRedis } from './lua-redis.js'
+import { createMemoryStore } from '../../src/gateway/limiter/memory/store.js'
+import { BATCH_MAX } from '../../src/gateway/limiter/redis/batcher.js'
+import { GRANT, grantArgs, grantKeys, readGrantReply } from '../../src/gateway/limiter/redis/scripts.js'
+import { createLuaVm, SimRedis, type LuaVm } from './sim/redis-model.js'
+import { World } from './sim/world.js'
 
 export const MINUTE_LIMIT = 60
 export const DAY_LIMIT = 1000
@@ -21,10 +22,7 @@ type Admit = (t: number) => boolean | Promise<boolean>
 /** Requests arriving at one instant, decided together (the Redis store's batch of one turn). */
 type AdmitBatch = (t: number, n: number) => boolean[]
 
-interface Model { name: string, make: (spec: WindowSpec, limit: number) => Admit, makeBatch?: (spec: WindowSpec, limit: number) => AdmitBatch }
-
-/** Requests one batch carries at most (the Redis store's REDIS_BATCH_MAX). */
-const BATCH_MAX = REDIS_BATCH_MAX
+interface Model { name: string, make: (spec: WindowSpec, limit: number) => Admit, makeBatch?: (spec: WindowSpec, limit: number, vm: LuaVm) => AdmitBatch }
 
 /** Limits that make `spec`'s window the binding one. */
 function limitsFor (spec: WindowSpec, limit: number): { perMinute: number, perDay: number } {
@@ -53,18 +51,15 @@ const models: Model[] = [
       const limits = limitsFor(spec, limit)
       return async (t) => {
         clock.now = t
-        return (await store.consume('replay', limits, null)).outcome === 'ok'
+        return (await store.consume('replay', { limits, ban: null, cost: 1, monthLimit: 0 })).outcome === 'ok'
       }
     }
   },
   {
-    // As the Redis store decides with batching on: the requests of one instant (one turn) in one decide-batch call, a lone one by decide.
+    // As a process asks: the requests of one instant (one turn) in one grant call's entry.
     name: 'ours: Redis script',
-    make: (spec, limit) => {
-      const admit = scriptAdmit(spec, limit)
-      return (t) => admit(t, 1)[0]!
-    },
-    makeBatch: (spec, limit) => scriptAdmit(spec, limit)
+    make: () => { throw new Error('batched only') },
+    makeBatch: (spec, limit, vm) => scriptAdmit(spec, limit, vm)
   },
   {
     name: 'fixed window',
@@ -98,17 +93,17 @@ const models: Model[] = [
   }
 ]
 
-/** The Redis store's scripts on the Lua VM: `n` requests of one consumer at virtual time `t`. */
-function scriptAdmit (spec: WindowSpec, limit: number): AdmitBatch {
-  const clock = { now: 0 }
-  const redis = createLuaRedis(() => clock.now)
+/** The grant script on the simulator's Redis: `n` requests of one consumer at virtual time `t`. */
+function scriptAdmit (spec: WindowSpec, limit: number, vm: LuaVm): AdmitBatch {
+  const world = new World(1, 0)
+  const redis = new SimRedis(world, 0, vm)
   const { perMinute, perDay } = limitsFor(spec, limit)
-  const keys = redisKeys('replay')
+  const entry = { key: 'rl:{replay}', minuteLimit: perMinute, dayLimit: perDay, monthLimit: 0, cost: 1, extra: 0, reserve: 0, write: true, ban: null, adjustments: [] }
   return (t, n) => {
-    clock.now = t
-    if (n === 1) return [(redis.run(SCRIPTS.decide, keys, [perMinute, perDay, '']) as number[])[0] === 0]
-    const replies = redis.run(SCRIPTS.decideBatch, Array.from({ length: n }, () => keys).flat(), Array.from({ length: n }, () => [perMinute, perDay, '']).flat()) as number[][]
-    return replies.map((reply) => reply[0] === 0)
+    world.now = t
+    const e = { ...entry, requests: n }
+    const admitted = readGrantReply(redis.runScript(GRANT, grantKeys([e]), grantArgs('replay', [e])), 1).replies[0]!.admitted
+    return Array.from({ length: n }, (_, i) => i < admitted)
   }
 }
 
@@ -182,6 +177,7 @@ function fullestWindow (admitted: number[], windowMs: number): number {
 export interface Row { pattern: string, model: string, offered: number, admitted: number, over: number, underPct: number }
 
 export async function runAccuracy (scale = 1): Promise<Row[]> {
+  const vm = await createLuaVm()
   const rows: Row[] = []
   for (const pattern of patternsAt(scale)) {
     const results: Array<{ model: string, admitted: number[] }> = []
@@ -191,7 +187,7 @@ export async function runAccuracy (scale = 1): Promise<Row[]> {
         const admit = model.make(pattern.spec, pattern.limit)
         for (const t of pattern.times) if (await admit(t)) admitted.push(t)
       } else {
-        const admit = model.makeBatch(pattern.spec, pattern.limit)
+        const admit = model.makeBatch(pattern.spec, pattern.limit, vm)
         for (let i = 0; i < pattern.times.length;) {
           const t = pattern.times[i]!
           let n = 1

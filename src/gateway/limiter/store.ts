@@ -86,7 +86,7 @@ export interface LimiterStore {
   readonly close: () => Promise<void>
 }
 
-/** What a read of `limits`'s windows asks (no ban policy, one unit). */
-export function askOf (limits: Limits): Ask {
-  return { limits, ban: null, cost: 1, monthLimit: 0 }
+/** An ask of `limits` (a read of its windows when no ban policy and one unit). */
+export function askOf (limits: Limits, ban: BanPolicy | null = null, cost = 1): Ask {
+  return { limits, ban, cost, monthLimit: 0 }
 }

@@ -1,16 +1,16 @@
 // Property: any plans.yaml that passes validation runs through the real Redis store without an error
-// (createRedisStore over a real redis-server, the script the gateway runs) — admitted up to its limit,
+// (the store production builds, over a real redis-server and the script the gateway runs) — admitted up to its limit,
 // then 429s, then a ban of exactly the configured duration — whatever numbers it was written with.
 // The generated numbers are biased to where arithmetic breaks: the bounds and one past them, values
 // JavaScript prints in exponent form, floats, zero and below. Before the bounds, `windowSeconds:
 // 1e300` passed validation and every 429 then failed in the script (issue 26, finding 4).
 import fc from 'fast-check'
-import { Redis } from 'ioredis'
 import t from 'tap'
 import { ConfigError, parseConfig } from '../../../src/gateway/config/loader.js'
 import { MAX_BAN_SECONDS, MAX_BAN_THRESHOLD, MAX_PER_DAY, MAX_PER_MINUTE } from '../../../src/gateway/config/schema.js'
 import type { ConfigSnapshot } from '../../../src/gateway/config/types.js'
-import { createRedisStore } from '../../../src/gateway/limiter/stores/redis.js'
+import { createStore } from '../../../src/gateway/limiter/create-store.js'
+import { askOf } from '../../../src/gateway/limiter/store.js'
 import { configTexts } from '../../helpers/gateway.js'
 import { startRedis } from '../../helpers/redis.js'
 
@@ -59,7 +59,7 @@ function validated (text: string): ConfigSnapshot | undefined {
 
 t.test('every config that passes validation runs through the real Redis script: limit, 429s, then a ban of the configured length', async (t) => {
   const redis = await startRedis(t)
-  const store = createRedisStore(new Redis(redis.url))
+  const store = await createStore({ redisUrl: redis.url })
   t.teardown(async () => { await store.close() })
   let accepted = 0
   let rejected = 0
@@ -82,8 +82,8 @@ t.test('every config that passes validation runs through the real Redis script: 
     let admitted = 0
     let limited = 0
     for (let i = 0; i < MAX_CALLS; i++) {
-      const before = await store.peek(id, limits)
-      const result = await store.consume(id, limits, ban)
+      const before = await store.peek(id, askOf(limits))
+      const result = await store.consume(id, askOf(limits, ban))
       if (before.outcome === 'key_banned' || result.outcome === 'key_banned') {
         if (result.outcome !== 'key_banned') throw new Error(`peek said banned, consume said ${result.outcome}`)
         continue
@@ -103,7 +103,7 @@ t.test('every config that passes validation runs through the real Redis script: 
     }
     if (admitted !== Math.min(limits.perMinute, limits.perDay, MAX_CALLS)) throw new Error(`admitted ${admitted} of limits ${limits.perMinute}/${limits.perDay}`)
     // The anonymous policy's limits go through the same script, never banned.
-    const anonymous = await store.consume(`ip:${id}`, snapshot.anonymous, null)
+    const anonymous = await store.consume(`ip:${id}`, askOf(snapshot.anonymous))
     if (anonymous.outcome !== 'ok') throw new Error(`anonymous first request: ${anonymous.outcome}`)
   }), { seed: SEED, numRuns: RUNS })
   t.ok(accepted >= RUNS / 4, `${accepted} configs accepted and run through Redis`)

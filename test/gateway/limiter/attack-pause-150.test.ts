@@ -1,7 +1,6 @@
 // Exact through faults: Redis frozen (SIGSTOP) for 150 ms every 3-4 s under the attack load, some
 // pauses starting just before a second boundary so that the boundary's burst meets a frozen Redis.
-// Long enough for the breakers to open: each process answers from what it knew, Redis runs the
-// queued scripts when it wakes, the breakers close after their probes.
+// A pause shorter than STORE_TIMEOUT_MS (250 ms): Redis answers late and every late reply still counts: latency, never an over-admission.
 // The most admissions in any rolling minute stays the limit (test/helpers/attack.ts).
 import t from 'tap'
 import { ATTACK_LIMIT, assertWithinLimit, attack, SCENARIOS } from '../../helpers/attack.js'
@@ -10,5 +9,5 @@ t.test('150 ms pauses: never more than the limit in a rolling minute', async (t)
   const scenario = SCENARIOS['150 ms pauses']
   const run = await attack(t, scenario)
   assertWithinLimit(t, run, scenario)
-  t.ok(run.most >= ATTACK_LIMIT - 6, 'and the limit is reached')
+  t.ok(run.most >= ATTACK_LIMIT - 6, `and the limit is reached: ${run.most} (at least ${ATTACK_LIMIT - 6})`)
 })

@@ -1,6 +1,6 @@
 // Exact through faults: Redis frozen (SIGSTOP) for 70 ms every 3-4 s under the attack load, some
 // pauses starting just before a second boundary so that the boundary's burst meets a frozen Redis.
-// A pause this short outlasts the 50 ms budget: timeouts, a breaker that may open for a moment.
+// A pause shorter than STORE_TIMEOUT_MS (250 ms): Redis answers late and every late reply still counts: latency, never an over-admission.
 // The most admissions in any rolling minute stays the limit (test/helpers/attack.ts).
 import t from 'tap'
 import { ATTACK_LIMIT, assertWithinLimit, attack, SCENARIOS } from '../../helpers/attack.js'
@@ -9,5 +9,5 @@ t.test('70 ms pauses: never more than the limit in a rolling minute', async (t) 
   const scenario = SCENARIOS['70 ms pauses']
   const run = await attack(t, scenario)
   assertWithinLimit(t, run, scenario)
-  t.ok(run.most >= ATTACK_LIMIT - 6, 'and the limit is reached')
+  t.ok(run.most >= ATTACK_LIMIT - 6, `and the limit is reached: ${run.most} (at least ${ATTACK_LIMIT - 6})`)
 })

@@ -1,7 +1,7 @@
 // Exact through faults in the sliding steady state, without a minute of real time: Redis is seeded
 // with 10 admissions in each of the 60 seconds before the run, so every second boundary frees 10
 // that the boundary's burst races for; Redis frozen for 150 ms just before and just after
-// boundaries, where the processes' last replies disagree most. The most admissions in any rolling
+// boundaries, where the processes' pools and reserves meet a frozen Redis. The most admissions in any rolling
 // minute, the seeded ones counted at the end of their second, stays the limit (test/helpers/attack.ts).
 import t from 'tap'
 import { assertWithinLimit, attack, SCENARIOS } from '../../helpers/attack.js'

@@ -1,10 +1,11 @@
 // The background ban count behind gateway_banned_keys, over a real in-process store with bans in
 // it: counted at start, again soon after refreshSoon (coalesced while a count runs) and on its
 // timer, never when it is read, and the last count kept while the store fails.
+import { askOf } from '../../../src/gateway/limiter/store.js'
 import t from 'tap'
 import { createBanCount } from '../../../src/gateway/limiter/ban-count.js'
 import type { BanEntry } from '../../../src/gateway/limiter/store.js'
-import { createMemoryStore } from '../../../src/gateway/limiter/stores/memory.js'
+import { createMemoryStore } from '../../../src/gateway/limiter/memory/store.js'
 import { sleep, until } from '../../helpers/poll.js'
 
 const LIMITS = { perMinute: 1, perDay: 100 }
@@ -21,13 +22,13 @@ function counted (): { store: ReturnType<typeof createMemoryStore>, listBans: ()
     listBans: async () => {
       calls++
       if (failing.on) throw new Error('store unreachable')
-      return await store.listBans()
+      return await store.admin.listBans()
     }
   }
 }
 
 async function ban (store: ReturnType<typeof createMemoryStore>, id: string): Promise<void> {
-  for (let i = 0; i < 4; i++) await store.consume(id, LIMITS, BAN)
+  for (let i = 0; i < 4; i++) await store.consume(id, askOf(LIMITS, BAN))
 }
 
 t.test('counted at start and after refreshSoon; reading never counts', async (t) => {

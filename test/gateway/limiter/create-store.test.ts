@@ -2,15 +2,18 @@
 // gateway answers 503 fast (never hangs), readiness fails, and it recovers by itself (reconnect,
 // script reloaded on NOSCRIPT). The other policies are in faults.test.ts.
 import t from 'tap'
-import { createRedisClient, createStore, describeSettings } from '../../../src/gateway/limiter/create-store.js'
+import { createStore } from '../../../src/gateway/limiter/create-store.js'
+import { askOf } from '../../../src/gateway/limiter/store.js'
+import { createRedisClient, describeRedis as describeSettings } from '../../../src/gateway/redis/connection.js'
 import { bearer, DEMO_KEYS, startGateway } from '../../helpers/gateway.js'
 import { poll } from '../../helpers/poll.js'
 import { freePort } from '../../helpers/ports.js'
 import { startRedis } from '../../helpers/redis.js'
 
 t.test('no Redis settings: the in-process store', async (t) => {
-  const { store, health } = await createStore({})
-  t.equal(store.kind, 'memory')
+  const store = await createStore({})
+  const health = store.health
+  t.equal(store.describe().kind, 'memory')
   t.equal(await health.probe(), 'ok')
   t.equal(health.fallbackActive(), false)
   await store.close()
@@ -29,10 +32,11 @@ t.test('Sentinel settings make a Sentinel client', async (t) => {
 t.test('an unreachable Redis errors fast instead of hanging', async (t) => {
   const port = await freePort()
   const errors: Error[] = []
-  const { store, health } = await createStore({ redisUrl: `redis://127.0.0.1:${port}`, storeOnError: 'closed' }, { readyWaitMs: 100, onError: (err) => errors.push(err) })
-  t.equal(store.kind, 'redis')
+  const store = await createStore({ redisUrl: `redis://127.0.0.1:${port}`, storeOnError: 'closed' }, { readyWaitMs: 100, onError: (err) => errors.push(err) })
+  const health = store.health
+  t.equal(store.describe().kind, 'redis')
   const started = Date.now()
-  await t.rejects(store.consume('k', { perMinute: 1, perDay: 1 }, null))
+  await t.rejects(store.consume('k', askOf({ perMinute: 1, perDay: 1 })))
   t.ok(Date.now() - started < 200, 'rejected at once')
   t.ok(errors.length > 0, 'connection errors reach the handler')
   t.ok(health.errors() > 0, 'and the failed call is counted')

@@ -4,7 +4,7 @@
 import { createHash } from 'node:crypto'
 import t, { type Test } from 'tap'
 import type { LimiterStore } from '../../../src/gateway/limiter/store.js'
-import { createMemoryStore } from '../../../src/gateway/limiter/stores/memory.js'
+import { createMemoryStore } from '../../../src/gateway/limiter/memory/store.js'
 import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartGatewayOptions } from '../../helpers/gateway.js'
 import { until } from '../../helpers/poll.js'
 

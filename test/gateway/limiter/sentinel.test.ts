@@ -13,7 +13,7 @@ t.test('Sentinel: the gateway finds the master through a real Sentinel and count
   const gw = await startGateway(t, {
     limiter: { settings: { redisSentinels: [`127.0.0.1:${sentinel.port}`], redisSentinelName: sentinel.masterName } }
   })
-  t.equal(gw.app.limiter.store.kind, 'sentinel')
+  t.equal(gw.app.limiter.store.describe().kind, 'sentinel')
 
   const remaining: string[] = []
   for (let i = 0; i < 3; i++) {
@@ -23,7 +23,7 @@ t.test('Sentinel: the gateway finds the master through a real Sentinel and count
     await res.arrayBuffer()
   }
   t.same(remaining, ['299', '298', '297'], 'Remaining counts down by one')
-  t.equal(await master.cli('HGET', 'rl:{demo-pro}:m', 'n'), '3', 'the windows live on the master Sentinel named')
+  t.equal(await master.cli('HGET', 'rl:{demo-pro}', 'n'), '3', 'the windows live on the master Sentinel named')
   const ready = await fetch(`${gw.adminUrl}/readyz`)
   t.equal(ready.status, 200)
   t.same((await ready.json() as Ready).checks.store, { ok: true, kind: 'sentinel', nodes: [`127.0.0.1:${sentinel.port}`], state: 'ok' })

@@ -19,11 +19,10 @@ t.test('defaults follow docs/decisions.md §8', async (t) => {
     redisClusterNodes: undefined,
     redisSentinels: undefined,
     redisSentinelName: 'mymaster',
-    storeTimeoutMs: 50,
+    storeTimeoutMs: 250,
+    recoveryBarrierMs: 2000,
     historyFlushMs: 5000,
     storeOnError: 'local',
-    storeLeases: true,
-    storeBatchMax: 1,
     logLevel: 'info',
     logBufferBytes: 4096,
     trustProxy: false,
@@ -63,9 +62,8 @@ t.test('values from the environment are parsed and checked', async (t) => {
   t.equal(settingsFromEnv({ TRUST_PROXY: '10.0.0.0/8,127.0.0.1' }).trustProxy, '10.0.0.0/8,127.0.0.1')
   t.throws(() => settingsFromEnv({ GATEWAY_PORT: '70000' }), { message: 'GATEWAY_PORT: expected an integer from 0 to 65535, got "70000"' })
   t.same([settingsFromEnv({ STORE_TIMEOUT_MS: '20', STORE_ON_ERROR: 'closed' })].map((x) => [x.storeTimeoutMs, x.storeOnError]), [[20, 'closed']])
-  t.equal(settingsFromEnv({ STORE_LEASES: 'false' }).storeLeases, false)
-  t.equal(settingsFromEnv({ STORE_BATCH_MAX: '100' }).storeBatchMax, 100)
-  t.throws(() => settingsFromEnv({ STORE_BATCH_MAX: '101' }), /STORE_BATCH_MAX/)
+  t.equal(settingsFromEnv({ STORE_RECOVERY_BARRIER_MS: '500' }).recoveryBarrierMs, 500)
+  t.throws(() => settingsFromEnv({ STORE_RECOVERY_BARRIER_MS: '60001' }), /STORE_RECOVERY_BARRIER_MS/)
   t.same([settingsFromEnv({ UPSTREAM_CONNECTIONS: '8', UPSTREAM_QUEUE_MAX: '0' })].map((x) => [x.upstreamConnections, x.upstreamQueueMax]), [[8, 0]])
   t.equal(settingsFromEnv({ SHED_QUEUE_DELAY_MS: '0' }).shedQueueDelayMs, 0)
   t.throws(() => settingsFromEnv({ UPSTREAM_CONNECTIONS: '0' }), { message: 'UPSTREAM_CONNECTIONS: expected an integer from 1 to 4096, got "0"' })

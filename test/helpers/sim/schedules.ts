@@ -133,7 +133,8 @@ export function makeSchedule (w: World, family: Family, start: number): Schedule
     const before = Math.floor(perMinute * w.between(0.3, 0.5))
     for (let i = 0; i < before; i++) arrivals.push({ t: start + i * 20, process: i % 2, consumer: 0, cost: 1 })
     const freeze = start + before * 20 + w.between(0, 500)
-    for (let i = 0; i < 3 * perMinute; i++) arrivals.push({ t: freeze - 300 + i * 12, process: i % 2, consumer: 0, cost: 1 })
+    // The flood runs through the 3 s freeze and 2 s past it.
+    for (let i = 0; i < 4 * perMinute; i++) arrivals.push({ t: freeze - 300 + i * 5300 / (4 * perMinute), process: i % 2, consumer: 0, cost: 1 })
     return { ...base, processes: 2, consumers: [c], arrivals, faults: [{ kind: 'pause', at: freeze, ms: 3000 }], duration: 40_000 }
   }
   const processes = int(w, 2, 3)

@@ -48,11 +48,15 @@ export function createBatcher (port: RedisPort, runtime: Runtime, shards: Shards
     const sent = runtime.now()
     let done = false
     let late = false
+    // Timers run before the loop reads its sockets: the verdict waits for the end of the turn, so a
+    // reply that arrived while the loop was busy is read first and no healthy shard is failed.
     const cancel = runtime.after(timeoutMs, () => {
-      if (done) return
-      late = true
-      shards.fail(shard, `no answer within ${timeoutMs} ms`)
-      for (const job of jobs) job.timedOut()
+      runtime.turnEnd(() => {
+        if (done) return
+        late = true
+        shards.fail(shard, `no answer within ${timeoutMs} ms`)
+        for (const job of jobs) job.timedOut()
+      })
     })
     port.run(GRANT, grantKeys(entries), grantArgs(holder, entries)).then((raw) => {
       done = true

@@ -12,10 +12,16 @@ import type { Runtime } from './port.js'
 import { consumeResult } from './results.js'
 import type { GrantEntry, GrantReply } from './scripts.js'
 
-/** A consumer seen this often per second gets a block beyond its waiting requests, and a reserve. */
+/** A consumer seen this often per second gets a block beyond its waiting requests. */
 export const HOT_RATE = 2
-/** The reserve asked for: this many seconds of the consumer's traffic (capped by its share of the room). */
+/** The reserve asked for: this many seconds of the consumer's traffic, at most a quarter of the room left. */
 export const RESERVE_SECONDS = 10
+/**
+ * No reserve while the room left is under this share of the tightest limit: a reserve kept back
+ * when the window is nearly full would cost the consumer requests (it is not spent unless Redis
+ * goes away), and the last of a window is what a burst races for.
+ */
+export const RESERVE_ROOM_FLOOR = 0.1
 /** An id unseen this long hands its reserve back. */
 export const IDLE_MS = 2_000
 /** Calls a request waits for before the outage policy answers it (each reply came too late to spend). */
@@ -42,10 +48,18 @@ export function entryOf (a: Account, requests: number, cost: number, extra: numb
   return { key: a.key, minuteLimit: a.limits.perMinute, dayLimit: a.limits.perDay, monthLimit: a.monthLimit, requests, cost, extra, reserve, write, ban: a.ban, adjustments }
 }
 
+/**
+ * The reserve worth keeping for `a`: only for a consumer busy for a while (seen in this second and
+ * the one before: a lone burst asks for none, so it can race for the whole window), sized to its
+ * traffic and to the room it has left.
+ */
 function reserveWant (ctx: CallContext, a: Account, x: number): number {
-  if (!ctx.reserves || x - a.lastSeen > IDLE_MS) return 0
+  if (!ctx.reserves || x - a.lastSeen > IDLE_MS || a.seenBefore === 0) return 0
   const r = acct.rate(a, x)
-  return r < HOT_RATE ? 0 : Math.min(Math.ceil(r * RESERVE_SECONDS), Math.floor(acct.roomSeen(a) / 2))
+  const room = acct.roomSeen(a)
+  const tightest = Math.min(a.limits.perMinute, a.limits.perDay, a.monthLimit > 0 ? a.monthLimit : Infinity)
+  if (r < HOT_RATE || room < RESERVE_ROOM_FLOOR * tightest) return 0
+  return Math.min(Math.ceil(r * RESERVE_SECONDS), Math.floor(room / 4))
 }
 
 function extraWant (ctx: CallContext, a: Account, x: number, waiting: number): number {
@@ -148,9 +162,11 @@ export function writeJob (ctx: CallContext, a: Account): Job {
       ctx.next(a)
     },
     timedOut () {
+      // The shard is down now: what this call carried and what waited for its reply are answered
+      // by the outage policy (its reply, if it comes, still fills the pool).
       timedOut = true
       const x = ctx.runtime.now()
-      for (const w of groups.flat()) ctx.outage(a, w, x)
+      for (const w of [...groups.flat(), ...a.waiting.splice(0)]) ctx.outage(a, w, x)
     },
     failed () {
       // Whether Redis ran it is unknown: the reserve is held to the cap that holds either way, the

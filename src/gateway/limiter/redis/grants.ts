@@ -57,6 +57,8 @@ export function createGrants (opts: GrantsOptions): Grants {
   const consumers = new Map<string, Account>()
   const anonymous = new LRUCache<string, Account>({ max: opts.anonymousMax ?? DEFAULT_ANONYMOUS_ACCOUNTS })
   const unwritten = new Set<Account>()
+  /** Ids whose re-seed is in flight: their requests wait for it (what the reserve is then is unknown). */
+  const reseeding = new Set<Account>()
   const shards = createShards({ port, runtime, timeoutMs: opts.timeoutMs, barrierMs: opts.barrierMs, reseed, onChange: opts.onShardChange })
   const batcher = createBatcher(port, runtime, shards, holder, opts.timeoutMs)
   let cancelSweep = runtime.after(SWEEP_MS, function tick () {
@@ -139,6 +141,16 @@ export function createGrants (opts: GrantsOptions): Grants {
 
   /** A shard lost its data: what this process admitted there goes back in, its reserve asked again. */
   async function reseed (shard: string): Promise<void> {
+    try {
+      await reseedShard(shard)
+    } finally {
+      const waited = [...reseeding]
+      reseeding.clear()
+      for (const a of waited) ctx.next(a)
+    }
+  }
+
+  async function reseedShard (shard: string): Promise<void> {
     const entries: GrantEntry[] = []
     const owners: Account[] = []
     for (const a of [...consumers.values(), ...anonymous.values()]) {
@@ -154,6 +166,7 @@ export function createGrants (opts: GrantsOptions): Grants {
       if (adjustments.length === 0 && remaining === 0) continue
       entries.push(entryOf(a, 0, 1, 0, remaining, adjustments))
       owners.push(a)
+      reseeding.add(a)
     }
     for (let i = 0; i < entries.length; i += 100) {
       const part = entries.slice(i, i + 100)
@@ -196,13 +209,14 @@ export function createGrants (opts: GrantsOptions): Grants {
         acct.spendPool(a, cost)
         return Promise.resolve(consumeResult(a, 'ok', a.viewAt + (x - a.viewLocal), 'grant'))
       }
-      if (!up(a)) {
+      if (!up(a) && !reseeding.has(a)) {
         try {
           return Promise.resolve(outageAnswer(a, cost, x))
         } catch (err) {
           return Promise.reject(err as Error)
         }
       }
+      if (!up(a)) return new Promise((resolve, reject) => { a.waiting.push({ cost, resolve, reject, attempts: 0 }) })
       return new Promise((resolve, reject) => {
         a.waiting.push({ cost, resolve, reject, attempts: 0 })
         if (!a.calling) {

@@ -5,7 +5,7 @@
 // them with what is kept back, which is why there was no room.
 import type { ConsumeOutcome, ConsumeResult, WindowState } from '../store.js'
 import type { Account } from './account.js'
-import { DAY_BUCKET_MS, MINUTE_BUCKET_MS } from './account.js'
+import { DAY_BUCKET_MS, MINUTE_BUCKET_MS, unwrittenUnits } from './account.js'
 import type { GrantReply, WindowReply } from './scripts.js'
 
 function window (w: WindowReply | undefined, pool: number, kept: number, rejected: boolean, now: number, length: number): WindowState {
@@ -16,7 +16,8 @@ function window (w: WindowReply | undefined, pool: number, kept: number, rejecte
 /** `outcome` 'peek': read from `reply` (a read call), as a decision would find the windows now. */
 export function consumeResult (a: Account, outcome: ConsumeOutcome | 'peek', now: number, via: 'store' | 'grant' | 'fallback', bannedUntil = 0, reply?: GrantReply): ConsumeResult {
   const view = reply ?? a.view
-  const pool = reply === undefined ? a.pool : 0
+  // Units counted and not spent yet are not used; reserve admissions not yet counted are.
+  const pool = reply === undefined ? a.pool - unwrittenUnits(a) : 0
   const kept = view?.held ?? 0
   let decided: ConsumeOutcome = outcome === 'peek' ? 'ok' : outcome
   if (outcome === 'peek' && view !== undefined) {

@@ -34,7 +34,7 @@ t.test('local: Redis frozen — the timed-out call shows in the limiter span, th
   const backend = await startBackend(t)
   const gw = await startGateway(t, {
     backendUrl: backend.url,
-    limiter: { settings: { redisUrl: redis.url, storeOnError: 'local', storeTimeoutMs: STORE_TIMEOUT_MS, storeLeases: false } },
+    limiter: { settings: { redisUrl: redis.url, storeOnError: 'local', storeTimeoutMs: STORE_TIMEOUT_MS} },
     tracing: { settings: tracingTo(receiver.url, GATEWAY) }
   })
   // Registered after the gateway's close, so it runs first: closing the gateway sends Redis a QUIT.
@@ -73,7 +73,7 @@ t.test('closed: the 503 of a frozen Redis is the limiter span\'s error and the s
   const receiver = await startOtlpReceiver(t)
   const redis = await startRedis(t)
   const gw = await startGateway(t, {
-    limiter: { settings: { redisUrl: redis.url, storeOnError: 'closed', storeTimeoutMs: STORE_TIMEOUT_MS, storeLeases: false } },
+    limiter: { settings: { redisUrl: redis.url, storeOnError: 'closed', storeTimeoutMs: STORE_TIMEOUT_MS} },
     tracing: { settings: tracingTo(receiver.url, GATEWAY) }
   })
   t.teardown(() => redis.signal('SIGCONT'))
@@ -93,7 +93,7 @@ t.test('leases: a busy consumer\'s decisions from its lease say so, the one that
   const receiver = await startOtlpReceiver(t)
   const redis = await startRedis(t)
   const gw = await startGateway(t, {
-    limiter: { settings: { redisUrl: redis.url, storeLeases: true } },
+    limiter: { settings: { redisUrl: redis.url} },
     tracing: { settings: tracingTo(receiver.url, GATEWAY) }
   })
   const sources: string[] = []
