@@ -98,8 +98,8 @@ for i = 1, floor(#KEYS / 2) do
   local ml, dl, ql, n, cost, extra, want, write = string.match(ARGV[a], '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d)$')
   ml, dl, ql, n, cost, extra, want, write = ml + 0, dl + 0, ql + 0, n + 0, cost + 0, extra + 0, want + 0, write == '1'
   local policy, adjust = ARGV[a + 1], ARGV[a + 2]
-  local f = redis.call('HMGET', key, 't', 'n', 'o', '' .. mb % M_SLOTS, 'D', 'N', 'O', 'c', 'Q', 'q', 'b', 'e', 'l', 'r', 'x', 'k')
-  local ban_until, last_end, level = (f[11] or 0) + 0, (f[12] or 0) + 0, (f[13] or -1) + 0
+  local f = redis.call('HMGET', key, 't', 'n', 'o', '' .. mb % M_SLOTS, 'D', 'N', 'O', 'c', 'b', 'r', 'x')
+  local ban_until = (f[9] or 0) + 0
   local entry
   if write and policy ~= '' and ban_until > now then
     entry = { 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, ban_until }
@@ -137,7 +137,8 @@ for i = 1, floor(#KEYS / 2) do
     local qc, q_on = 0, ql > 0
     if q_on then
       if qm < 0 then qm, q_end = month_of(now) end
-      if f[9] and floor(f[9]) == qm then qc = f[10] + 0 end
+      local q = redis.call('HMGET', key, 'Q', 'q')
+      if q[1] and floor(q[1]) == qm then qc = q[2] + 0 end
     end
     local changed, written = false, 0
     -- Adjustments (rare): into the current buckets (a bucket ahead of Redis's clock is counted
@@ -166,7 +167,7 @@ for i = 1, floor(#KEYS / 2) do
     -- Reserves: others' are kept back; an expired one is charged to the day and the month (its
     -- holder may have spent it before the minute window let go of it), then dropped.
     local others, holders, mine, kept, r_changed = 0, 0, 0, {}, false
-    for h, u, til in string.gmatch(f[14] or '', '([^,;]+),(%d+),(%d+)') do
+    for h, u, til in string.gmatch(f[10] or '', '([^,;]+),(%d+),(%d+)') do
       u, til = u + 0, til + 0
       if til <= now then
         dn, dcur, do_, changed = dn + u, dcur + u, do_ or d, true
@@ -200,8 +201,10 @@ for i = 1, floor(#KEYS / 2) do
       -- The rejected requests count as 429s: banned once more than `threshold` fall in the window.
       local threshold, window, base_ms, max_ms = string.match(policy, '^(%d+),(%d+),(%d+),(%d+)$')
       threshold, window, base_ms, max_ms = threshold + 0, window + 0, base_ms + 0, max_ms + 0
+      local k = redis.call('HMGET', key, 'k', 'e', 'l')
+      local last_end, level = (k[2] or 0) + 0, (k[3] or -1) + 0
       local recent, events = 0, {}
-      for at, c in string.gmatch(f[16] or '', '(%d+):(%d+)') do
+      for at, c in string.gmatch(k[1] or '', '(%d+):(%d+)') do
         if at + 0 > now - window then recent, events[#events + 1] = recent + c, at .. ':' .. c end
       end
       local rejected = n - admitted
@@ -210,7 +213,7 @@ for i = 1, floor(#KEYS / 2) do
         if now - last_end < ESCALATION_MS then level = level + 1 else level = 0 end
         local duration = max_ms
         if level < 40 then duration = min(base_ms * 2 ^ level, max_ms) end
-        ban_until, last_end = now + duration, now + duration
+        ban_until, changed = now + duration, true
         redis.call('HSET', key, 'b', fmt('%.0f', ban_until), 'e', fmt('%.0f', ban_until), 'l', level, 'k', '')
       else
         events[#events + 1] = fmt('%.0f:%d', now, rejected)
@@ -220,14 +223,18 @@ for i = 1, floor(#KEYS / 2) do
     if write and (changed or r_changed) then
       -- Kept until every window has let go of what it holds: the day ring's newest bucket, a
       -- reserve's end, a ban's escalation memory, the month's end.
-      local fields = { 't', m, 'n', mn, '' .. m % M_SLOTS, (m % 2 ^ 20) * M_TAG + cur, 'D', d, 'N', dn, 'c', dcur }
-      if mo then fields[#fields + 1], fields[#fields + 2] = 'o', mo end
-      if do_ then fields[#fields + 1], fields[#fields + 2] = 'O', do_ end
+      local fields = { '' .. m % M_SLOTS, (m % 2 ^ 20) * M_TAG + cur, 'n', mn, 'N', dn, 'c', dcur }
+      if f[1] == false or m ~= mt or d ~= dd then
+        fields[9], fields[10], fields[11], fields[12], fields[13], fields[14], fields[15], fields[16] = 't', m, 'o', mo or m, 'D', d, 'O', do_ or d
+      end
       if q_on then fields[#fields + 1], fields[#fields + 2], fields[#fields + 3], fields[#fields + 4] = 'Q', qm, 'q', qc end
       if r_changed then fields[#fields + 1], fields[#fields + 2] = 'r', table.concat(kept, ';') end
-      local expiry = max((d + D_SLOTS) * D_MS, now + RESERVE_TTL_MS, last_end + ESCALATION_MS)
+      -- A ban's escalation memory is its own end + ESCALATION_MS: set with the ban (below).
+      local expiry = (d + D_SLOTS) * D_MS
+      if #kept > 0 then expiry = max(expiry, now + RESERVE_TTL_MS) end
+      if ban_until > 0 then expiry = max(expiry, ban_until + ESCALATION_MS) end
       if q_on and qc > 0 then expiry = max(expiry, q_end) end
-      local grow = expiry > (f[15] or 0) + 0
+      local grow = expiry > (f[11] or 0) + 0
       if grow then fields[#fields + 1], fields[#fields + 2] = 'x', fmt('%.0f', expiry) end
       redis.call('HSET', key, unpack(fields))
       if day_moved then redis.call('HSET', dkey, day_moved[1], day_moved[2]) end
