@@ -4,7 +4,7 @@
 import { createMemoryStore } from '../../../src/gateway/limiter/memory/store.js'
 import { DEFAULT_BAN } from './schedules.js'
 import { ideal, violations, type Limits, type Violation } from './check.js'
-import { SimProcess } from './process.js'
+import { SimProcess, type Admission } from './process.js'
 import { SimRedis, type LuaVm } from './redis-model.js'
 import { makeSchedule, type Family, type Schedule } from './schedules.js'
 import { World } from './world.js'
@@ -24,6 +24,10 @@ export interface Report {
   readonly reference: number | undefined
   readonly outcomes: Record<string, number>
   readonly scripts: number
+  /** data-loss: when the windows are empty by truth again (virtual ms). */
+  readonly freeAgainAt: number | undefined
+  /** One consumer's admissions, in time order. */
+  admissionsOf: (consumer: string) => Admission[]
   describe: () => string
 }
 
@@ -114,6 +118,8 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
     reference,
     outcomes,
     scripts: redis.scripts,
+    freeAgainAt: schedule.freeAgainAt,
+    admissionsOf: (consumer) => admissions.filter((a) => a.consumer === consumer).sort((a, b) => a.t - b.t),
     describe () {
       const lines = [
         `family ${family}, seed ${seed}: ${schedule.processes} processes, STORE_ON_ERROR=${schedule.policy}, timeout ${schedule.timeoutMs} ms, barrier ${schedule.barrierMs} ms, Redis skew ${schedule.skew.toFixed(0)} ms, ${schedule.seasoned ? 'seasoned' : 'fresh'} Redis`,

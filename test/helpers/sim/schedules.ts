@@ -42,6 +42,8 @@ export interface Schedule {
   readonly duration: number
   /** The family measures under-admission at steady load. */
   readonly steady: boolean
+  /** data-loss: when each consumer's window is empty by truth again, so a request then must be admitted (virtual ms). */
+  readonly freeAgainAt?: number
 }
 
 /** Requests one schedule carries at most (beyond it, drawn at random): many short schedules find more than a few long ones. */
@@ -138,7 +140,7 @@ export function makeSchedule (w: World, family: Family, start: number): Schedule
     return { ...base, processes: 2, consumers: [c], arrivals, faults: [{ kind: 'pause', at: freeze, ms: 3000 }], duration: 40_000 }
   }
   const processes = int(w, 2, 3)
-  const duration = family === 'data-loss' ? w.between(15_000, 70_000) : w.between(8_000, 100_000)
+  const duration = family === 'data-loss' ? w.between(15_000, 50_000) : w.between(8_000, 100_000)
   const tail = family === 'long-tail'
   const count = tail ? int(w, 10, 30) : int(w, 1, 4)
   const month = w.chance(0.3)
@@ -152,7 +154,21 @@ export function makeSchedule (w: World, family: Family, start: number): Schedule
   })
   if (arrivals.length > MAX_ARRIVALS) arrivals = arrivals.filter(() => w.chance(MAX_ARRIVALS / arrivals.length))
   let fs = faults(w, start, duration, processes, int(w, 0, family === 'chaos' ? 5 : 2))
-  if (family === 'data-loss') fs.push({ kind: 'kill', at: start + w.between(2000, duration - 5000), ms: w.between(20, 2000), keepData: false })
+  let freeAgainAt: number | undefined
+  if (family === 'data-loss') {
+    // The load stops a second before Redis dies empty; a minute later the windows are empty by
+    // truth, and a request must be admitted again (no lockout past the window: what is re-seeded
+    // goes back into the buckets it was counted in, not into the moment of the re-seed).
+    const kill = start + duration - 1_000
+    fs = fs.filter((f) => f.at < kill - 3_000)
+    fs.push({ kind: 'kill', at: kill, ms: w.between(20, 2000), keepData: false })
+    freeAgainAt = kill + 61_500
+    arrivals = arrivals.filter((a) => a.t < kill - 1_000)
+    consumers.forEach((_, c) => { for (let k = 0; k < 3; k++) arrivals.push({ t: freeAgainAt! + k * 500, process: k % processes, consumer: c, cost: 1 }) })
+    // Days far above the minutes: only the minute window can be full when the probes come.
+    const roomyDays = consumers.map((c) => ({ ...c, perDay: c.perMinute * 50, perMonth: 0 }))
+    return { ...base, policy: 'local', timeoutMs: 250, barrierMs: 2000, processes, consumers: roomyDays, arrivals, faults: fs, duration: freeAgainAt + 2_000 - start, freeAgainAt }
+  }
   // A process that crashed took its ledger with it: a later loss of Redis's data cannot be re-seeded
   // with what it admitted (docs/limiter-internals.md states this double fault as outside the bound).
   if (fs.some((f) => f.kind === 'kill' && !f.keepData)) fs = fs.filter((f) => f.kind !== 'crash')

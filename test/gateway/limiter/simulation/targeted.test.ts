@@ -13,6 +13,16 @@ await runFamilies(t, 'test/gateway/limiter/simulation/targeted.test.ts', [
     count,
     check: (t, r) => { t.ok(r.admitted >= 0.95 * r.schedule.consumers[0]!.perMinute, `admitted ${r.admitted} of ${r.schedule.consumers[0]!.perMinute} (≥ 95 %)`) }
   },
-  { family: 'data-loss', count },
+  {
+    family: 'data-loss',
+    count,
+    check (t, r) {
+      const after = r.freeAgainAt ?? Infinity
+      for (const c of r.schedule.consumers) {
+        const admitted = r.admissionsOf(c.id).filter((a) => a.t >= after).length
+        t.ok(admitted > 0, `${c.id} admitted again once its window is empty by truth (${admitted} of 3 requests)`)
+      }
+    }
+  },
   { family: 'long-tail', count }
 ])
