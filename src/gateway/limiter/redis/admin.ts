@@ -1,80 +1,104 @@
-// Bans and windows as ops see them (admin API, CLI), on the Redis path. Bans live in each id's hash
-// (grant.lua writes them atomically with its windows); an index of bans in force (`rl:{#bans}`, a
-// sorted set by end) is written when a process learns of a new ban, so listing them reads the
-// bans, never a SCAN of every key. Each entry is checked against the id's hash, so a stale index
-// entry is never shown. Lifts and resets are published (classic pub/sub, which a Cluster
-// broadcasts), so every process drops its cached ban and what it held for the id.
+// The limiter's state as ops read and change it (admin API, CLI), on a Redis connection of its own
+// with its own time budget: an admin read never queues behind decisions, and a slow one never takes
+// a shard down (shard.ts never sees it). Peeks run the grant script as a read. Bans live in each
+// id's hash (grant.lua writes them with its windows); an index of bans in force (`rl:{#bans}`, a
+// sorted set by end) is written when a process learns of a new ban, so listing them reads the bans,
+// never a SCAN of every key, and each entry is checked against its id's hash. Lifts and resets are
+// published (classic pub/sub, which a Cluster broadcasts), so every process drops its cached ban and
+// what it held for the id.
 import { Cluster, type Redis } from 'ioredis'
 import type { RedisClient } from '../../redis/connection.js'
 import { dayKey, limiterKey } from '../../redis/keys.js'
-import type { BanEntry, StoreAdmin } from '../store.js'
+import type { Ask, BanEntry, ConsumeResult, StoreAdmin } from '../store.js'
+import { newAccount } from './account.js'
+import { entryOf } from './calls.js'
+import { ioredisPort } from './ioredis-port.js'
+import { withinBudget } from './outage.js'
+import { consumeResult } from './results.js'
+import { GRANT, grantArgs, grantKeys, readGrantReply } from './scripts.js'
 
 export const BAN_LIFT_CHANNEL = 'petstore:ban-lifted'
 export const BAN_INDEX_KEY = 'rl:{#bans}'
+/** Ops calls wait at most this long. */
+export const DEFAULT_ADMIN_TIMEOUT_MS = 2_000
 /** How long past a ban's end its level is remembered for escalation (grant.lua's ESCALATION_MS). */
 const ESCALATION_MEMORY_MS = 86_400_000
+/** grant.lua's ban fields of an id: b its end, e the last ban's end, l its level. */
+const BAN_FIELDS = ['b', 'e', 'l'] as const
 
 export interface RedisAdmin extends StoreAdmin {
+  /** What a decision of `id` would find now, changing nothing. */
+  peek: (id: string, ask: Ask) => Promise<ConsumeResult>
   /** A ban started (this process learnt it from a reply): indexed for listing. */
   noteBan: (id: string, until: number) => void
   close: () => void
 }
-
-/** grant.lua's ban fields of an id: b its end, e the last ban's end, l its level. */
-const BAN_FIELDS = ['b', 'e', 'l'] as const
 
 function parseBan (fields: Array<string | null>): { until: number, lastEnd: number, level: number } | undefined {
   const [until, lastEnd, level] = fields
   return until === null || until === undefined ? undefined : { until: Number(until), lastEnd: Number(lastEnd ?? 0), level: Number(level ?? -1) }
 }
 
-/** `bounded` wraps each call in the admin budget (a paused Redis fails the call, never hangs it). */
-export function createRedisAdmin (client: RedisClient, bounded: <T>(call: Promise<T>) => Promise<T>): RedisAdmin {
+/** `client`: the decisions' connection; ops get a duplicate of it. */
+export function createRedisAdmin (client: RedisClient, timeoutMs = DEFAULT_ADMIN_TIMEOUT_MS): RedisAdmin {
+  const admin = client.duplicate() as RedisClient
+  admin.on('error', () => { /* the decisions' connection reports connection errors */ })
+  const port = ioredisPort(admin)
   let subscriber: RedisClient | undefined
 
+  const bounded = <T>(call: () => Promise<T>): Promise<T> => withinBudget(call(), timeoutMs)
+
   async function redisNow (): Promise<number> {
-    const [seconds, micros] = await client.time()
+    const [seconds, micros] = await admin.time()
     return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)
   }
 
   async function lifted (id: string): Promise<void> {
-    await client.zrem(BAN_INDEX_KEY, id)
-    await client.publish(BAN_LIFT_CHANNEL, id)
+    await admin.zrem(BAN_INDEX_KEY, id)
+    await admin.publish(BAN_LIFT_CHANNEL, id)
   }
 
   return {
+    peek: (id, ask) => bounded(async () => {
+      const a = newAccount(id, limiterKey(id), '')
+      a.limits = ask.limits
+      a.monthLimit = ask.monthLimit
+      const entries = [entryOf(a, 0, 1, 0, 0, [], false)]
+      const { now, replies } = readGrantReply(await port.run(GRANT, grantKeys(entries), grantArgs('admin', entries)), 1)
+      return consumeResult(a, 'peek', now, 'store', replies[0]!.bannedUntil, replies[0])
+    }),
     noteBan (id, until) {
-      client.zadd(BAN_INDEX_KEY, until, id).catch(() => { /* listed from the next ban a process learns */ })
+      admin.zadd(BAN_INDEX_KEY, until, id).catch(() => { /* listed from the next ban a process learns */ })
     },
-    listBans: () => bounded((async () => {
+    listBans: () => bounded(async () => {
       const now = await redisNow()
-      await client.zremrangebyscore(BAN_INDEX_KEY, '-inf', now)
-      const ids = await client.zrangebyscore(BAN_INDEX_KEY, now, '+inf')
-      const fields = await Promise.all(ids.map((id) => client.hmget(limiterKey(id), ...BAN_FIELDS)))
+      await admin.zremrangebyscore(BAN_INDEX_KEY, '-inf', now)
+      const ids = await admin.zrangebyscore(BAN_INDEX_KEY, now, '+inf')
+      const fields = await Promise.all(ids.map((id) => admin.hmget(limiterKey(id), ...BAN_FIELDS)))
       const bans: BanEntry[] = []
       ids.forEach((id, i) => {
         const ban = parseBan(fields[i] ?? [])
         if (ban !== undefined && ban.until > now) bans.push({ id, until: ban.until })
       })
       return bans
-    })()),
-    liftBan: (id) => bounded((async () => {
+    }),
+    liftBan: (id) => bounded(async () => {
       const key = limiterKey(id)
-      const [fields, now] = await Promise.all([client.hmget(key, ...BAN_FIELDS), redisNow()])
-      await client.hdel(key, 'b', 'e', 'l', 'k')
+      const [fields, now] = await Promise.all([admin.hmget(key, ...BAN_FIELDS), redisNow()])
+      await admin.hdel(key, 'b', 'e', 'l', 'k')
       await lifted(id)
       return (parseBan(fields)?.until ?? 0) > now
-    })()),
-    escalationLevel: (id) => bounded((async () => {
-      const [fields, now] = await Promise.all([client.hmget(limiterKey(id), ...BAN_FIELDS), redisNow()])
+    }),
+    escalationLevel: (id) => bounded(async () => {
+      const [fields, now] = await Promise.all([admin.hmget(limiterKey(id), ...BAN_FIELDS), redisNow()])
       const ban = parseBan(fields)
       return ban === undefined || ban.lastEnd + ESCALATION_MEMORY_MS <= now ? -1 : ban.level
-    })()),
-    reset: (id) => bounded((async () => {
-      const deleted = await client.del(limiterKey(id), dayKey(id))
+    }),
+    reset: (id) => bounded(async () => {
+      const deleted = await admin.del(limiterKey(id), dayKey(id))
       await lifted(id)
       return deleted > 0
-    })()),
+    }),
     watchLifts (onLift) {
       // A connection of its own (a subscribed connection runs no other command), which queues its
       // SUBSCRIBE until it connects; lifts published while it was away are lost, so each
@@ -95,6 +119,7 @@ export function createRedisAdmin (client: RedisClient, bounded: <T>(call: Promis
     },
     close () {
       subscriber?.disconnect()
+      admin.disconnect()
     }
   }
 }

@@ -39,8 +39,6 @@ export interface CallContext {
   next: (a: Account, delayMs?: number) => void
   /** Answers `w` by the outage policy. */
   outage: (a: Account, w: Waiting, x: number) => void
-  /** Reserve admissions of `a` are (true) or are no longer (false) waiting to be counted in Redis. */
-  unwritten: (a: Account, pending: boolean) => void
   onBan: (id: string, until: number) => void
 }
 
@@ -152,7 +150,6 @@ export function writeJob (ctx: CallContext, a: Account): Job {
         a.reserveUntil = info.redisNow + acct.RESERVE_TTL_MS
         a.reserveCap = undefined
         a.unwritten = acct.subtractAdjustments(a.unwritten, sent)
-        ctx.unwritten(a, a.unwritten.length > 0)
         let delay = 0
         replies.forEach((r, i) => { delay = Math.max(delay, answer(ctx, a, r, groups[i] ?? [], info.redisNow, info.received, timedOut)) })
         acct.expirePool(a, clock, ctx.runtime.now())

@@ -42,7 +42,6 @@ export interface GrantsOptions {
 
 export interface Grants {
   consume: (id: string, ask: Ask) => Promise<ConsumeResult>
-  peek: (id: string, ask: Ask) => Promise<ConsumeResult>
   /** Drops what this process holds for `id` (its state in Redis was reset). */
   forget: (id: string) => void
   /** True while a shard does not answer or reserve admissions are not yet counted in Redis. */
@@ -56,7 +55,6 @@ export function createGrants (opts: GrantsOptions): Grants {
   const { port, runtime, holder, policy } = opts
   const consumers = new Map<string, Account>()
   const anonymous = new LRUCache<string, Account>({ max: opts.anonymousMax ?? DEFAULT_ANONYMOUS_ACCOUNTS })
-  const unwritten = new Set<Account>()
   /** Ids whose re-seed is in flight: their requests wait for it (what the reserve is then is unknown). */
   const reseeding = new Set<Account>()
   const shards = createShards({ port, runtime, timeoutMs: opts.timeoutMs, barrierMs: opts.barrierMs, reseed, onChange: opts.onShardChange })
@@ -86,10 +84,7 @@ export function createGrants (opts: GrantsOptions): Grants {
   /** The outage policy's answer to a request of `cost` at local `x`. */
   function outageAnswer (a: Account, cost: number, x: number): ConsumeResult {
     if (policy === 'open') return emptyResult(a, runtime.now(), 'fallback')
-    if (policy === 'local' && acct.spendReserve(a, clockOf(a), x, cost)) {
-      unwritten.add(a)
-      return consumeResult(a, 'ok', clockOf(a).latest(x) ?? x, 'fallback')
-    }
+    if (policy === 'local' && acct.spendReserve(a, clockOf(a), x, cost)) return consumeResult(a, 'ok', clockOf(a).latest(x) ?? x, 'fallback')
     throw new StoreUnavailableError(`limiter store ${up(a) ? 'did not answer in time' : 'unavailable'}`)
   }
 
@@ -132,10 +127,6 @@ export function createGrants (opts: GrantsOptions): Grants {
         w.reject(err as Error)
       }
     },
-    unwritten (a, pending) {
-      if (pending) unwritten.add(a)
-      else unwritten.delete(a)
-    },
     onBan: (id, until) => { opts.onBan?.(id, until) }
   }
 
@@ -161,7 +152,6 @@ export function createGrants (opts: GrantsOptions): Grants {
       a.unwritten = []
       a.reserve = 0
       a.reserveCap = 0
-      unwritten.delete(a)
       const adjustments = acct.ledgerAdjustments(a)
       if (adjustments.length === 0 && remaining === 0) continue
       entries.push(entryOf(a, 0, 1, 0, remaining, adjustments))
@@ -216,33 +206,19 @@ export function createGrants (opts: GrantsOptions): Grants {
           return Promise.reject(err as Error)
         }
       }
-      if (!up(a)) return new Promise((resolve, reject) => { a.waiting.push({ cost, resolve, reject, attempts: 0 }) })
       return new Promise((resolve, reject) => {
         a.waiting.push({ cost, resolve, reject, attempts: 0 })
-        if (!a.calling) {
+        if (up(a) && !a.calling) {
           a.calling = true
           batcher.add(writeJob(ctx, a))
         }
-      })
-    },
-    peek (id, ask) {
-      const a = accountOf(id, ask)
-      if (!up(a)) return Promise.reject(new StoreUnavailableError('limiter store unavailable'))
-      return new Promise((resolve, reject) => {
-        batcher.add({
-          key: a.key,
-          build: () => [entryOf(a, 0, 1, 0, 0, [], false)],
-          replied: (replies, info) => { resolve(consumeResult(a, 'peek', info?.redisNow ?? runtime.now(), 'store', replies[0]?.bannedUntil ?? 0, replies[0])) },
-          timedOut: () => { reject(new StoreUnavailableError('limiter store did not answer in time')) },
-          failed: (err) => { reject(err) }
-        })
       })
     },
     forget (id) {
       consumers.delete(id)
       anonymous.delete(id)
     },
-    degraded: () => shards.anyDown() || unwritten.size > 0,
+    degraded: () => shards.anyDown() || [...consumers.values(), ...anonymous.values()].some((a) => a.unwritten.length > 0),
     async settled (ms) {
       for (const name of port.shards()) shards.of(name)
       await shards.settled(ms)

@@ -13,3 +13,12 @@ export class StoreUnavailableError extends Error {
     this.name = 'StoreUnavailableError'
   }
 }
+
+/** `call`, or StoreUnavailableError once it has taken `ms` (ops calls and probes: real timers). */
+export function withinBudget<T> (call: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => { reject(new StoreUnavailableError(`limiter store did not answer within ${ms} ms`)) }, ms)
+    timer.unref()
+    call.then((v) => { clearTimeout(timer); resolve(v) }, (e: unknown) => { clearTimeout(timer); reject(e instanceof Error ? e : new Error(String(e))) })
+  })
+}

@@ -1,18 +1,17 @@
 // The Redis store: the store contract (store.ts) over Redis of any topology, for any number of
 // gateway processes. Decisions are grants.ts's (count before admit, with its shard state machine
 // and outage policy); ops calls are admin.ts's; health reads both. Built by create-store.ts.
+import { Cluster } from 'ioredis'
 import type { RedisClient, RedisDescription } from '../../redis/connection.js'
 import type { LimiterStore } from '../store.js'
 import { createRedisAdmin } from './admin.js'
 import { createGrants } from './grants.js'
-import { type StoreOnError, StoreUnavailableError } from './outage.js'
+import { type StoreOnError, withinBudget } from './outage.js'
 import type { RedisPort, Runtime } from './port.js'
 import type { ShardState } from './shard.js'
 
 /** STORE_TIMEOUT_MS: a call unanswered this long fails its shard over to STORE_ON_ERROR (a late reply still counts). */
 export const DEFAULT_STORE_TIMEOUT_MS = 250
-/** Ops calls (listing, lifting, resetting) wait at most this long. */
-export const DEFAULT_ADMIN_TIMEOUT_MS = 2_000
 
 export interface RedisStoreOptions {
   port: RedisPort
@@ -35,16 +34,13 @@ export function createRedisStore (client: RedisClient, opts: RedisStoreOptions):
   const { runtime } = opts
   const policy = opts.policy ?? 'local'
   let errors = 0
-  const bounded = <T>(call: Promise<T>, ms = DEFAULT_ADMIN_TIMEOUT_MS): Promise<T> => new Promise<T>((resolve, reject) => {
-    const cancel = runtime.after(ms, () => { reject(new StoreUnavailableError(`limiter store did not answer within ${ms} ms`)) })
-    call.then((v) => { cancel(); resolve(v) }, (e: unknown) => { cancel(); reject(e instanceof Error ? e : new Error(String(e))) })
-  })
-  const admin = createRedisAdmin(client, bounded)
+  const timeoutMs = opts.timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS
+  const admin = createRedisAdmin(client)
   const grants = createGrants({
     port: opts.port,
     runtime,
     holder: opts.holder,
-    timeoutMs: opts.timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS,
+    timeoutMs,
     policy,
     barrierMs: opts.barrierMs,
     anonymousMax: opts.anonymousMax,
@@ -57,7 +53,7 @@ export function createRedisStore (client: RedisClient, opts: RedisStoreOptions):
   return {
     describe: () => opts.description,
     consume: (id, ask) => grants.consume(id, ask),
-    peek: (id, ask) => grants.peek(id, ask),
+    peek: (id, ask) => admin.peek(id, ask),
     settled: (ms) => grants.settled(ms),
     admin: {
       listBans: admin.listBans,
@@ -79,7 +75,7 @@ export function createRedisStore (client: RedisClient, opts: RedisStoreOptions):
       fallbackActive: () => grants.degraded(),
       async probe () {
         try {
-          await bounded(client.ping(), opts.timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS)
+          await withinBudget(client.ping(), timeoutMs)
         } catch (err) {
           if (policy === 'closed') throw err
           return 'fallback'
@@ -88,8 +84,8 @@ export function createRedisStore (client: RedisClient, opts: RedisStoreOptions):
       },
       async maxmemoryPolicy () {
         try {
-          const master = 'nodes' in client ? client.nodes('master')[0] : client
-          const reply = await bounded(master?.config('GET', 'maxmemory-policy') ?? Promise.resolve([]), opts.timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS) as string[]
+          const master = client instanceof Cluster ? client.nodes('master')[0] : client
+          const reply = await withinBudget(master?.config('GET', 'maxmemory-policy') ?? Promise.resolve([]), timeoutMs) as string[]
           return reply[1]
         } catch {
           return undefined // CONFIG is often renamed or denied by ACL on managed Redis
