@@ -168,6 +168,8 @@ export const adminErrors = {
   keyNotBanned: (keyId: string) => new ApiError('not_found', `Key ${keyId} is not banned`),
   planNotFound: (plan: string, known: readonly string[]) => new ApiError('not_found', `No plan named ${plan} (known: ${known.join(', ')})`),
   storeNoAnswer: () => gatewayErrors.unavailable('The limiter store did not answer; try again'),
+  /** The usage history and shadow records (history/) did not answer: its own connection, not the limiter's. */
+  historyNoAnswer: () => gatewayErrors.unavailable('The usage history store did not answer; try again'),
   reloadUnavailable: () => new ApiError('reload_unavailable', 'This gateway runs on a fixed config, not a config directory')
 } as const
 

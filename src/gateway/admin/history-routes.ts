@@ -53,7 +53,7 @@ export const adminHistoryRoutes = fp<{ gateway: FastifyInstance }>(async functio
       return await call()
     } catch (err) {
       gateway.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'admin: history store call failed')
-      throw adminErrors.storeNoAnswer()
+      throw adminErrors.historyNoAnswer()
     }
   }
 
