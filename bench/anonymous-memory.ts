@@ -13,7 +13,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { anonymousId } from '../src/gateway/limiter/consumer-id.js'
-import { createMemoryStore } from '../src/gateway/limiter/stores/memory.js'
+import { createMemoryStore } from '../src/gateway/limiter/memory/store.js'
+import { askOf } from '../src/gateway/limiter/store.js'
 import { addressOf, floodThroughProxy } from '../test/helpers/edge-flood.js'
 import { freePort, REPO_ROOT, startBackend, startNode, stopAll, waitForHttp } from './lib/processes.js'
 
@@ -39,7 +40,7 @@ const perClient = (before: number, after: number, n: number): number => Math.rou
 async function tableAlone (n: number): Promise<Record<string, number>> {
   const store = createMemoryStore({ maxAnonymousStates: n })
   const before = usage()
-  for (let i = 0; i < n; i++) await store.consume(anonymousId(addressOf(10, i)), LIMITS, null)
+  for (let i = 0; i < n; i++) await store.consume(anonymousId(addressOf(10, i)), askOf(LIMITS))
   const after = usage()
   const result = {
     clients: n,

@@ -10,7 +10,7 @@ import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Test } from 'tap'
 import { ADMITTED, attack, SCENARIOS, type AttackOptions } from '../test/helpers/attack.js'
-import type { StoreOnError } from '../src/gateway/limiter/stores/fallback-policy.js'
+import type { StoreOnError } from '../src/gateway/limiter/redis/outage.js'
 import { REPO_ROOT } from './lib/processes.js'
 
 interface Row {

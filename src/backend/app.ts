@@ -31,6 +31,17 @@ function requestIdOf (req: IncomingMessage): string {
   return typeof header === 'string' && REQUEST_ID.test(header) ? header : randomUUID()
 }
 
+/**
+ * The client a request is for, for the request log: the first `X-Forwarded-For` entry, which the
+ * gateway writes as the client address it decided (and counted), else the socket's peer. The backend
+ * listens where only the gateway reaches it (docs/decisions.md §1), so the header is the gateway's.
+ */
+export function clientOf (request: FastifyRequest): string {
+  const header = request.headers['x-forwarded-for']
+  const first = (Array.isArray(header) ? header[0] : header)?.split(',', 1)[0]?.trim()
+  return first === undefined || first === '' ? request.ip : first
+}
+
 /** Fastify's wording, except for the name pattern, whose regular expression would tell a client nothing. */
 function formatSchemaErrors (errors: FastifySchemaValidationError[], dataVar: string): Error {
   const text = errors.map((e) => e.keyword === 'pattern' && e.instancePath === '/name'
@@ -79,6 +90,7 @@ export function buildBackend (options: BackendOptions): FastifyInstance {
   })
   app.addHook('onResponse', async function logRequest (request, reply) {
     request.log.info({
+      client: clientOf(request),
       method: request.method,
       route: request.routeOptions.url ?? UNMATCHED_ROUTE,
       status: reply.statusCode,

@@ -1,7 +1,7 @@
 // The command line's way into a running gateway: its admin API (GET/POST on the admin port, the
 // ADMIN_TOKEN as bearer). Every failure becomes one CommandError line an operator can act on —
 // gateway not running, wrong port, token missing or wrong, unknown id — instead of a stack trace.
-import { CommandError } from './errors.js'
+import { CommandError, UsageError } from './errors.js'
 
 export const DEFAULT_ADMIN_URL = 'http://127.0.0.1:9091'
 export const DEFAULT_ADMIN_TIMEOUT_MS = 5_000
@@ -51,4 +51,17 @@ export async function adminCall (target: AdminTarget, method: 'GET' | 'POST' | '
   if (res.status === 401) throw new CommandError(`the admin API at ${url.origin} refused the request: set ADMIN_TOKEN to the gateway's admin token`)
   if (!res.ok) throw new CommandError(typeof body.message === 'string' ? body.message : `admin API answered ${res.status}`)
   return body
+}
+
+/** Where an admin command goes: `--admin URL` (default DEFAULT_ADMIN_URL), with ADMIN_TOKEN from the environment. */
+export function adminTarget (admin: string | undefined): AdminTarget {
+  return { url: admin ?? DEFAULT_ADMIN_URL, token: process.env.ADMIN_TOKEN }
+}
+
+/** The one key or consumer id an admin command takes, checked before it goes into a URL. */
+export function oneId (positionals: string[], command: string): string {
+  const [id, ...extra] = positionals
+  if (id === undefined || extra.length > 0) throw new UsageError(`${command} needs exactly one id`)
+  if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(id)) throw new CommandError(`"${id}" is not a key or consumer id (letters, digits, . _ -, at most 64)`)
+  return id
 }

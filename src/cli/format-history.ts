@@ -22,6 +22,8 @@ interface ShadowView {
   until?: string
   consumers?: number
   rejections?: number
+  complete?: boolean
+  untracked?: number
   top?: ShadowRow[]
 }
 
@@ -85,7 +87,9 @@ export function formatShadow (body: Record<string, unknown>): string[] {
   const top = view.top ?? []
   const head = [
     `plan ${text(view.plan)}: ${limitsText(view)}`,
-    `since ${text(view.since)}: ${text(view.consumers)} consumers would have been rejected ${text(view.rejections)} times (counts of ${text(view.counts)})`
+    `since ${text(view.since)}: ${view.complete === false ? 'about ' : ''}${text(view.consumers)} consumers would have been rejected ${text(view.rejections)} times (counts of ${text(view.counts)})`,
+    // The records keep each hour's heaviest consumers only (docs/decisions.md §15).
+    ...(view.complete === false ? [`some hours had more consumers than their records keep: the lightest were dropped, ${text(view.untracked)} of those rejections are not in any consumer's count`] : [])
   ]
   if (top.length === 0) return head
   return [

@@ -11,10 +11,10 @@ import { keyDigest } from '../gateway/auth/bearer.js'
 import { ConfigError, parseConfig } from '../gateway/config/loader.js'
 import { loadConfigOnce } from '../gateway/config/provider.js'
 import { DEFAULT_CONFIG_DIR, loadConfigDir, readConfigTexts } from '../gateway/config/read-files.js'
-import { createStore } from '../gateway/limiter/create-store.js'
 import type { Limits } from '../gateway/config/types.js'
 import { settingsFromEnv } from '../gateway/runtime/settings.js'
-import { adminCall, DEFAULT_ADMIN_URL, type AdminTarget } from './admin-client.js'
+import { adminCall, adminTarget, oneId } from './admin-client.js'
+import { bans } from './bans.js'
 import { writeFileAtomic } from './atomic-write.js'
 import { CommandError, UsageError } from './errors.js'
 import { formatConsumer, formatReset } from './format-consumer.js'
@@ -88,17 +88,6 @@ function keysRotate (args: string[], out: Out): number {
   out(`keys.yaml: added "${rotated.newId}" for consumer "${rotated.consumerId}" (same plan, limits and scopes)`)
   out(`keys.yaml: "${id}" expires at ${isoSeconds(rotated.oldExpiresAt)}; both keys share the consumer's windows until then`)
   return 0
-}
-
-function adminTarget (admin: string | undefined): AdminTarget {
-  return { url: admin ?? DEFAULT_ADMIN_URL, token: process.env.ADMIN_TOKEN }
-}
-
-function oneId (positionals: string[], command: string): string {
-  const [id, ...extra] = positionals
-  if (id === undefined || extra.length > 0) throw new UsageError(`${command} needs exactly one id`)
-  if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(id)) throw new CommandError(`"${id}" is not a key or consumer id (letters, digits, . _ -, at most 64)`)
-  return id
 }
 
 async function keysShow (args: string[], out: Out): Promise<number> {
@@ -205,56 +194,6 @@ async function configCheck (args: string[], out: Out, err: Out): Promise<number>
     if (!(e instanceof ConfigError)) throw e
     for (const problem of e.problems) err(problem)
     return 1
-  }
-}
-
-interface BanView { keyId: string, until: string, secondsLeft: number }
-
-async function bansViaAdmin (sub: 'list' | 'lift', args: string[], out: Out): Promise<number> {
-  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { admin: { type: 'string' } } })
-  const target = adminTarget(values.admin)
-  if (sub === 'list') {
-    const { bans: list } = await adminCall(target, 'GET', '/admin/bans') as unknown as { bans: BanView[] }
-    if (list.length === 0) out('no bans in force')
-    for (const ban of list) out(`${ban.keyId}\tuntil ${ban.until}\t(${ban.secondsLeft} s left)`)
-    return 0
-  }
-  const id = oneId(positionals, 'bans lift')
-  try {
-    const body = await adminCall(target, 'DELETE', `/admin/bans/${id}`)
-    out(`ban on ${String(body.consumerId ?? id)} lifted`)
-    return 0
-  } catch (err) {
-    // 404 is "not banned": the old command's answer, kept.
-    if (err instanceof CommandError && err.message.endsWith('is not banned')) { out(`${id} is not banned`); return 1 }
-    throw err
-  }
-}
-
-async function bans (sub: 'list' | 'lift', args: string[], out: Out): Promise<number> {
-  const settings = settingsFromEnv()
-  const redisConfigured = settings.redisUrl !== undefined || settings.redisClusterNodes !== undefined || settings.redisSentinels !== undefined
-  // The admin API is the one way in; reading Redis directly stays for scripts written before it
-  // (REDIS_URL set, no --admin). Store ids there are consumer ids.
-  if (!redisConfigured || args.some((a) => a === '--admin' || a.startsWith('--admin='))) return await bansViaAdmin(sub, args, out)
-  const store = await createStore(settings)
-  try {
-    if (sub === 'list') {
-      const list = await store.admin.listBans()
-      if (list.length === 0) out('no bans in force')
-      const now = Date.now()
-      for (const ban of list.sort((a, b) => a.until - b.until)) {
-        out(`${ban.id}\tuntil ${new Date(ban.until).toISOString()}\t(${Math.ceil((ban.until - now) / 1000)} s left)`)
-      }
-      return 0
-    }
-    const id = args[0]
-    if (id === undefined) throw new UsageError('bans lift needs a key id')
-    const lifted = await store.admin.liftBan(id)
-    out(lifted ? `ban on ${id} lifted` : `${id} is not banned`)
-    return lifted ? 0 : 1
-  } finally {
-    await store.close()
   }
 }
 

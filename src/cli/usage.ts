@@ -106,7 +106,7 @@ export const COMMANDS: readonly CommandHelp[] = [
     name: 'bans lift',
     args: 'ID [--admin URL]',
     summary: 'end a consumer\'s (or key\'s) ban',
-    details: [ADMIN_OPTION, 'With REDIS_URL (or REDIS_CLUSTER_NODES / REDIS_SENTINELS) set and no --admin, writes Redis directly.']
+    details: [ADMIN_OPTION, 'With REDIS_URL (or REDIS_CLUSTER_NODES / REDIS_SENTINELS) set and no --admin, writes Redis directly.', 'No ban in force is not an error: it says so and exits 0.']
   }
 ]
 

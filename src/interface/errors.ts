@@ -104,7 +104,9 @@ export const requestErrors = {
   invalidBody: (message: string) => new ApiError('invalid_body', message),
   notJson: () => new ApiError('invalid_body', 'Request body is not valid JSON'),
   emptyJson: () => new ApiError('invalid_body', 'Request body is empty but content-type is application/json'),
-  payloadTooLarge: () => new ApiError('payload_too_large', 'Request body is larger than the limit'),
+  /** `limitBytes`: the route's body limit, said in the message so a client knows what fits. */
+  payloadTooLarge: (limitBytes?: number) => new ApiError('payload_too_large',
+    limitBytes === undefined ? 'Request body is larger than the limit' : `Request body is over the limit of ${limitBytes} bytes`),
   unsupportedMediaType: () => new ApiError('unsupported_media_type', 'Request body must be application/json'),
   internal: () => new ApiError('internal_error', 'The server could not complete the request')
 } as const
@@ -168,11 +170,16 @@ export const adminErrors = {
   keyNotBanned: (keyId: string) => new ApiError('not_found', `Key ${keyId} is not banned`),
   planNotFound: (plan: string, known: readonly string[]) => new ApiError('not_found', `No plan named ${plan} (known: ${known.join(', ')})`),
   storeNoAnswer: () => gatewayErrors.unavailable('The limiter store did not answer; try again'),
+  /** The usage history and shadow records (history/) did not answer: its own connection, not the limiter's. */
+  historyNoAnswer: () => gatewayErrors.unavailable('The usage history store did not answer; try again'),
   reloadUnavailable: () => new ApiError('reload_unavailable', 'This gateway runs on a fixed config, not a config directory')
 } as const
 
-/** Maps anything thrown inside a request to an ApiError; unknown errors become a bare 500. */
-export function toApiError (err: unknown): ApiError {
+/**
+ * Maps anything thrown inside a request to an ApiError; unknown errors become a bare 500.
+ * `bodyLimit`: the request's body limit in bytes, named by a 413's message.
+ */
+export function toApiError (err: unknown, bodyLimit?: number): ApiError {
   if (err instanceof ApiError) return err
   const e = err as Partial<FastifyError> & { validationContext?: string }
   if (Array.isArray(e.validation)) {
@@ -181,7 +188,7 @@ export function toApiError (err: unknown): ApiError {
   }
   const status = typeof e.statusCode === 'number' ? e.statusCode : 500
   if (typeof e.code === 'string' && e.code.startsWith('FST_ERR_CTP_')) {
-    if (status === 413) return requestErrors.payloadTooLarge()
+    if (status === 413) return requestErrors.payloadTooLarge(bodyLimit)
     if (status === 415) return requestErrors.unsupportedMediaType()
     // Fastify's own messages for these repeat ours ("Body is not valid JSON but content-type is set
     // to 'application/json'"): one sentence is said instead.
@@ -219,7 +226,7 @@ export function rawErrorResponse (error: ApiError, requestId: string): string {
 /** Installs the error handler and the not-found handler that answer every failure with the Error shape. */
 export function installErrorHandling (app: FastifyInstance): void {
   app.setErrorHandler(function handleError (err: unknown, request: FastifyRequest, reply: FastifyReply) {
-    const apiError = toApiError(err)
+    const apiError = toApiError(err, (err as Partial<FastifyError>).statusCode === 413 ? request.routeOptions.bodyLimit : undefined)
     if (apiError.status >= 500 && !(err instanceof ApiError)) {
       request.log.error({ err }, 'request failed')
     }

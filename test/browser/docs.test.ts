@@ -65,5 +65,5 @@ t.test('the docs page lists the four operations, marks getPet deprecated, and "t
   t.same(failed, [], 'no failed requests')
   t.same(requests.filter((r) => !r.url().startsWith(gw.url)).map((r) => r.url()), [], 'nothing loaded from another origin')
   t.same(requests.map((r) => new URL(r.url()).pathname), ['/docs', '/docs/static/swagger-ui.css', '/docs/static/swagger-ui-bundle.js', '/v1/openapi.json', '/v1/pets'],
-    'a page load costs four requests of the anonymous budget')
+    'a page load is four requests (outside the anonymous limit), then the try-it call')
 })

@@ -95,3 +95,11 @@ t.test('the tables read defensively: a field an older gateway lacks prints as "?
   ])
   t.same(table(['a', 'n'], [['x', '1'], ['yy', '22']]), ['a    n', 'x    1', 'yy  22'])
 })
+
+t.test('plans shadow says when the records dropped consumers: the count is an estimate, and how many rejections are in no one\'s count', async (t) => {
+  t.same(formatShadow({ plan: 'free', limits: { perMinute: 60, perDay: 1000 }, shadow: { perMinute: 2 }, since: 'S', counts: 'C', consumers: 30_192, rejections: 615_000, complete: false, untracked: 580_000, top: [] }), [
+    'plan free: enforced 60/min, 1000/day; shadow 2/min',
+    'since S: about 30192 consumers would have been rejected 615000 times (counts of C)',
+    'some hours had more consumers than their records keep: the lightest were dropped, 580000 of those rejections are not in any consumer\'s count'
+  ])
+})

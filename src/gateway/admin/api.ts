@@ -59,7 +59,11 @@ export const adminApi = fp<AdminApiOptions>(async function adminApi (app, { gate
     return resolveConsumer(gateway.gatewayConfig.current, id)?.id ?? id
   }
 
-  /** A store call of an admin route: a store that does not answer is `503 unavailable`, not a 500. */
+  /**
+   * Every call of an admin route to the limiter's store goes through here: a store that fails or does
+   * not answer (Redis frozen, down, its breaker open) is `503 unavailable` in the Error shape, never a
+   * 500 — the admin reads all answer alike (docs/operations.md, the admin API).
+   */
   async function fromStore<T> (call: () => Promise<T>): Promise<T> {
     try {
       return await call()
@@ -106,7 +110,7 @@ export const adminApi = fp<AdminApiOptions>(async function adminApi (app, { gate
 
   app.get('/admin/bans', async () => {
     const now = gateway.clock()
-    const bans = await gateway.limiter.listBans()
+    const bans = await fromStore(() => gateway.limiter.listBans())
     return {
       // Bans belong to consumers; `keyId` stays for existing clients and holds the same id.
       bans: bans
@@ -117,7 +121,7 @@ export const adminApi = fp<AdminApiOptions>(async function adminApi (app, { gate
 
   app.delete<{ Params: { keyId: string } }>('/admin/bans/:keyId', { schema: { params: keyIdParams } }, async (request) => {
     const consumerId = limiterIdOf(request.params.keyId)
-    const lifted = await gateway.limiter.liftBan(consumerId)
+    const lifted = await fromStore(() => gateway.limiter.liftBan(consumerId))
     if (!lifted) throw adminErrors.keyNotBanned(request.params.keyId)
     audit(request, 'ban lifted', { consumerId })
     return { keyId: request.params.keyId, consumerId, lifted: true }
@@ -126,7 +130,7 @@ export const adminApi = fp<AdminApiOptions>(async function adminApi (app, { gate
   app.get<{ Params: { keyId: string } }>('/admin/keys/:keyId/usage', { schema: { params: keyIdParams } }, async (request) => {
     const key = gateway.gatewayConfig.current.keysById.get(request.params.keyId)
     if (key === undefined) throw adminErrors.keyNotFound(request.params.keyId)
-    const usage = await gateway.limiter.store.peek(key.consumerId, askOf(key.limits))
+    const usage = await fromStore(() => gateway.limiter.store.peek(key.consumerId, askOf(key.limits)))
     return {
       keyId: key.id,
       consumerId: key.consumerId,

@@ -6,12 +6,13 @@ import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { adminErrors, requestErrors, type ApiError } from '../../interface/errors.js'
 import { dayOf, HOUR_MS, hourOf, isoDay, parseIsoDay } from '../history/days.js'
-import { SHADOW_WINDOW_HOURS, USAGE_HISTORY_DAYS } from '../history/store.js'
+import { SHADOW_KEEP_PER_HOUR, SHADOW_WINDOW_HOURS, USAGE_HISTORY_DAYS } from '../history/store.js'
 import { resolveConsumer } from './consumers.js'
 
 /** Consumers listed by `GET /admin/plans/:plan/shadow` unless `top` says otherwise. */
 export const DEFAULT_SHADOW_TOP = 20
-export const MAX_SHADOW_TOP = 1000
+/** The most a read lists: what an hour's records keep. */
+export const MAX_SHADOW_TOP = SHADOW_KEEP_PER_HOUR
 
 const ID_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$'
 
@@ -53,7 +54,7 @@ export const adminHistoryRoutes = fp<{ gateway: FastifyInstance }>(async functio
       return await call()
     } catch (err) {
       gateway.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'admin: history store call failed')
-      throw adminErrors.storeNoAnswer()
+      throw adminErrors.historyNoAnswer()
     }
   }
 
@@ -94,8 +95,7 @@ export const adminHistoryRoutes = fp<{ gateway: FastifyInstance }>(async functio
     const now = gateway.clock()
     const toHour = hourOf(now)
     const fromHour = toHour - SHADOW_WINDOW_HOURS
-    const records = await fromHistory(() => gateway.history.store.shadow(plan, fromHour, toHour))
-    records.sort((a, b) => b.rejections - a.rejections || (a.consumerId < b.consumerId ? -1 : 1))
+    const summary = await fromHistory(() => gateway.history.store.shadow(plan, fromHour, toHour, request.query.top ?? DEFAULT_SHADOW_TOP))
     const scope = gateway.history.store.scope
     const limits = snapshot.plans.get(plan)
     return {
@@ -106,9 +106,11 @@ export const adminHistoryRoutes = fp<{ gateway: FastifyInstance }>(async functio
       counts: SCOPE_NOTES[scope],
       since: iso(fromHour * HOUR_MS),
       until: iso(now),
-      consumers: records.length,
-      rejections: records.reduce((sum, r) => sum + r.rejections, 0),
-      top: records.slice(0, request.query.top ?? DEFAULT_SHADOW_TOP).map((r) => ({
+      consumers: summary.consumers,
+      rejections: summary.rejections,
+      complete: summary.complete,
+      untracked: summary.untracked,
+      top: summary.top.map((r) => ({
         consumerId: r.consumerId,
         rejections: r.rejections,
         admitted: r.admitted,

@@ -19,7 +19,7 @@ declare module 'fastify' {
     refusedKey: KeyRecord | null
   }
   interface FastifyContextConfig {
-    /** Served without a key (limited by the anonymous policy). */
+    /** Served without a key, and then outside the anonymous limit (limiter/plugin.ts). */
     public?: boolean
   }
 }

@@ -76,6 +76,20 @@ export function normaliseAddress (text: string): string | undefined {
   return ipv6Text(s)
 }
 
+/**
+ * An address as the gateway writes it for the backend (`X-Forwarded-For`): IPv4-mapped IPv6, what a
+ * dual-stack socket reports for an IPv4 peer (`::ffff:203.0.113.7`), as the IPv4 address; any other
+ * text unchanged.
+ */
+export function plainAddress (address: string): string {
+  if (address.length < 14 || address.indexOf('.') === -1) return address
+  const groups = parseIpv6(address)
+  if (groups === undefined || !isIpv4Mapped(groups)) return address
+  const high = groups[6] ?? 0
+  const low = groups[7] ?? 0
+  return `${high >> 8}.${high & 0xff}.${low >> 8}.${low & 0xff}`
+}
+
 /** Whether an address (IPv4, IPv6 or IPv4-mapped IPv6) is a loopback one: 127.0.0.0/8 or ::1. */
 export function isLoopbackAddress (address: string): boolean {
   if (address.indexOf(':') === -1) return parseIpv4(address)?.[0] === 127

@@ -5,10 +5,22 @@
 // (client-address.ts: ports, brackets, zone ids, IPv4 spellings), and an entry that is no address
 // at all ends the walk at the trusted hop that reported it: that hop decides, rather than the text
 // becoming a client. Only `X-Forwarded-For` is read: a `Forwarded` header is ignored, because a
-// proxy appends to one of the two and a client could write the other (docs/decisions.md §11).
+// proxy appends to one of the two and a client could write the other (docs/decisions.md §11). The
+// walk's trusted part is also what the backend is sent as `X-Forwarded-For` (proxy/request-headers.ts).
 import proxyAddr from '@fastify/proxy-addr'
 import fp from 'fastify-plugin'
-import { normaliseAddress } from './client-address.js'
+import { normaliseAddress, plainAddress } from './client-address.js'
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /**
+     * Behind trusted proxies: the `X-Forwarded-For` the backend is sent — the client the walk decided,
+     * the trusted hops after it and the socket's peer, normalised; null without TRUST_PROXY (the
+     * client is the peer).
+     */
+    forwardedFor: string | null
+  }
+}
 
 /** TRUST_PROXY: false, true (every hop: refused in production), a hop count, or addresses/CIDRs. */
 export type TrustProxy = boolean | number | string
@@ -28,21 +40,32 @@ export function trustFunction (trust: TrustProxy): TrustFunction {
  * The client address of a request from `peer` carrying `forwardedFor`: from the socket's peer
  * outwards, each trusted hop hands over to the entry it appended (the rightmost one left); the
  * first untrusted hop is the client. An entry that is not an address stops the walk at the hop
- * before it. Scans the header from its end without splitting it.
+ * before it.
  */
 export function forwardedClientAddress (peer: string, forwardedFor: string | undefined, trusted: TrustFunction): string {
+  return forwardedChain(peer, forwardedFor, trusted)[0] ?? peer
+}
+
+/**
+ * The walk of forwardedClientAddress, kept: from the client it decides (first) through the trusted
+ * hops to the socket's peer (last), each entry normalised. What lies left of the client is the
+ * client's own word (or an untrusted hop's) and is not kept, so the first entry is always the
+ * address the gateway counted. Scans the header from its end without splitting it.
+ */
+export function forwardedChain (peer: string, forwardedFor: string | undefined, trusted: TrustFunction): string[] {
+  const chain = [peer]
   let client = peer
-  if (forwardedFor === undefined) return client
-  let end = forwardedFor.length
-  for (let hop = 0; trusted(client, hop); hop++) {
+  let end = forwardedFor?.length ?? 0
+  for (let hop = 0; forwardedFor !== undefined && trusted(client, hop); hop++) {
     const start = forwardedFor.lastIndexOf(',', end - 1)
     const next = normaliseAddress(forwardedFor.slice(start + 1, end))
-    if (next === undefined) return client
+    if (next === undefined) break
     client = next
-    if (start === -1) return client
+    chain.push(next)
+    if (start === -1) break
     end = start
   }
-  return client
+  return chain.reverse()
 }
 
 export interface ClientIpOptions {
@@ -55,15 +78,18 @@ export interface ClientIpOptions {
  * `request.ip` is the socket's peer, always an address.
  */
 export const clientIpPlugin = fp<ClientIpOptions>(async function clientIpPlugin (app, { trustProxy }) {
+  app.decorateRequest('forwardedFor', null)
   if (trustProxy === false) return
   const trusted = trustFunction(trustProxy)
   app.addHook('onRequest', function clientAddress (request, _reply, done) {
     const header = request.headers['x-forwarded-for']
     // Node joins repeated X-Forwarded-For lines with ", "; the array is only the type's possibility.
     const forwardedFor = Array.isArray(header) ? header.join(', ') : header
-    const ip = forwardedClientAddress(request.raw.socket.remoteAddress ?? '', forwardedFor, trusted)
+    const peer = request.raw.socket.remoteAddress ?? ''
+    const chain = forwardedChain(peer, forwardedFor, trusted)
     // Fastify's `ip` is a getter on the request's prototype: an own property shadows it.
-    Object.defineProperty(request, 'ip', { value: ip, enumerable: true })
+    Object.defineProperty(request, 'ip', { value: chain[0] ?? peer, enumerable: true })
+    request.forwardedFor = chain.map(plainAddress).join(', ')
     done()
   })
 }, { name: 'gateway-client-ip' })

@@ -2,9 +2,12 @@
 // process's memory, so per process (GATEWAY_WORKERS > 1 keeps one per worker) and gone with it — the
 // admin API answers `scope: "process"`. Bounded like the Redis layout: a consumer keeps its last
 // USAGE_HISTORY_DAYS days, a plan its last SHADOW_WINDOW_HOURS + 1 hours, older ones are dropped at
-// each write; only configured consumers reach it.
+// each write; an hour's shadow records keep its heaviest SHADOW_KEEP_PER_HOUR consumers, dropping
+// the lightest as Redis does (shadow-top.ts), so a read sums at most that many per hour; only
+// configured consumers reach it.
 import { dayOf, hourOf } from './days.js'
-import { daysFrom, SHADOW_WINDOW_HOURS, sumShadow, USAGE_HISTORY_DAYS, type HistoryStore, type ShadowCounts } from './store.js'
+import { lightest, sumHours, topOf } from './shadow-top.js'
+import { daysFrom, SHADOW_KEEP_PER_HOUR, SHADOW_WINDOW_HOURS, sumShadow, USAGE_HISTORY_DAYS, type HistoryStore, type ShadowCounts } from './store.js'
 import { EMPTY_BATCH } from './tally.js'
 
 interface DayCounts { admitted: number, rejected: number }
@@ -12,6 +15,18 @@ interface DayCounts { admitted: number, rejected: number }
 export interface MemoryHistoryOptions {
   /** The gateway clock, Unix ms: what is old enough to drop. */
   now: () => number
+  /** Consumers a plan's shadow records keep per hour (default SHADOW_KEEP_PER_HOUR). */
+  keepPerHour?: number
+}
+
+/** One plan's shadow records of one hour. */
+interface ShadowHour {
+  /** The hour's heaviest consumers (at most `keep`). */
+  readonly records: Map<string, ShadowCounts>
+  rejections: number
+  /** Rejections of the consumers dropped from `records`, and how many were dropped. */
+  untracked: number
+  dropped: number
 }
 
 /** The map under `key` in `outer`, made empty the first time. */
@@ -27,8 +42,32 @@ function inner<K, K2, V> (outer: Map<K, Map<K2, V>>, key: K): Map<K2, V> {
 export function createMemoryHistory (opts: MemoryHistoryOptions): HistoryStore {
   /** consumer → day → counts */
   const usage = new Map<string, Map<number, DayCounts>>()
-  /** plan → hour → consumer → counts */
-  const shadow = new Map<string, Map<number, Map<string, ShadowCounts>>>()
+  /** plan → hour → its records */
+  const shadow = new Map<string, Map<number, ShadowHour>>()
+  /** plan → consumer → the latest hour it had a shadow rejection in (every one, dropped or not: the exact count of consumers) */
+  const seen = new Map<string, Map<string, number>>()
+  const keep = opts.keepPerHour ?? SHADOW_KEEP_PER_HOUR
+
+  function hourOfPlan (plan: string, hour: number): ShadowHour {
+    const hours = inner(shadow, plan)
+    let records = hours.get(hour)
+    if (records === undefined) {
+      records = { records: new Map(), rejections: 0, untracked: 0, dropped: 0 }
+      hours.set(hour, records)
+    }
+    return records
+  }
+
+  /** Drops the lightest consumers of an hour over `keep` (fewest rejections, then smallest id: as ZPOPMIN). */
+  function trim (hour: ShadowHour): void {
+    const over = hour.records.size - keep
+    if (over <= 0) return
+    for (const [id, n] of lightest([...hour.records].map(([id, c]) => [id, c.rejections]), over)) {
+      hour.records.delete(id)
+      hour.untracked += n
+      hour.dropped++
+    }
+  }
 
   function prune (): void {
     const firstDay = dayOf(opts.now()) - USAGE_HISTORY_DAYS + 1
@@ -40,6 +79,10 @@ export function createMemoryHistory (opts: MemoryHistoryOptions): HistoryStore {
     for (const [plan, hours] of shadow) {
       for (const hour of hours.keys()) if (hour < firstHour) hours.delete(hour)
       if (hours.size === 0) shadow.delete(plan)
+    }
+    for (const [plan, consumers] of seen) {
+      for (const [id, hour] of consumers) if (hour < firstHour) consumers.delete(id)
+      if (consumers.size === 0) seen.delete(plan)
     }
   }
 
@@ -55,12 +98,18 @@ export function createMemoryHistory (opts: MemoryHistoryOptions): HistoryStore {
           counts.rejected += cell.rejected
         }
       }
+      const touched = new Set<ShadowHour>()
       for (const cell of batch.shadow) {
-        const consumers = inner(inner(shadow, cell.plan), cell.hour)
-        const counts = consumers.get(cell.consumerId)
+        const hour = hourOfPlan(cell.plan, cell.hour)
+        const counts = hour.records.get(cell.consumerId)
         const added = { rejections: cell.rejections, admitted: cell.admitted, first: cell.first, last: cell.last }
-        consumers.set(cell.consumerId, counts === undefined ? added : sumShadow(counts, added))
+        hour.records.set(cell.consumerId, counts === undefined ? added : sumShadow(counts, added))
+        hour.rejections += cell.rejections
+        touched.add(hour)
+        const consumers = inner(seen, cell.plan)
+        consumers.set(cell.consumerId, Math.max(consumers.get(cell.consumerId) ?? cell.hour, cell.hour))
       }
+      for (const hour of touched) trim(hour)
       prune()
       return EMPTY_BATCH
     },
@@ -68,20 +117,31 @@ export function createMemoryHistory (opts: MemoryHistoryOptions): HistoryStore {
       const days = usage.get(consumerId)
       return daysFrom(fromDay, toDay, (day) => days?.get(day))
     },
-    async shadow (plan, fromHour, toHour) {
-      const merged = new Map<string, ShadowCounts>()
-      for (const [hour, consumers] of shadow.get(plan) ?? []) {
-        if (hour < fromHour || hour > toHour) continue
-        for (const [consumerId, c] of consumers) {
-          const m = merged.get(consumerId)
-          merged.set(consumerId, m === undefined ? c : sumShadow(m, c))
-        }
+    async shadow (plan, fromHour, toHour, top) {
+      const hours = [...shadow.get(plan) ?? []].filter(([hour]) => hour >= fromHour && hour <= toHour).map(([, records]) => records)
+      const summed = sumHours(hours.map((h) => [...h.records].map(([id, c]) => [id, c.rejections] as const)))
+      const heaviest = topOf(summed, Math.min(top, keep))
+      let consumers = 0
+      for (const hour of seen.get(plan)?.values() ?? []) if (hour >= fromHour && hour <= toHour) consumers++
+      return {
+        consumers: Math.max(consumers, summed.size),
+        rejections: hours.reduce((sum, h) => sum + h.rejections, 0),
+        complete: hours.every((h) => h.dropped === 0),
+        untracked: hours.reduce((sum, h) => sum + h.untracked, 0),
+        top: heaviest.map(([consumerId, rejections]) => {
+          let d: Omit<ShadowCounts, 'rejections'> | undefined
+          for (const h of hours) {
+            const c = h.records.get(consumerId)
+            if (c !== undefined) d = d === undefined ? c : { admitted: d.admitted + c.admitted, first: Math.min(d.first, c.first), last: Math.max(d.last, c.last) }
+          }
+          return { consumerId, rejections, admitted: d?.admitted ?? 0, first: d?.first ?? 0, last: d?.last ?? 0 }
+        })
       }
-      return [...merged].map(([consumerId, c]) => ({ consumerId, ...c }))
     },
     async close () {
       usage.clear()
       shadow.clear()
+      seen.clear()
     }
   }
 }

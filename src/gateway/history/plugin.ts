@@ -5,7 +5,10 @@
 // longer served are dropped), so a Redis outage delays the history rather than losing it; a crash
 // loses at most the counts of one interval; while Redis does not answer at all, an admin read or a
 // close waits DEFAULT_HISTORY_WAIT_MS for it, never longer. The store is Redis when the limiter's settings select
-// Redis (a connection of its own), else this process's memory (per process, and the admin API says so).
+// Redis, else this process's memory (per process, and the admin API says so). On Redis the history
+// has two connections of its own, neither the limiter's, so nothing it does or waits for counts
+// against the limiter's timeouts, breaker or fallback: flushes on one (no command timeout: a write
+// is never sent twice), admin reads on the other (each command DEFAULT_HISTORY_READ_TIMEOUT_MS at most).
 import fp from 'fastify-plugin'
 import type { DecisionRecorder } from '../limiter/decision.js'
 import { createRedisClient, type RedisSettings } from '../redis/connection.js'
@@ -20,6 +23,11 @@ import { DecisionTally, EMPTY_BATCH, isEmpty, mergeBatches, type Batch } from '.
 export const DEFAULT_HISTORY_FLUSH_MS = 5_000
 /** How long an admin read or a closing gateway waits for a flush (and a read) while Redis does not answer. */
 export const DEFAULT_HISTORY_WAIT_MS = 2_000
+/** A command of an admin read on the history's read connection fails after this (ioredis commandTimeout). */
+export const DEFAULT_HISTORY_READ_TIMEOUT_MS = 1_000
+/** The history's connections as Redis's CLIENT LIST names them. */
+export const HISTORY_WRITE_CONNECTION = 'petstore-history'
+export const HISTORY_READ_CONNECTION = 'petstore-history-read'
 
 export interface HistoryOptions {
   /** A ready history store (the gateway closes it); default: Redis when the limiter's settings select Redis, else in-process. */
@@ -50,12 +58,15 @@ declare module 'fastify' {
 
 function storeOf (opts: HistoryPluginOptions, now: () => number): HistoryStore {
   if (opts.store !== undefined) return opts.store
-  const client = opts.settings === undefined ? undefined : createRedisClient(opts.settings)
-  if (client === undefined) return createMemoryHistory({ now })
+  const client = opts.settings === undefined ? undefined : createRedisClient(opts.settings, { connectionName: HISTORY_WRITE_CONNECTION })
+  if (client === undefined || opts.settings === undefined) return createMemoryHistory({ now })
+  const waitMs = opts.waitMs ?? DEFAULT_HISTORY_WAIT_MS
+  const reader = createRedisClient(opts.settings, { connectionName: HISTORY_READ_CONNECTION, commandTimeout: Math.min(waitMs, DEFAULT_HISTORY_READ_TIMEOUT_MS) })
   // The limiter's own client reports connection errors; a failed flush is retried with the next one.
   // Not waited for here: a Redis that is down must not delay the start twice (the limiter waits).
   client.on('error', () => {})
-  return createRedisHistory(client, { readWaitMs: opts.waitMs ?? DEFAULT_HISTORY_WAIT_MS })
+  reader?.on('error', () => {})
+  return createRedisHistory(client, { readWaitMs: waitMs, reader })
 }
 
 export const historyPlugin = fp<HistoryPluginOptions>(async function historyPlugin (app, opts) {

@@ -1,25 +1,28 @@
 // The history in Redis, written by every gateway process (each adds its own counts) and read by any
 // one. Nothing here is on the hot path: a flush sends one pipeline (one per Cluster node) of plain
-// increments, on a connection of its own so it never queues behind or ahead of the decisions.
+// increments and shadow-script calls, on a connection of its own so it never queues behind or ahead
+// of the decisions; reads go to a second connection of the history's (with a command timeout) when
+// one is given, so a read never waits behind a flush either.
 //
 // Usage: one small hash per consumer and month, `rl:{consumer}:u:YYYYMM`, fields `DDa` (admitted)
 // and `DDr` (rejected) — under the consumer's hash tag, beside its windows (one Cluster slot), and
 // expiring USAGE_KEY_KEEP_DAYS after the month ends, so every day of the last USAGE_HISTORY_DAYS is
 // always there. HINCRBY from any number of processes adds up.
 //
-// Shadow records: per plan and UTC hour, four sorted sets under the plan's own tag
-// `rl:{shadow:<plan>}:<hour>:` — `n` (shadow rejections) and `a` (of those, admitted) summed with
-// ZINCRBY, `f` and `l` (first and last, Unix ms) kept with ZADD LT / GT, so any order of flushes
-// from any processes leaves the true minimum and maximum. A read unions the last 25 hours' sets (one
-// slot: the sets share the tag). They expire SHADOW_KEY_KEEP_HOURS after their hour. A consumer id
-// cannot contain `:`, so no consumer's tag is ever `shadow:…`.
+// Shadow records: per plan and UTC hour, under the plan's own tag `rl:{shadow:<plan>}:<hour>:`, the
+// hour's heaviest consumers (at most SHADOW_KEEP_PER_HOUR) in four sorted sets, its totals and a
+// HyperLogLog of every consumer, written by one script (shadow-script.ts) that keeps them bounded as
+// it writes; read by shadow-read.ts, bounded too. They expire SHADOW_KEY_KEEP_HOURS after their
+// hour. A consumer id cannot contain `:`, so no consumer's tag is ever `shadow:…`.
 import calculateSlot from 'cluster-key-slot'
 import { Cluster, type ChainableCommander, type Redis } from 'ioredis'
 import { waitReady } from '../redis/connection.js'
 import { shadowKey, usageKey, type ShadowPart } from '../redis/keys.js'
 import { DAY_MS, HOUR_MS, monthOf } from './days.js'
 import { settlesWithin, within } from './deadline.js'
-import { daysFrom, SHADOW_WINDOW_HOURS, USAGE_HISTORY_DAYS, type HistoryStore, type ShadowRecord } from './store.js'
+import { readShadow } from './shadow-read.js'
+import { defineShadowScript, SHADOW_CELLS_PER_CALL } from './shadow-script.js'
+import { daysFrom, SHADOW_KEEP_PER_HOUR, SHADOW_WINDOW_HOURS, USAGE_HISTORY_DAYS, type HistoryStore } from './store.js'
 import { mergeBatches, type ShadowCell, type UsageCell } from './tally.js'
 
 /** A month's usage hash lives this many days past the month's end: the days served, and a margin. */
@@ -37,22 +40,22 @@ interface Command {
   readonly failed: () => void
 }
 
-/** [member, score, member, score, …] → member → score */
-function scores (reply: string[]): Map<string, number> {
-  const map = new Map<string, number>()
-  for (let i = 0; i + 1 < reply.length; i += 2) map.set(reply[i] ?? '', Number(reply[i + 1]))
-  return map
-}
-
 export interface RedisHistoryOptions {
   /** A read (and the close) that Redis does not answer within this fails (the admin API: 503). */
   readWaitMs?: number
+  /** The connection reads go to (closed with the history); default `client`. */
+  reader?: Redis | Cluster
+  /** Consumers a plan's shadow records keep per hour (default SHADOW_KEEP_PER_HOUR). */
+  keepPerHour?: number
 }
 
-/** `client`: a connection of the history's own (closed with it). */
+/** `client`: a connection of the history's own (closed with it), where flushes are written. */
 export function createRedisHistory (client: Redis | Cluster, opts: RedisHistoryOptions = {}): HistoryStore {
   const readWaitMs = opts.readWaitMs ?? DEFAULT_READ_WAIT_MS
+  const reader = opts.reader ?? client
+  const keep = opts.keepPerHour ?? SHADOW_KEEP_PER_HOUR
   const cluster = client instanceof Cluster ? client : undefined
+  defineShadowScript(client)
 
   /** Commands of one pipeline: a Cluster takes a pipeline's keys only from the slots of one node. */
   function groupOf (key: string): string {
@@ -95,18 +98,27 @@ export function createRedisHistory (client: Redis | Cluster, opts: RedisHistoryO
     return commands
   }
 
-  function shadowCommands (cell: ShadowCell, retry: ShadowCell[]): Command[] {
-    const key = (part: ShadowPart): string => shadowKey(cell.plan, cell.hour, part)
-    const member = cell.consumerId
-    const none = { rejections: 0, admitted: 0 }
+  /** One script call per plan, hour and SHADOW_CELLS_PER_CALL cells; a call that fails sends its cells again. */
+  function shadowCommands (cells: readonly ShadowCell[], retry: ShadowCell[]): Command[] {
+    const byHour = new Map<string, ShadowCell[]>()
+    for (const cell of cells) {
+      const id = `${cell.plan}\n${cell.hour}`
+      const list = byHour.get(id)
+      if (list === undefined) byHour.set(id, [cell])
+      else list.push(cell)
+    }
     const commands: Command[] = []
-    if (cell.rejections > 0) commands.push({ key: key('n'), send: (p) => p.zincrby(key('n'), cell.rejections, member), failed: () => retry.push({ ...cell, admitted: 0 }) })
-    if (cell.admitted > 0) commands.push({ key: key('a'), send: (p) => p.zincrby(key('a'), cell.admitted, member), failed: () => retry.push({ ...cell, rejections: 0 }) })
-    // LT / GT: whatever order processes flush in, the earliest first and the latest last stay.
-    commands.push({ key: key('f'), send: (p) => p.zadd(key('f'), 'LT', cell.first, member), failed: () => retry.push({ ...cell, ...none }) })
-    commands.push({ key: key('l'), send: (p) => p.zadd(key('l'), 'GT', cell.last, member), failed: () => retry.push({ ...cell, ...none }) })
-    const expireAt = ((cell.hour + 1) * HOUR_MS) / 1000 + SHADOW_KEY_KEEP_HOURS * 3600
-    for (const part of ['n', 'a', 'f', 'l'] as const) expireOnce(commands, key(part), expireAt, () => retry.push({ ...cell, ...none }))
+    for (const hourCells of byHour.values()) {
+      const { plan, hour } = hourCells[0]!
+      const [n, a, f, l, t, h] = (['n', 'a', 'f', 'l', 't', 'h'] as const).map((part) => shadowKey(plan, hour, part)) as [string, string, string, string, string, string]
+      const expireAt = ((hour + 1) * HOUR_MS) / 1000 + SHADOW_KEY_KEEP_HOURS * 3600
+      for (let from = 0; from < hourCells.length; from += SHADOW_CELLS_PER_CALL) {
+        const chunk = hourCells.slice(from, from + SHADOW_CELLS_PER_CALL)
+        const args: Array<string | number> = [keep, expireAt]
+        for (const c of chunk) args.push(c.consumerId, c.rejections, c.admitted, c.first, c.last)
+        commands.push({ key: n, send: (p) => p.petstoreShadowAdd(n, a, f, l, t, h, ...args), failed: () => retry.push(...chunk) })
+      }
+    }
     return commands
   }
 
@@ -133,7 +145,7 @@ export function createRedisHistory (client: Redis | Cluster, opts: RedisHistoryO
 
   /** A read on a connection still (re)connecting waits for it, as long as a read may take. */
   async function connected (what: string): Promise<void> {
-    if (!await waitReady(client, readWaitMs)) throw new Error(`${what}: not connected to Redis within ${readWaitMs} ms`)
+    if (!await waitReady(reader, readWaitMs)) throw new Error(`${what}: not connected to Redis within ${readWaitMs} ms`)
   }
 
   return {
@@ -144,16 +156,16 @@ export function createRedisHistory (client: Redis | Cluster, opts: RedisHistoryO
       const shadow: ShadowCell[] = []
       const commands = [
         ...batch.usage.flatMap((cell) => usageCommands(cell, usage)),
-        ...batch.shadow.flatMap((cell) => shadowCommands(cell, shadow))
+        ...shadowCommands(batch.shadow, shadow)
       ]
       if (commands.length > 0) await send(commands)
-      // A cell's failed commands each came back: one cell per consumer and day (plan, consumer and hour) again.
+      // A usage cell's failed commands each came back: one cell per consumer and day again.
       return mergeBatches([{ usage, shadow }], { day: () => true, hour: () => true })
     },
     async usage (consumerId, fromDay, toDay) {
       await connected('usage history read')
       const months = [...new Set(daysFrom(fromDay, toDay, () => undefined).map((d) => monthOf(d.day).month))]
-      const hashes = new Map(await within(Promise.all(months.map(async (month) => [month, await client.hgetall(usageKey(consumerId, month))] as const)), readWaitMs, 'usage history read'))
+      const hashes = new Map(await within(Promise.all(months.map(async (month) => [month, await reader.hgetall(usageKey(consumerId, month))] as const)), readWaitMs, 'usage history read'))
       return daysFrom(fromDay, toDay, (day) => {
         const { month, dayOfMonth } = monthOf(day)
         const hash = hashes.get(month)
@@ -161,27 +173,18 @@ export function createRedisHistory (client: Redis | Cluster, opts: RedisHistoryO
         return { admitted: Number(hash?.[`${dd}a`] ?? 0), rejected: Number(hash?.[`${dd}r`] ?? 0) }
       })
     },
-    async shadow (plan, fromHour, toHour) {
+    async shadow (plan, fromHour, toHour, top) {
       await connected('shadow records read')
       const hours = Array.from({ length: toHour - fromHour + 1 }, (_, i) => fromHour + i)
-      const keys = (part: ShadowPart): string[] => hours.map((hour) => shadowKey(plan, hour, part))
-      const [n, a, f, l] = await within(Promise.all([
-        client.zunion(hours.length, keys('n'), 'WITHSCORES'),
-        client.zunion(hours.length, keys('a'), 'WITHSCORES'),
-        client.zunion(hours.length, keys('f'), 'AGGREGATE', 'MIN', 'WITHSCORES'),
-        client.zunion(hours.length, keys('l'), 'AGGREGATE', 'MAX', 'WITHSCORES')
-      ]), readWaitMs, 'shadow records read')
-      const [admitted, first, last] = [scores(a), scores(f), scores(l)]
-      const records: ShadowRecord[] = []
-      for (const [consumerId, rejections] of scores(n)) {
-        records.push({ consumerId, rejections, admitted: admitted.get(consumerId) ?? 0, first: first.get(consumerId) ?? 0, last: last.get(consumerId) ?? 0 })
-      }
-      return records
+      return await within(readShadow(reader, plan, hours, Math.min(top, keep), keep), readWaitMs, 'shadow records read')
     },
     async close () {
       // QUIT waits for the replies before it; a Redis that does not answer gets the connection dropped.
-      await settlesWithin(client.quit(), readWaitMs)
-      client.disconnect()
+      const clients = reader === client ? [client] : [client, reader]
+      await Promise.all(clients.map(async (c) => {
+        await settlesWithin(c.quit(), readWaitMs)
+        c.disconnect()
+      }))
     }
   }
 }

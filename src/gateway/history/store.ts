@@ -9,6 +9,12 @@ import type { Batch } from './tally.js'
 export const USAGE_HISTORY_DAYS = 35
 /** Hours of shadow records served: the last 24 h, the oldest hour counted whole (so 24 to 25 h). */
 export const SHADOW_WINDOW_HOURS = 24
+/**
+ * Consumers a plan's shadow records keep per UTC hour, the heaviest by rejections (and the most a
+ * read lists): an hour with more drops its lightest, so what a record costs, and what a read of the
+ * last 24 h reads, is bounded whatever the number of consumers (docs/decisions.md §15).
+ */
+export const SHADOW_KEEP_PER_HOUR = 1_000
 
 /** `shared`: one history for every gateway on the same Redis; `process`: this process's own, since it started. */
 export type HistoryScope = 'shared' | 'process'
@@ -32,6 +38,20 @@ export interface ShadowRecord {
 
 export type ShadowCounts = Omit<ShadowRecord, 'consumerId'>
 
+/** A plan's shadow rejections over some hours: the totals, and the consumers with the most. */
+export interface ShadowSummary {
+  /** Consumers with a shadow rejection in those hours; an estimate (±1 %) when `complete` is false. */
+  readonly consumers: number
+  /** Every shadow rejection in those hours. */
+  readonly rejections: number
+  /** False when an hour had more consumers than its records keep (SHADOW_KEEP_PER_HOUR) and dropped its lightest. */
+  readonly complete: boolean
+  /** Rejections counted in `rejections` whose consumer was dropped from its hour's records (0 when complete). */
+  readonly untracked: number
+  /** The consumers with the most rejections, most first (ties: by id), at most the `top` asked for. */
+  readonly top: ShadowRecord[]
+}
+
 /** Two counts of one consumer's shadow rejections as one. */
 export function sumShadow (a: ShadowCounts, b: ShadowCounts): ShadowCounts {
   return { rejections: a.rejections + b.rejections, admitted: a.admitted + b.admitted, first: Math.min(a.first, b.first), last: Math.max(a.last, b.last) }
@@ -43,8 +63,11 @@ export interface HistoryStore {
   write: (batch: Batch) => Promise<Batch>
   /** The consumer's counts for each day from `fromDay` to `toDay`, in order; 0 for a day without any. */
   usage: (consumerId: string, fromDay: number, toDay: number) => Promise<UsageDay[]>
-  /** Every consumer with shadow rejections under `plan` in the hours `fromHour` … `toHour`, summed over them, any order. */
-  shadow: (plan: string, fromHour: number, toHour: number) => Promise<ShadowRecord[]>
+  /**
+   * `plan`'s shadow rejections in the hours `fromHour` … `toHour`: totals, and the `top` consumers
+   * with the most, each summed over those hours. Reads at most SHADOW_KEEP_PER_HOUR consumers per hour.
+   */
+  shadow: (plan: string, fromHour: number, toHour: number, top: number) => Promise<ShadowSummary>
   close: () => Promise<void>
 }
 

@@ -112,6 +112,10 @@ export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlug
 
   app.addHook('onRequest', async function limitRequest (request: FastifyRequest) {
     const consumer = request.consumer
+    // The public documents (openapi/plugin.ts) are outside the anonymous limit, so failed keys' 401s
+    // never cost a newcomer the docs page: cached and cheap, they are bounded by the connection caps
+    // and load shedding instead (docs/decisions.md §1). With a valid key they count as before.
+    if (consumer === null && request.routeOptions.config.public === true) return
     const id = limiterId(consumer, request.ip, request.snapshot.anonymous.ipv6Prefix)
     let limits: Limits
     let ban: BanPolicy | null

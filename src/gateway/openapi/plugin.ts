@@ -1,9 +1,10 @@
-// The two public documents of docs/decisions.md §1 on the public port, without a key (counted under
-// the anonymous policy like any unauthenticated request): the OpenAPI description at
-// /v1/openapi.json, built once per config snapshot, and the docs page at /docs (/docs/ redirects to
-// it), Swagger UI served from the swagger-ui-dist package (no CDN). A cold page load costs 4 requests
-// of the anonymous budget (page, stylesheet, script, description); the assets are immutable, so a
-// reload costs 2.
+// The two public documents of docs/decisions.md §1 on the public port, without a key: the OpenAPI
+// description at /v1/openapi.json, built once per config snapshot, and the docs page at /docs
+// (/docs/ redirects to it), Swagger UI served from the swagger-ui-dist package (no CDN). Without a
+// valid key they are outside the anonymous limit (the limiter skips routes marked `public`), so the
+// 401s of failed keys never cost a newcomer the docs page; held in memory, they cost less than a 429
+// and are bounded by the connection caps and load shedding. A cold page load is 4 requests (page,
+// stylesheet, script, description); the assets are immutable, so a reload is 2.
 import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
@@ -107,7 +108,7 @@ function sendAsset (request: FastifyRequest, reply: FastifyReply, asset: Asset):
 }
 
 async function publicDocuments (scope: FastifyInstance, opts: OpenApiPluginOptions): Promise<void> {
-  // Everything in this scope, 405 answers included, is public: no 401, counted per client IP.
+  // Everything in this scope, 405 answers included, is public: no 401, and without a valid key not limited.
   scope.addHook('onRoute', function markPublic (route) {
     route.config = { ...route.config, public: true }
   })

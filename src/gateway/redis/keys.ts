@@ -20,7 +20,12 @@ export function usageKey (consumerId: string, month: string): string {
   return `${KEY_PREFIX}{${consumerId}}:u:${month}`
 }
 
-export type ShadowPart = 'n' | 'a' | 'f' | 'l'
+/**
+ * The parts of one plan's shadow records for one hour (history/shadow-script.ts writes them): `n`
+ * rejections, `a` of those admitted, `f` / `l` first and last (sorted sets, the hour's heaviest
+ * consumers only), `t` the hour's totals (hash), `h` every consumer of the hour (HyperLogLog).
+ */
+export type ShadowPart = 'n' | 'a' | 'f' | 'l' | 't' | 'h'
 
 /** Shadow records of one plan and UTC hour: `rl:{shadow:free}:527040:n`. */
 export function shadowKey (plan: string, hour: number, part: ShadowPart): string {

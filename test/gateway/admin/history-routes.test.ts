@@ -112,6 +112,8 @@ t.test('GET /admin/plans/:plan/shadow: exactly the consumers over the shadow lim
     until: new Date(clock).toISOString(),
     consumers: 1,
     rejections: 4,
+    complete: true,
+    untracked: 0,
     top: [{ consumerId: 'acme', rejections: 4, admitted: 4, first: new Date(firstAt).toISOString(), last: new Date(lastAt).toISOString() }]
   })
   t.same((await admin(gw, '/admin/plans/pro/shadow')).body.top, [], 'a plan without a shadow lists no one')

@@ -36,9 +36,11 @@ t.test('a Cluster: one flush of 60 consumers spread over every master, read back
   for (const [i, id] of ids.entries()) {
     t.same(await history.usage(id, dayOf(NOW), dayOf(NOW)), [{ day: dayOf(NOW), admitted: i + 1, rejected: i % 2 }], id)
   }
-  const records = await history.shadow('free', hourOf(NOW) - 24, hourOf(NOW))
-  t.equal(records.length, 60)
-  t.equal(records.reduce((sum, r) => sum + r.rejections, 0), (60 * 61) / 2)
+  const summary = await history.shadow('free', hourOf(NOW) - 24, hourOf(NOW), 100)
+  t.equal(summary.consumers, 60)
+  t.equal(summary.rejections, (60 * 61) / 2)
+  t.equal(summary.top.length, 60)
+  t.same(summary.top[0], { consumerId: 'tenant-59', rejections: 60, admitted: 60, first: hourOf(NOW) * HOUR_MS, last: hourOf(NOW) * HOUR_MS + 1 })
 })
 
 t.test('in process memory: what is older than the days and hours served is dropped', async (t) => {
@@ -50,15 +52,16 @@ t.test('in process memory: what is older than the days and hours served is dropp
     shadow: [shadowCell('acme', hourOf(NOW) - 24, 2), shadowCell('acme', hourOf(NOW), 3)]
   })
   t.same(await history.usage('acme', today - USAGE_HISTORY_DAYS + 1, today - USAGE_HISTORY_DAYS + 1), [{ day: today - USAGE_HISTORY_DAYS + 1, admitted: 5, rejected: 0 }])
-  t.same((await history.shadow('free', hourOf(NOW) - 24, hourOf(NOW)))[0]?.rejections, 5)
+  t.same((await history.shadow('free', hourOf(NOW) - 24, hourOf(NOW), 5)).top[0]?.rejections, 5)
 
   clock = NOW + DAY_MS
   await history.write({ usage: [], shadow: [] })
   const oldest = today - USAGE_HISTORY_DAYS + 1
   t.same(await history.usage('acme', oldest, oldest), [{ day: oldest, admitted: 0, rejected: 0 }], 'the 36th day back is gone')
   t.same(await history.usage('acme', today, today), [{ day: today, admitted: 7, rejected: 0 }], 'a day still served stays')
-  const shadow = await history.shadow('free', hourOf(NOW) - 48, hourOf(NOW))
-  t.same(shadow.map((r) => r.rejections), [3], 'the hour now 48 h old is gone, even when asked for; the one 24 h old stays')
+  const shadow = await history.shadow('free', hourOf(NOW) - 48, hourOf(NOW), 5)
+  t.same(shadow.top.map((r) => r.rejections), [3], 'the hour now 48 h old is gone, even when asked for; the one 24 h old stays')
+  t.match(shadow, { consumers: 1, rejections: 3 })
   await history.close()
   t.same(await history.usage('acme', today, today), [{ day: today, admitted: 0, rejected: 0 }], 'closed: nothing kept')
 })

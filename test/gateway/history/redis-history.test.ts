@@ -55,8 +55,8 @@ t.test('decisions either side of midnight (and of a month\'s end) land in their 
   const expireAt = Number(await redis.cli('EXPIRETIME', usageKey('acme', '203001')))
   t.equal(expireAt, (day('2030-02-01') + USAGE_KEY_KEEP_DAYS) * 86_400, 'January\'s hash expires 40 days after the month ends')
 
-  const shadow = await history.shadow('free', hourOf(midnight) - 24, hourOf(midnight))
-  t.same(shadow, [{ consumerId: 'acme', rejections: 2, admitted: 1, first: midnight - 10, last: midnight + 200 }],
+  const shadow = await history.shadow('free', hourOf(midnight) - 24, hourOf(midnight), 20)
+  t.same(shadow, { consumers: 1, rejections: 2, complete: true, untracked: 0, top: [{ consumerId: 'acme', rejections: 2, admitted: 1, first: midnight - 10, last: midnight + 200 }] },
     'shadow 2: the rejected request with 60 before it and the third request after midnight; the first and the last of them')
 })
 
@@ -74,7 +74,7 @@ t.test('two processes\' flushes add up; first and last stay the earliest and lat
   await b.write(tb.drain())
   await a.write(ta.drain())
   t.same(await a.usage('bob', dayOf(now), dayOf(now)), [{ day: dayOf(now), admitted: 3, rejected: 1 }])
-  t.same(await b.shadow('free', hourOf(now) - 24, hourOf(now)), [{ consumerId: 'bob', rejections: 4, admitted: 3, first: now + 1_000, last: now + 9_000 }])
+  t.same((await b.shadow('free', hourOf(now) - 24, hourOf(now), 20)).top, [{ consumerId: 'bob', rejections: 4, admitted: 3, first: now + 1_000, last: now + 9_000 }])
   t.ok(Number(await redis.cli('TTL', shadowKey('free', hourOf(now), 'n'))) > 0, 'shadow sets expire')
 })
 

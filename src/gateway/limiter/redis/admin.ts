@@ -7,7 +7,7 @@
 // published (classic pub/sub, which a Cluster broadcasts), so every process drops its cached ban and
 // what it held for the id.
 import { Cluster, type Redis } from 'ioredis'
-import type { RedisClient } from '../../redis/connection.js'
+import { waitReady, type RedisClient } from '../../redis/connection.js'
 import { dayKey, limiterKey } from '../../redis/keys.js'
 import type { Ask, BanEntry, ConsumeResult, StoreAdmin } from '../store.js'
 import { newAccount } from './account.js'
@@ -46,7 +46,8 @@ export function createRedisAdmin (client: RedisClient, timeoutMs = DEFAULT_ADMIN
   const port = ioredisPort(admin)
   let subscriber: RedisClient | undefined
 
-  const bounded = <T>(call: () => Promise<T>): Promise<T> => withinBudget(call(), timeoutMs)
+  // The connection may still be coming up (a CLI's first call): wait for it within the same budget.
+  const bounded = <T>(call: () => Promise<T>): Promise<T> => withinBudget(waitReady(admin, timeoutMs).then(call), timeoutMs)
 
   async function redisNow (): Promise<number> {
     const [seconds, micros] = await admin.time()
