@@ -25,7 +25,7 @@ const CHUNK = 1_000
 const DECISION: RateLimitDecision = {
   allowed: true, outcome: 'ok', policy: 'enterprise', window: 'minute', limit: 1_000_000, remaining: 999_999, reset: 0,
   retryAfter: undefined, banStarted: false, resetIn: 60, policyField: '', rejectedBy: undefined, now: 0, shadowRejectedBy: undefined,
-  source: 'store'
+  source: 'store', cost: 1, overage: 0, overageUnits: 0
 }
 const create = channel('undici:request:create')
 const sendHeaders = channel('undici:client:sendHeaders')

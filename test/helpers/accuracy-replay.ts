@@ -51,7 +51,7 @@ const models: Model[] = [
       const limits = limitsFor(spec, limit)
       return async (t) => {
         clock.now = t
-        return (await store.consume('replay', { limits, ban: null, cost: 1, monthLimit: 0 })).outcome === 'ok'
+        return (await store.consume('replay', { limits, ban: null, cost: 1, monthLimit: 0, overage: false })).outcome === 'ok'
       }
     }
   },
@@ -98,7 +98,7 @@ function scriptAdmit (spec: WindowSpec, limit: number, vm: LuaVm): AdmitBatch {
   const world = new World(1, 0)
   const redis = new SimRedis(world, 0, vm)
   const { perMinute, perDay } = limitsFor(spec, limit)
-  const entry = { key: 'rl:{replay}', minuteLimit: perMinute, dayLimit: perDay, monthLimit: 0, cost: 1, extra: 0, reserve: 0, write: true, ban: null, adjustments: [] }
+  const entry = { key: 'rl:{replay}', minuteLimit: perMinute, dayLimit: perDay, monthLimit: 0, monthSoft: false, cost: 1, extra: 0, reserve: 0, write: true, ban: null, adjustments: [] }
   return (t, n) => {
     world.now = t
     const e = { ...entry, requests: n }

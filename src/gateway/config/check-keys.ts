@@ -2,7 +2,7 @@
 // real expiry dates, the plan each key names (it must exist; a custom plan needs the key's own
 // limits), limits that hold together (a shadow included), and one consumer's credentials agreeing on
 // plan and limits.
-import { checkShadow, limitsText, sameLimits, type ShadowEntry } from './limits.js'
+import { checkShadow, limitsText, monthCoversDay, sameLimits, type ShadowEntry } from './limits.js'
 import { ALL_SCOPES, type KeyRecord, type Limits, type Scope } from './types.js'
 
 /** One entry of keys.yaml, as its schema allows it. */
@@ -12,7 +12,7 @@ export interface KeyEntry {
   consumer?: string
   plan: string
   /** The key's own limits: they replace its plan's, shadow included. */
-  limits?: { perMinute: number, perDay: number, shadow?: ShadowEntry }
+  limits?: { perMinute: number, perDay: number, perMonth?: number, shadow?: ShadowEntry }
   disabled?: boolean
   expiresAt?: string
   scopes?: Scope[]
@@ -21,7 +21,7 @@ export interface KeyEntry {
 /** What plans.yaml says of one plan name: its limits, limits from each key, or a plan that is there but itself invalid. */
 export type PlanState =
   | { readonly kind: 'fixed', readonly limits: Limits }
-  | { readonly kind: 'custom' }
+  | { readonly kind: 'custom', readonly overage: boolean }
   | { readonly kind: 'invalid' }
 
 /** Collects problems (the loader's ProblemList). */
@@ -65,10 +65,15 @@ export function checkKeys (entries: readonly KeyEntry[], plans: ReadonlyMap<stri
     }
     let limits: Limits | undefined
     if (key.limits !== undefined) {
-      const enforced = { perMinute: key.limits.perMinute, perDay: key.limits.perDay }
+      // A key's own month quota takes its plan's overage rule (overage: allow on the custom plan).
+      const plan = plans?.get(key.plan)
+      const overage = plan?.kind === 'custom' ? plan.overage : plan?.kind === 'fixed' ? plan.limits.overage === true : false
+      const enforced: Limits = { perMinute: key.limits.perMinute, perDay: key.limits.perDay, ...(key.limits.perMonth === undefined ? {} : { perMonth: key.limits.perMonth, overage }) }
       limits = enforced
       if (enforced.perDay < enforced.perMinute) {
         problems.add(`${at}.limits: perDay (${enforced.perDay}) must be at least perMinute (${enforced.perMinute}): a day holds every minute's requests`)
+        ok = false
+      } else if (!monthCoversDay(`${at}.limits`, enforced, problems)) {
         ok = false
       } else if (key.limits.shadow !== undefined) {
         const shadow = checkShadow(`${at}.limits.shadow`, key.limits.shadow, enforced, problems)

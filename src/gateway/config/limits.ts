@@ -9,6 +9,7 @@ import type { Limits, ShadowLimits } from './types.js'
 export interface ShadowEntry {
   perMinute?: number
   perDay?: number
+  perMonth?: number
   announce?: boolean
 }
 
@@ -17,13 +18,13 @@ interface Problems { add: (problem: string) => void }
 
 export function sameShadow (a: ShadowLimits | undefined, b: ShadowLimits | undefined): boolean {
   if (a === undefined || b === undefined) return a === b
-  return a.perMinute === b.perMinute && a.perDay === b.perDay && a.announce === b.announce
+  return a.perMinute === b.perMinute && a.perDay === b.perDay && a.perMonth === b.perMonth && a.announce === b.announce
 }
 
 /** Same enforced limits and same shadow. */
 export function sameLimits (a: Limits | undefined, b: Limits | undefined): boolean {
   if (a === undefined || b === undefined) return a === b
-  return a.perMinute === b.perMinute && a.perDay === b.perDay && sameShadow(a.shadow, b.shadow)
+  return a.perMinute === b.perMinute && a.perDay === b.perDay && a.perMonth === b.perMonth && (a.overage === true) === (b.overage === true) && sameShadow(a.shadow, b.shadow)
 }
 
 /** `60/min, 30/min shadow, 1000/day` — the enforced limits and what is rehearsed beside them. */
@@ -31,7 +32,16 @@ export function limitsText (limits: Limits): string {
   const shadow = limits.shadow
   const minute = shadow?.perMinute === undefined ? '' : `, shadow ${shadow.perMinute}/min`
   const day = shadow?.perDay === undefined ? '' : `, shadow ${shadow.perDay}/day`
-  return `${limits.perMinute}/min${minute}, ${limits.perDay}/day${day}${shadow?.announce === true ? ', announced' : ''}`
+  const month = limits.perMonth === undefined ? '' : `, ${limits.perMonth}/month${limits.overage === true ? ' (overage allowed)' : ''}`
+  const shadowMonth = shadow?.perMonth === undefined ? '' : `, shadow ${shadow.perMonth}/month`
+  return `${limits.perMinute}/min${minute}, ${limits.perDay}/day${day}${month}${shadowMonth}${shadow?.announce === true ? ', announced' : ''}`
+}
+
+/** `where`: perMonth (…) must be at least perDay (…), when it is not. */
+export function monthCoversDay (where: string, limits: Limits, problems: Problems): boolean {
+  if (limits.perMonth === undefined || limits.perMonth >= limits.perDay) return true
+  problems.add(`${where}: perMonth (${limits.perMonth}) must be at least perDay (${limits.perDay}): a month holds every day's requests`)
+  return false
 }
 
 /**
@@ -44,12 +54,13 @@ export function checkShadow (where: string, entry: ShadowEntry, enforced: Limits
     problems.add(`${where}: a custom plan has no limits of its own for a shadow to rehearse against: give each key's limits a shadow instead`)
     return undefined
   }
-  if (entry.perMinute === undefined && entry.perDay === undefined) {
-    problems.add(`${where}: needs perMinute or perDay (or both): the limits to rehearse`)
+  if (entry.perMinute === undefined && entry.perDay === undefined && entry.perMonth === undefined) {
+    problems.add(`${where}: needs perMinute, perDay or perMonth: the limits to rehearse`)
     return undefined
   }
   let ok = true
-  for (const [field, value, limit] of [['perMinute', entry.perMinute, enforced.perMinute], ['perDay', entry.perDay, enforced.perDay]] as const) {
+  // A shadow perMonth may rehearse a quota the plan does not have yet.
+  for (const [field, value, limit] of [['perMinute', entry.perMinute, enforced.perMinute], ['perDay', entry.perDay, enforced.perDay], ['perMonth', entry.perMonth, enforced.perMonth ?? Infinity]] as const) {
     if (value === undefined || value < limit) continue
     ok = false
     problems.add(value === limit
@@ -62,5 +73,10 @@ export function checkShadow (where: string, entry: ShadowEntry, enforced: Limits
     ok = false
     problems.add(`${where}: perDay (${day}) must be at least perMinute (${minute}) once the shadow applies: a day holds every minute's requests`)
   }
-  return ok ? { perMinute: entry.perMinute, perDay: entry.perDay, announce: entry.announce === true } : undefined
+  const month = entry.perMonth ?? enforced.perMonth
+  if (ok && month !== undefined && month < day) {
+    ok = false
+    problems.add(`${where}: perMonth (${month}) must be at least perDay (${day}) once the shadow applies: a month holds every day's requests`)
+  }
+  return ok ? { perMinute: entry.perMinute, perDay: entry.perDay, ...(entry.perMonth === undefined ? {} : { perMonth: entry.perMonth }), announce: entry.announce === true } : undefined
 }

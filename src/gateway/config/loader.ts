@@ -11,7 +11,7 @@ import { LineCounter, parseDocument } from 'yaml'
 import { DEFAULT_IPV6_PREFIX } from '../edge/client-address.js'
 import { checkKeys, toMillis, type KeyEntry, type PlanState } from './check-keys.js'
 import { parseCanonicalKeys } from './keys-fast-path.js'
-import { checkShadow, type ShadowEntry } from './limits.js'
+import { checkShadow, monthCoversDay, type ShadowEntry } from './limits.js'
 import { keysFileSchema, planEntrySchema, plansFileSchema, routesFileSchema } from './schema.js'
 import type { AnonymousPolicy, BanPolicy, ConfigSnapshot, KeyRecord, Limits, RouteRule } from './types.js'
 
@@ -60,7 +60,7 @@ const validators: Record<ConfigFileName, ValidateFunction> = {
 }
 const validPlanEntry = ajv.compile(planEntrySchema)
 
-interface PlanEntry { perMinute?: number, perDay?: number, custom?: true, shadow?: ShadowEntry }
+interface PlanEntry { perMinute?: number, perDay?: number, perMonth?: number, overage?: 'allow' | 'block', custom?: true, shadow?: ShadowEntry }
 interface PlansFile {
   plans: Record<string, PlanEntry>
   anonymous: Limits & { ipv6Prefix?: number }
@@ -68,7 +68,7 @@ interface PlansFile {
 }
 interface KeysFile { keys: KeyEntry[] }
 interface RoutesFile {
-  routes: Array<{ method: string, path: string, deprecated?: { since: string, sunset: string, successor?: string }, stability?: 'experimental' | 'beta' }>
+  routes: Array<{ method: string, path: string, deprecated?: { since: string, sunset: string, successor?: string }, stability?: 'experimental' | 'beta', cost?: number }>
 }
 
 /** A config that passed every check, as plain data: what a worker thread sends back (see buildSnapshot). */
@@ -171,12 +171,18 @@ function checkPlans (data: unknown, problems: ProblemList): Map<string, PlanStat
     }
     const plan = entry as PlanEntry
     const at = `plans.yaml: plans.${name}`
-    if (plan.custom === true && plan.perMinute === undefined && plan.perDay === undefined) {
+    const overage = plan.overage === 'allow'
+    if (plan.custom === true && plan.perMinute === undefined && plan.perDay === undefined && plan.perMonth === undefined) {
       const shadowOk = plan.shadow === undefined || checkShadow(`${at}.shadow`, plan.shadow, undefined, problems) !== undefined
-      plans.set(name, shadowOk ? { kind: 'custom' } : { kind: 'invalid' })
+      plans.set(name, shadowOk ? { kind: 'custom', overage } : { kind: 'invalid' })
     } else if (plan.custom === undefined && plan.perMinute !== undefined && plan.perDay !== undefined) {
-      const enforced = { perMinute: plan.perMinute, perDay: plan.perDay }
-      if (!checkDayCoversMinute(at, enforced, problems)) {
+      const enforced: Limits = { perMinute: plan.perMinute, perDay: plan.perDay, ...(plan.perMonth === undefined ? {} : { perMonth: plan.perMonth, overage }) }
+      if (overage && plan.perMonth === undefined) {
+        problems.add(`${at}.overage: allow needs a perMonth: overage is what is admitted past the month's quota`)
+        plans.set(name, { kind: 'invalid' })
+        continue
+      }
+      if (!checkDayCoversMinute(at, enforced, problems) || !monthCoversDay(at, enforced, problems)) {
         plans.set(name, { kind: 'invalid' })
         continue
       }
@@ -185,7 +191,7 @@ function checkPlans (data: unknown, problems: ProblemList): Map<string, PlanStat
       else plans.set(name, { kind: 'fixed', limits: shadow === undefined ? enforced : { ...enforced, shadow } })
     } else {
       plans.set(name, { kind: 'invalid' })
-      problems.add(`${at}: needs perMinute and perDay, or custom: true (not both)`)
+      problems.add(`${at}: needs perMinute and perDay (perMonth optional), or custom: true (not both)`)
     }
   }
   return plans
@@ -228,7 +234,7 @@ function checkRoutes (routesFile: RoutesFile, problems: ProblemList): RouteRule[
       }
       deprecated = { since, sunset, successor: r.deprecated.successor }
     }
-    routes.push({ method: r.method, path: r.path, deprecated, stability: r.stability })
+    routes.push({ method: r.method, path: r.path, deprecated, stability: r.stability, cost: r.cost ?? 1 })
   })
   return routes
 }

@@ -11,6 +11,10 @@ const isoDate = '^\\d{4}-\\d{2}-\\d{2}(T\\d{2}:\\d{2}(:\\d{2}(\\.\\d+)?)?(Z|[+-]
 export const MAX_PER_MINUTE = 1_000_000_000
 /** Requests per rolling day: exact as a double (Lua and JavaScript) and written by JavaScript as plain digits. */
 export const MAX_PER_DAY = 1_000_000_000_000
+/** Units per calendar month: exact as a double in Lua and JavaScript, written by JavaScript as plain digits. */
+export const MAX_PER_MONTH = 10_000_000_000_000
+/** Units one request of a route may cost. */
+export const MAX_COST = 1_000_000
 /** 429s within the ban window before a ban: each consumer keeps a ring of this many + 1 timestamps. */
 export const MAX_BAN_THRESHOLD = 1_000_000
 /**
@@ -40,12 +44,13 @@ const shadow = {
   properties: {
     perMinute: limits.properties.perMinute,
     perDay: limits.properties.perDay,
+    perMonth: { type: 'integer', minimum: 1, maximum: MAX_PER_MONTH },
     announce: { type: 'boolean' }
   }
 } as const
 
-/** A key's own limits, which may carry a shadow. */
-const keyLimits = { ...limits, properties: { ...limits.properties, shadow } } as const
+/** A key's own limits, which may carry a month quota and a shadow. */
+const keyLimits = { ...limits, properties: { ...limits.properties, perMonth: shadow.properties.perMonth, shadow } } as const
 
 const banSeconds = { type: 'integer', minimum: 1, maximum: MAX_BAN_SECONDS } as const
 
@@ -56,6 +61,9 @@ export const planEntrySchema = {
   properties: {
     perMinute: limits.properties.perMinute,
     perDay: limits.properties.perDay,
+    perMonth: shadow.properties.perMonth,
+    // Past perMonth: `allow` admits and counts the overage (billed), `block` answers quota_exceeded.
+    overage: { enum: ['allow', 'block'] },
     custom: { const: true },
     shadow
   }
@@ -137,7 +145,8 @@ export const routesFileSchema = {
               successor: { type: 'string', pattern: '^/' }
             }
           },
-          stability: { enum: ['experimental', 'beta'] }
+          stability: { enum: ['experimental', 'beta'] },
+          cost: { type: 'integer', minimum: 1, maximum: MAX_COST }
         }
       }
     }

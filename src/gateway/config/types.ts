@@ -2,6 +2,10 @@
 export interface Limits {
   readonly perMinute: number
   readonly perDay: number
+  /** Units per calendar month (UTC, from 00:00 on the 1st); undefined: no month quota. */
+  readonly perMonth?: number | undefined
+  /** Past perMonth: admit and count the overage (`overage: allow`), instead of `quota_exceeded`. */
+  readonly overage?: boolean | undefined
   /** Limits being rehearsed: every decision's counts are compared with them too, nothing is enforced (docs/decisions.md §15). */
   readonly shadow?: ShadowLimits | undefined
 }
@@ -13,6 +17,7 @@ export interface Limits {
 export interface ShadowLimits {
   readonly perMinute: number | undefined
   readonly perDay: number | undefined
+  readonly perMonth?: number | undefined
   /** Adds them to `RateLimit-Policy` as the next policy, so clients can adapt before enforcement. */
   readonly announce: boolean
 }
@@ -59,6 +64,8 @@ export interface Deprecation {
 export interface RouteRule {
   readonly method: string
   readonly path: string
+  /** Units a request of this route spends in every window (routes.yaml `cost`, default 1). */
+  readonly cost: number
   readonly deprecated: Deprecation | undefined
   readonly stability: 'experimental' | 'beta' | undefined
 }

@@ -6,7 +6,7 @@ import type { Limits } from '../config/types.js'
 import type { DecisionSource, RateLimitDecision, WindowName } from './decision.js'
 import { policyField } from './headers.js'
 import { shadowRejection } from './shadow.js'
-import type { ConsumeResult } from './store.js'
+import type { ConsumeResult, WindowState } from './store.js'
 
 /** STORE_ON_ERROR=closed: the 503's Retry-After and reset, in seconds. */
 export const DEFAULT_UNAVAILABLE_RETRY_SECONDS = 1
@@ -16,40 +16,64 @@ export function secondsUntil (ms: number, now: number): number {
   return Math.max(1, Math.ceil((ms - now) / 1000))
 }
 
-/** An admitted or rate-limited answer: the binding window is the one with fewest remaining (ties → the minute). */
-export function decide (result: ConsumeResult, limits: Limits, policy: string): RateLimitDecision {
-  const minuteLeft = Math.max(0, limits.perMinute - result.minute.count)
-  const dayLeft = Math.max(0, limits.perDay - result.day.count)
-  const window: WindowName = dayLeft < minuteLeft ? 'day' : 'minute'
-  const state = window === 'minute' ? result.minute : result.day
-  const reset = Math.ceil(state.resetAt / 1000)
+interface Window { readonly name: WindowName, readonly limit: number, readonly state: WindowState }
+
+/** The windows a decision reports: minute, day, and the month when a quota is enforced. */
+function windowsOf (result: ConsumeResult, limits: Limits): Window[] {
+  const windows: Window[] = [{ name: 'minute', limit: limits.perMinute, state: result.minute }, { name: 'day', limit: limits.perDay, state: result.day }]
+  if (limits.perMonth !== undefined && result.month !== undefined) windows.push({ name: 'month', limit: limits.perMonth, state: result.month })
+  return windows
+}
+
+/**
+ * An admitted or refused answer. The binding window is the one with fewest remaining (ties → the
+ * shorter; a month whose overage is allowed never binds). A refusal is `quota_exceeded` whenever the
+ * month refuses, else `rate_limited`; Retry-After waits until every window that refuses has room.
+ */
+export function decide (result: ConsumeResult, limits: Limits, policy: string, cost = 1): RateLimitDecision {
+  const windows = windowsOf(result, limits)
+  let binding = windows[0]!
+  for (const w of windows) {
+    if (w.name === 'month' && limits.overage === true) continue
+    if (Math.max(0, w.limit - w.state.count) < Math.max(0, binding.limit - binding.state.count)) binding = w
+  }
+  const reset = Math.ceil(binding.state.resetAt / 1000)
   let retryAfter: number | undefined
   let rejectedBy: WindowName | undefined
+  let outcome: RateLimitDecision['outcome'] = result.outcome === 'ban_started' ? 'key_banned' : result.outcome
   if (result.outcome === 'rate_limited') {
-    rejectedBy = result.day.retryAt > result.minute.retryAt ? 'day' : 'minute'
-    retryAfter = secondsUntil(Math.max(result.minute.retryAt, result.day.retryAt), result.now)
+    let latest = windows[0]!
+    for (const w of windows) if (w.state.retryAt > latest.state.retryAt) latest = w
+    rejectedBy = latest.name
+    retryAfter = secondsUntil(latest.state.retryAt, result.now)
+    if (result.month !== undefined && result.month.retryAt > 0 && limits.overage !== true) outcome = 'quota_exceeded'
   }
+  const over = limits.overage === true && limits.perMonth !== undefined && result.month !== undefined ? Math.max(0, result.month.count - limits.perMonth) : 0
+  const remaining = Math.max(0, binding.limit - binding.state.count)
   return {
     allowed: result.outcome === 'ok',
-    outcome: result.outcome === 'ban_started' ? 'key_banned' : result.outcome,
+    outcome,
     policy,
-    window,
-    limit: window === 'minute' ? limits.perMinute : limits.perDay,
-    remaining: window === 'minute' ? minuteLeft : dayLeft,
+    window: binding.name,
+    limit: binding.limit,
+    remaining,
     reset,
     retryAfter,
     banStarted: result.outcome === 'ban_started',
     resetIn: Math.max(0, reset - Math.floor(result.now / 1000)),
-    policyField: policyField(limits),
+    policyField: policyField(limits, result.now),
     rejectedBy,
     now: result.now,
     shadowRejectedBy: limits.shadow === undefined ? undefined : shadowRejection(result, limits.shadow),
-    source: result.via ?? 'store'
+    source: result.via ?? 'store',
+    cost,
+    overage: over,
+    overageUnits: result.outcome === 'ok' ? Math.min(cost, over) : 0
   }
 }
 
 /** A banned consumer: nothing remaining until the ban ends, which is also the reset. */
-export function bannedDecision (until: number, now: number, limits: Limits, policy: string, banStarted: boolean, source: DecisionSource = 'store'): RateLimitDecision {
+export function bannedDecision (until: number, now: number, limits: Limits, policy: string, banStarted: boolean, source: DecisionSource = 'store', cost = 1): RateLimitDecision {
   const retryAfter = secondsUntil(until, now)
   return {
     allowed: false,
@@ -62,11 +86,14 @@ export function bannedDecision (until: number, now: number, limits: Limits, poli
     retryAfter,
     banStarted,
     resetIn: retryAfter,
-    policyField: policyField(limits),
+    policyField: policyField(limits, now),
     rejectedBy: undefined,
     now,
     shadowRejectedBy: undefined,
-    source
+    source,
+    cost,
+    overage: 0,
+    overageUnits: 0
   }
 }
 
@@ -77,7 +104,7 @@ export function unavailableHeaders (limits: Limits, now: number): Record<string,
     'x-ratelimit-limit': String(limits.perMinute),
     'x-ratelimit-remaining': '0',
     'x-ratelimit-reset': String(Math.ceil(now / 1000) + retry),
-    'ratelimit-policy': policyField(limits),
+    'ratelimit-policy': policyField(limits, now),
     ratelimit: `"minute";r=0;t=${retry}`,
     'retry-after': String(retry)
   }

@@ -2,12 +2,12 @@
 // metrics, logs, the usage history and shadow records).
 import type { KeyRecord } from '../config/types.js'
 
-export type WindowName = 'minute' | 'day'
+export type WindowName = 'minute' | 'day' | 'month'
 
 export interface RateLimitDecision {
   readonly allowed: boolean
-  /** `ok` admitted; `rate_limited` over a window; `key_banned` banned (now or before). */
-  readonly outcome: 'ok' | 'rate_limited' | 'key_banned'
+  /** `ok` admitted; `rate_limited` over a window; `quota_exceeded` the month's quota used up; `key_banned` banned (now or before). */
+  readonly outcome: 'ok' | 'rate_limited' | 'quota_exceeded' | 'key_banned'
   /** Plan name, or `anonymous` for requests counted per client IP. */
   readonly policy: string
   /** The binding window (fewest remaining; ties → the shorter window). */
@@ -32,6 +32,12 @@ export interface RateLimitDecision {
   readonly shadowRejectedBy: WindowName | undefined
   /** Where it was decided: a store call, units this process held (no call), the STORE_ON_ERROR policy, or a ban cached in this process. */
   readonly source: DecisionSource
+  /** Units spent by this request (its route's cost). */
+  readonly cost: number
+  /** `overage: allow`: units over the month's quota so far this month (0: within it). */
+  readonly overage: number
+  /** Of those, this admitted request's own (what gateway_quota_overage_total and the usage history add). */
+  readonly overageUnits: number
 }
 
 export type DecisionSource = 'store' | 'grant' | 'fallback' | 'ban-cache'

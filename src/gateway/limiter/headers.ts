@@ -1,25 +1,36 @@
 // The rate-limit response headers, written by the limiter's onSend hook on every public response.
-// The policy field depends only on the limits, so it is built once per limits object.
+// The policy field depends only on the limits (and, with a month quota, on the calendar month, whose
+// length is its window), so it is built once per limits object and month.
 import type { FastifyReply } from 'fastify'
 import type { Limits } from '../config/types.js'
 import type { RateLimitDecision } from './decision.js'
+import { calendarMonth } from './arithmetic.js'
 import { announcedPolicies } from './shadow.js'
 
-const policies = new WeakMap<Limits, string>()
-const RATELIMIT_PREFIX = { minute: '"minute";r=', day: '"day";r=' } as const
+const policies = new WeakMap<Limits, { month: number, field: string }>()
+const RATELIMIT_PREFIX = { minute: '"minute";r=', day: '"day";r=', month: '"month";r=' } as const
 
 /**
- * `RateLimit-Policy` per draft-ietf-httpapi-ratelimit-headers-10: quota and window of both policies,
+ * `RateLimit-Policy` per draft-ietf-httpapi-ratelimit-headers-10: quota and window of each policy —
+ * the month's window is the length in seconds of the calendar month (UTC) that holds `now` —
  * then the shadow limits as the next policies when the operator announces them (the draft allows
  * several policies; a client that knows none of these names ignores them).
  */
-export function policyField (limits: Limits): string {
-  let field = policies.get(limits)
-  if (field === undefined) {
-    field = `"minute";q=${limits.perMinute};w=60, "day";q=${limits.perDay};w=86400${announcedPolicies(limits.shadow)}`
-    policies.set(limits, field)
+export function policyField (limits: Limits, now: number): string {
+  const month = limits.perMonth === undefined ? -1 : calendarMonth(now).index
+  let cached = policies.get(limits)
+  if (cached === undefined || cached.month !== month) {
+    const quota = limits.perMonth === undefined ? '' : `, "month";q=${limits.perMonth};w=${monthSeconds(now)}`
+    cached = { month, field: `"minute";q=${limits.perMinute};w=60, "day";q=${limits.perDay};w=86400${quota}${announcedPolicies(limits.shadow)}` }
+    policies.set(limits, cached)
   }
-  return field
+  return cached.field
+}
+
+/** The length in seconds of the calendar month (UTC) that holds `now`. */
+function monthSeconds (now: number): number {
+  const d = new Date(now)
+  return (Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1) - Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1)) / 1000
 }
 
 export function setRateLimitHeaders (reply: FastifyReply, decision: RateLimitDecision): void {
@@ -28,4 +39,5 @@ export function setRateLimitHeaders (reply: FastifyReply, decision: RateLimitDec
   reply.header('x-ratelimit-reset', decision.reset)
   reply.header('ratelimit-policy', decision.policyField)
   reply.header('ratelimit', RATELIMIT_PREFIX[decision.window] + decision.remaining + ';t=' + decision.resetIn)
+  if (decision.overage > 0) reply.header('x-quota-overage', decision.overage)
 }

@@ -18,7 +18,8 @@ import { ANONYMOUS_PLAN } from '../../shared/labels.js'
 import { bannedDecision, decide, unavailableHeaders } from './decide.js'
 import type { DecisionRecorder } from './decision.js'
 import { setRateLimitHeaders } from './headers.js'
-import type { Ask, BanEntry, ConsumeResult, LimiterStore } from './store.js'
+import { askOf, type BanEntry, type ConsumeResult, type LimiterStore } from './store.js'
+import { routeCost } from './route-cost.js'
 import { evictionWarning, storeReport } from './store-health.js'
 import { createMemoryStore } from './memory/store.js'
 
@@ -120,7 +121,6 @@ export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlug
     let limits: Limits
     let ban: BanPolicy | null
     let policy: string
-    const cost = 1
     if (consumer === null) {
       limits = request.snapshot.anonymous
       ban = null
@@ -129,9 +129,12 @@ export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlug
       limits = consumer.limits
       ban = request.snapshot.ban
       policy = consumer.plan
+    }
+    const cost = routeCost(request.snapshot, request.routeOptions.url, request.method)
+    if (consumer !== null) {
       const cachedUntil = bans.get(id)
       if (cachedUntil !== undefined) {
-        const decision = bannedDecision(cachedUntil, now(), limits, policy, false, 'ban-cache')
+        const decision = bannedDecision(cachedUntil, now(), limits, policy, false, 'ban-cache', cost)
         request.rateLimit = decision
         recorder?.note(consumer, decision)
         throw gatewayErrors.keyBanned(decision.retryAfter ?? 1)
@@ -139,8 +142,7 @@ export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlug
     }
     let result: ConsumeResult
     try {
-      const ask: Ask = { limits, ban, cost, monthLimit: 0 }
-      result = await store.consume(id, ask)
+      result = await store.consume(id, askOf(limits, ban, cost))
     } catch {
       // Only the Redis store rejects: while Redis does not answer and STORE_ON_ERROR leaves nothing to admit from.
       throw gatewayErrors.limiterUnavailable(unavailableHeaders(limits, now()))
@@ -148,14 +150,15 @@ export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlug
     if (result.outcome === 'key_banned' || result.outcome === 'ban_started') {
       bans.remember(id, result)
       if (result.outcome === 'ban_started') banCount.refreshSoon()
-      const decision = bannedDecision(result.bannedUntil, result.now, limits, policy, result.outcome === 'ban_started', result.via)
+      const decision = bannedDecision(result.bannedUntil, result.now, limits, policy, result.outcome === 'ban_started', result.via, cost)
       request.rateLimit = decision
       if (consumer !== null) recorder?.note(consumer, decision)
       throw gatewayErrors.keyBanned(decision.retryAfter ?? 1)
     }
-    const decision = decide(result, limits, policy)
+    const decision = decide(result, limits, policy, cost)
     request.rateLimit = decision
     if (consumer !== null) recorder?.note(consumer, decision)
+    if (decision.outcome === 'quota_exceeded') throw gatewayErrors.quotaExceeded(decision.retryAfter ?? 1)
     if (!decision.allowed) throw gatewayErrors.rateLimited(decision.retryAfter ?? 1, decision.rejectedBy ?? decision.window)
   })
 

@@ -15,6 +15,7 @@ import type { ConsumeResult } from './store.js'
  */
 export function shadowRejection (result: ConsumeResult, shadow: ShadowLimits): WindowName | undefined {
   const own = result.outcome === 'ok' ? 1 : 0
+  if (shadow.perMonth !== undefined && result.month !== undefined && result.month.count - own >= shadow.perMonth) return 'month'
   if (shadow.perDay !== undefined && result.day.count - own >= shadow.perDay) return 'day'
   if (shadow.perMinute !== undefined && result.minute.count - own >= shadow.perMinute) return 'minute'
   return undefined
@@ -25,5 +26,6 @@ export function announcedPolicies (shadow: ShadowLimits | undefined): string {
   if (shadow?.announce !== true) return ''
   const minute = shadow.perMinute === undefined ? '' : `, "next-minute";q=${shadow.perMinute};w=60`
   const day = shadow.perDay === undefined ? '' : `, "next-day";q=${shadow.perDay};w=86400`
-  return minute + day
+  const month = shadow.perMonth === undefined ? '' : `, "next-month";q=${shadow.perMonth}`
+  return minute + day + month
 }

@@ -53,6 +53,8 @@ export interface Ask {
   readonly cost: number
   /** Units per calendar month (UTC); 0: no month limit. */
   readonly monthLimit: number
+  /** The month is counted but never refuses: overage allowed, or a quota only rehearsed (shadow). */
+  readonly overage: boolean
 }
 
 /** Ops on bans and windows (admin API, CLI): never answered from anything but the store itself. */
@@ -86,7 +88,11 @@ export interface LimiterStore {
   readonly close: () => Promise<void>
 }
 
-/** An ask of `limits` (a read of its windows when no ban policy and one unit). */
+/**
+ * An ask of `limits` (a read of its windows when no ban policy and one unit). A month is counted
+ * when a quota is enforced, or only rehearsed by a shadow (then it never refuses).
+ */
 export function askOf (limits: Limits, ban: BanPolicy | null = null, cost = 1): Ask {
-  return { limits, ban, cost, monthLimit: 0 }
+  const monthLimit = limits.perMonth ?? limits.shadow?.perMonth ?? 0
+  return { limits, ban, cost, monthLimit, overage: limits.perMonth === undefined || limits.overage === true }
 }

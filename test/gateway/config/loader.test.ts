@@ -20,7 +20,7 @@ t.test('the shipped config loads: four plans, anonymous policy, ban policy, rout
   t.same(snapshot.anonymous, { perMinute: 30, perDay: 300, ipv6Prefix: 64 })
   t.same(snapshot.ban, { threshold: 30, windowSeconds: 60, durationSeconds: 900, maxDurationSeconds: 86400 })
   t.same(snapshot.keysById.get('demo-enterprise')?.limits, { perMinute: 5000, perDay: 2000000 })
-  t.same(snapshot.routes[0], { method: 'GET', path: '/v1/pets/:petId', stability: undefined, deprecated: { since: Date.UTC(2026, 10, 21), sunset: Date.UTC(2030, 11, 5), successor: '/v1/pets' } })
+  t.same(snapshot.routes[0], { method: 'GET', path: '/v1/pets/:petId', stability: undefined, cost: 1, deprecated: { since: Date.UTC(2026, 10, 21), sunset: Date.UTC(2030, 11, 5), successor: '/v1/pets' } })
   t.equal(snapshot.routes[1]?.stability, 'experimental')
   t.ok(Object.isFrozen(snapshot))
   t.match(snapshot.version, /^[0-9a-f]{12}$/)
@@ -31,7 +31,7 @@ t.test('other shape and cross-entry problems are named by file, path and reason'
   const cases: Array<[string, Parameters<typeof configTexts>[0], string]> = [
     ['digest not hex', { 'keys.yaml': 'keys:\n  - { id: a, sha256: NOTHEX, plan: free }\n' }, 'keys.yaml: keys[0].sha256: must match pattern "^[0-9a-f]{64}$"'],
     ['missing field', { 'keys.yaml': `keys:\n  - { id: a, sha256: ${D1} }\n` }, 'keys.yaml: keys[0]: missing field "plan"'],
-    ['plan neither limited nor custom', { 'plans.yaml': 'plans:\n  free: { perMinute: 5 }\nanonymous: { perMinute: 1, perDay: 1 }\n', 'keys.yaml': 'keys: []\n' }, 'plans.yaml: plans.free: needs perMinute and perDay, or custom: true (not both)'],
+    ['plan neither limited nor custom', { 'plans.yaml': 'plans:\n  free: { perMinute: 5 }\nanonymous: { perMinute: 1, perDay: 1 }\n', 'keys.yaml': 'keys: []\n' }, 'plans.yaml: plans.free: needs perMinute and perDay (perMonth optional), or custom: true (not both)'],
     ['duplicate route', { 'routes.yaml': 'routes:\n  - { method: GET, path: /v1/pets }\n  - { method: GET, path: /v1/pets }\n' }, 'routes.yaml: routes[1]: duplicate route GET /v1/pets'],
     ['impossible date', { 'routes.yaml': 'routes:\n  - { method: GET, path: /v1/pets, deprecated: { since: 2030-13-45, sunset: 2031-01-01 } }\n' }, 'routes.yaml: routes[0].deprecated: since and sunset must be real dates']
   ]

@@ -79,7 +79,7 @@ t.test('config: a valid shadow is loaded (announce defaults to false); bad ones 
 
   t.match(configProblems({ 'plans.yaml': PLANS(', shadow: { perMinute: 60 }') }), [/plans\.free\.shadow\.perMinute: 60 equals the enforced perMinute/])
   t.match(configProblems({ 'plans.yaml': PLANS(', shadow: { perDay: 2000 }') }), [/plans\.free\.shadow\.perDay: 2000 is above the enforced perDay \(1000\)/])
-  t.match(configProblems({ 'plans.yaml': PLANS(', shadow: { announce: true }') }), [/plans\.free\.shadow: needs perMinute or perDay/])
+  t.match(configProblems({ 'plans.yaml': PLANS(', shadow: { announce: true }') }), [/plans\.free\.shadow: needs perMinute, perDay or perMonth/])
   t.match(configProblems({ 'plans.yaml': PLANS(', shadow: { perDay: 50 }') }), [/plans\.free\.shadow: perDay \(50\) must be at least perMinute \(60\) once the shadow applies/])
   t.match(configProblems({ 'plans.yaml': PLANS(', shadow: { perMinute: 0 }') }), [/plans\.free/], 'bounds like the enforced limits')
   t.match(configProblems({ 'plans.yaml': PLANS(', shadow: { perMinute: 30, burst: 2 }') }), [/plans\.free/], 'unknown fields refused')

@@ -10,7 +10,7 @@ import type { BanPolicy, Limits } from '../../../src/gateway/config/types.js'
 import { DAY_WINDOW } from '../../../src/gateway/limiter/arithmetic.js'
 import { createStore } from '../../../src/gateway/limiter/create-store.js'
 import { createMemoryStore } from '../../../src/gateway/limiter/memory/store.js'
-import type { Ask, ConsumeResult, LimiterStore } from '../../../src/gateway/limiter/store.js'
+import { askOf, type Ask, type ConsumeResult, type LimiterStore } from '../../../src/gateway/limiter/store.js'
 import { dayKey, limiterKey } from '../../../src/gateway/redis/keys.js'
 import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 import { sleep } from '../../helpers/poll.js'
@@ -26,7 +26,7 @@ interface Harness {
   pass: (ms: number) => Promise<void>
 }
 
-const ask = (limits: Limits, ban: BanPolicy | null = null, cost = 1): Ask => ({ limits, ban, cost, monthLimit: 0 })
+const ask = (limits: Limits, ban: BanPolicy | null = null, cost = 1): Ask => askOf(limits, ban, cost)
 
 function redisHarness (store: LimiterStore, time: () => Promise<Array<string | number>>): Harness {
   return {

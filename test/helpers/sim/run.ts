@@ -59,7 +59,7 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
     const c = schedule.consumers[a.consumer]!
     world.at(a.t, () => {
       const p = live[a.process]!
-      if (!p.dead) p.request(c.id, { limits: { perMinute: c.perMinute, perDay: c.perDay }, ban: c.ban, cost: a.cost, monthLimit: c.perMonth })
+      if (!p.dead) p.request(c.id, { limits: { perMinute: c.perMinute, perDay: c.perDay }, ban: c.ban, cost: a.cost, monthLimit: c.perMonth, overage: c.overage })
     })
   }
   for (const f of schedule.faults) {
@@ -87,7 +87,7 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
   await world.run(start + schedule.duration + 10_000)
 
   const admissions = processes.flatMap((p) => p.admissions)
-  const limits = new Map<string, Limits>(schedule.consumers.map((c) => [c.id, { perMinute: c.perMinute, perDay: c.perDay, perMonth: c.perMonth }]))
+  const limits = new Map<string, Limits>(schedule.consumers.map((c) => [c.id, { perMinute: c.perMinute, perDay: c.perDay, perMonth: c.overage ? 0 : c.perMonth }]))
   const found = schedule.policy === 'open' ? [] : violations(admissions, limits)
   const outcomes: Record<string, number> = {}
   for (const p of processes) for (const [k, v] of p.outcomes) outcomes[k] = (outcomes[k] ?? 0) + v
@@ -102,7 +102,7 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
     reference = 0
     for (const a of schedule.arrivals) {
       clock = a.t + schedule.skew
-      if ((await ring.consume(c.id, { limits: { perMinute: c.perMinute, perDay: c.perDay }, ban: null, cost: 1, monthLimit: 0 })).outcome === 'ok') reference++
+      if ((await ring.consume(c.id, { limits: { perMinute: c.perMinute, perDay: c.perDay }, ban: null, cost: 1, monthLimit: 0, overage: false })).outcome === 'ok') reference++
     }
   }
   const unanswered = processes.filter((p) => !p.dead).reduce((n, p) => n + p.waiting, 0)
@@ -123,7 +123,7 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
     describe () {
       const lines = [
         `family ${family}, seed ${seed}: ${schedule.processes} processes, STORE_ON_ERROR=${schedule.policy}, timeout ${schedule.timeoutMs} ms, barrier ${schedule.barrierMs} ms, Redis skew ${schedule.skew.toFixed(0)} ms, ${schedule.seasoned ? 'seasoned' : 'fresh'} Redis`,
-        `consumers: ${schedule.consumers.map((c) => `${c.id} ${c.perMinute}/min ${c.perDay}/day${c.perMonth > 0 ? ` ${c.perMonth}/month` : ''}${c.ban === null ? '' : c.ban === DEFAULT_BAN ? ' ban' : ` ban@${c.ban.threshold}`}`).join(', ')}`,
+        `consumers: ${schedule.consumers.map((c) => `${c.id} ${c.perMinute}/min ${c.perDay}/day${c.perMonth > 0 ? ` ${c.perMonth}/month${c.overage ? ' (overage)' : ''}` : ''}${c.ban === null ? '' : c.ban === DEFAULT_BAN ? ' ban' : ` ban@${c.ban.threshold}`}`).join(', ')}`,
         `faults: ${schedule.faults.map((f) => `${f.kind}@${((f.at - start) / 1000).toFixed(2)}s${'ms' in f ? ` ${f.ms.toFixed(0)}ms` : ''}${'process' in f ? ` p${f.process}` : ''}${f.kind === 'kill' ? (f.keepData ? ' kept' : ' lost') : ''}`).join(', ') || 'none'}`,
         `requests ${schedule.arrivals.length}, outcomes ${JSON.stringify(outcomes)}, unanswered ${unanswered}, scripts ${redis.scripts}`,
         ...found.map((v) => `OVER: ${v.consumer} ${v.units} units in a ${v.window} (limit ${v.limit}) ending at ${((v.at - start) / 1000).toFixed(3)} s`)

@@ -14,6 +14,8 @@ export interface Consumer {
   readonly perMinute: number
   readonly perDay: number
   readonly perMonth: number
+  /** `overage: allow`: the month is counted, never refuses (and is not a bound to check). */
+  readonly overage: boolean
   readonly ban: BanPolicy | null
 }
 
@@ -61,7 +63,7 @@ function consumer (w: World, id: string, month: boolean): Consumer {
   const perMinute = int(w, 3, 60)
   const perDay = perMinute * int(w, 1, 3)
   const ban = w.chance(0.4) ? null : w.chance(0.5) ? DEFAULT_BAN : { ...DEFAULT_BAN, threshold: int(w, 2, 10) }
-  return { id, perMinute, perDay, perMonth: month ? perDay + int(w, 0, perDay) : 0, ban }
+  return { id, perMinute, perDay, perMonth: month ? perDay + int(w, 0, perDay) : 0, overage: month && w.chance(0.2), ban }
 }
 
 /** Second boundaries by Redis time, as virtual instants. */
@@ -113,12 +115,12 @@ export function makeSchedule (w: World, family: Family, start: number): Schedule
     const gap = 60_000 / perMinute
     for (let t = start + 500, i = 0; t < start + duration; t += gap, i++) arrivals.push({ t, process: i % processes, consumer: 0, cost: 1 })
     const clean: Net = { base: w.between(0.05, 1), jitter: w.between(0, 1), slowChance: 0, slowMs: 0 }
-    return { ...base, net: clean, processes, seasoned: true, steady: true, consumers: [{ id: 'steady', perMinute, perDay: perMinute * 1000, perMonth: 0, ban: null }], arrivals, faults: [], duration }
+    return { ...base, net: clean, processes, seasoned: true, steady: true, consumers: [{ id: 'steady', perMinute, perDay: perMinute * 1000, perMonth: 0, overage: false, ban: null }], arrivals, faults: [], duration }
   }
   if (family === 'idle-process') {
     // B sees the consumer a few times, then idles while A spends most of the minute; Redis freezes; B floods.
     const perMinute = int(w, 20, 120)
-    const c: Consumer = { id: 'idle', perMinute, perDay: perMinute * 10, perMonth: 0, ban: DEFAULT_BAN }
+    const c: Consumer = { id: 'idle', perMinute, perDay: perMinute * 10, perMonth: 0, overage: false, ban: DEFAULT_BAN }
     const arrivals: Arrival[] = []
     for (let i = 0; i < 3; i++) arrivals.push({ t: start + 100 + i * 50, process: 1, consumer: 0, cost: 1 })
     const used = Math.floor(perMinute * w.between(0.6, 0.95))
@@ -130,7 +132,7 @@ export function makeSchedule (w: World, family: Family, start: number): Schedule
   }
   if (family === 'ban-recover') {
     const perMinute = int(w, 60, 120)
-    const c: Consumer = { id: 'flood', perMinute, perDay: perMinute * 10, perMonth: 0, ban: DEFAULT_BAN }
+    const c: Consumer = { id: 'flood', perMinute, perDay: perMinute * 10, perMonth: 0, overage: false, ban: DEFAULT_BAN }
     const arrivals: Arrival[] = []
     const before = Math.floor(perMinute * w.between(0.3, 0.5))
     for (let i = 0; i < before; i++) arrivals.push({ t: start + i * 20, process: i % 2, consumer: 0, cost: 1 })

@@ -13,8 +13,9 @@
 --                        'holder,units,untilMs;…'; x the keys' expiry (Unix ms)
 -- KEYS[2i]    rl:{id}:d  the day ring's buckets before D, '0'..'96'
 -- ARGV[1]     the calling process's holder id
--- ARGV[3i-1]  entry i: 'minuteLimit dayLimit monthLimit requests cost extra reserve write'
---             (monthLimit 0: none; write 0: a read that changes nothing)
+-- ARGV[3i-1]  entry i: 'minuteLimit dayLimit monthLimit requests cost extra reserve write soft'
+--             (monthLimit 0: none; write 0: a read that changes nothing; soft 1: the month is
+--             counted but never refuses — overage allowed, or a quota only rehearsed)
 -- ARGV[3i]    entry i's ban policy 'threshold,windowMs,durationMs,maxMs', or '' (never banned)
 -- ARGV[3i+1]  entry i's adjustments 'minuteBucket,dayBucket,month,delta;…', applied first:
 --             write-backs and re-seeds (delta > 0), give-backs (delta < 0); bucket 0 skips a window
@@ -95,8 +96,8 @@ local qm, q_end = -1, 0
 local reply = { now }
 for i = 1, floor(#KEYS / 2) do
   local key, dkey, a = KEYS[2 * i - 1], KEYS[2 * i], 3 * i - 1
-  local ml, dl, ql, n, cost, extra, want, write = string.match(ARGV[a], '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d)$')
-  ml, dl, ql, n, cost, extra, want, write = ml + 0, dl + 0, ql + 0, n + 0, cost + 0, extra + 0, want + 0, write == '1'
+  local ml, dl, ql, n, cost, extra, want, write, soft = string.match(ARGV[a], '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d) (%d)$')
+  ml, dl, ql, n, cost, extra, want, write, soft = ml + 0, dl + 0, ql + 0, n + 0, cost + 0, extra + 0, want + 0, write == '1', soft == '1'
   local policy, adjust = ARGV[a + 1], ARGV[a + 2]
   local f = redis.call('HMGET', key, 't', 'n', 'o', '' .. mb % M_SLOTS, 'D', 'N', 'O', 'c', 'b', 'r', 'x')
   local ban_until = (f[9] or 0) + 0
@@ -181,7 +182,9 @@ for i = 1, floor(#KEYS / 2) do
     end
     local keep = max(0, min(mine - written, want))
     local room = min(ml - mn, dl - dn) - others - keep
-    if q_on then room = min(room, ql - qc - others - keep) end
+    -- A month out of room refuses (quota_exceeded), and such a refusal is no abuse: no 429 counted.
+    local quota_out = q_on and not soft and ql - qc - others - keep < cost
+    if q_on and not soft then room = min(room, ql - qc - others - keep) end
     local admitted, granted, reserve = 0, 0, keep
     if write then
       if cost <= room then admitted = min(n, floor(room / cost)) end
@@ -197,7 +200,7 @@ for i = 1, floor(#KEYS / 2) do
       r_changed = r_changed or reserve ~= mine
     end
     local banned_at = 0
-    if write and admitted < n and policy ~= '' then
+    if write and admitted < n and policy ~= '' and not quota_out then
       -- The rejected requests count as 429s: banned once more than `threshold` fall in the window.
       local threshold, window, base_ms, max_ms = string.match(policy, '^(%d+),(%d+),(%d+),(%d+)$')
       threshold, window, base_ms, max_ms = threshold + 0, window + 0, base_ms + 0, max_ms + 0
@@ -248,7 +251,7 @@ for i = 1, floor(#KEYS / 2) do
     entry = { r and 1 or 0, admitted, banned_at, granted, reserve, held,
       mn, reset_of(mo, mn, M_SLOTS, M_MS), r and retry_of(mo, m, mn + held + cost - ml, key, M_SLOTS, 2 ^ 20, M_TAG, M_MS, cur) or 0,
       dn, reset_of(do_, dn, D_SLOTS, D_MS), r and retry_of(do_, d, dn + held + cost - dl, dkey, D_SLOTS, 2 ^ 13, D_TAG, D_MS, dcur) or 0,
-      qc, q_end, r and q_on and qc + held + cost > ql and q_end or 0, ban_until > now and ban_until or 0 }
+      qc, q_end, r and quota_out and q_end or 0, ban_until > now and ban_until or 0 }
   end
   for j = 1, 16 do reply[#reply + 1] = entry[j] end
 end

@@ -71,11 +71,11 @@ export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore 
     return state
   }
 
-  /** The month window as the contract reports it: units used, reset at the month's end, retry then when full. */
-  function monthReading (state: KeyState | undefined, t: number, limit: number, cost: number): WindowState {
+  /** The month as the contract reports it: units used, reset at the month's end, retry then when it refuses. */
+  function monthReading (state: KeyState | undefined, t: number, ask: Ask): WindowState {
     const month = calendarMonth(t)
     const count = state !== undefined && state.monthIndex === month.index ? state.monthCount : 0
-    return { count, resetAt: month.end, retryAt: count + cost > limit ? month.end : 0 }
+    return { count, resetAt: month.end, retryAt: !ask.overage && count + ask.cost > ask.monthLimit ? month.end : 0 }
   }
 
   function result (outcome: ConsumeOutcome, t: number, minute: WindowReading, day: WindowReading, bannedUntil: number, month: WindowState | undefined): ConsumeResult {
@@ -86,7 +86,7 @@ export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore 
     const { limits, ban, cost, monthLimit } = ask
     const t = now()
     const state = write ? stateOf(id) : tableOf(id).get(id)
-    const month = monthLimit > 0 ? monthReading(state, t, monthLimit, cost) : undefined
+    const month = monthLimit > 0 ? monthReading(state, t, ask) : undefined
     if (state === undefined) {
       return result('ok', t, readWindow(newRing(MINUTE_WINDOW), MINUTE_WINDOW, t, limits.perMinute, emptyReading(), cost),
         readWindow(newRing(DAY_WINDOW), DAY_WINDOW, t, limits.perDay, emptyReading(), cost), 0, month)
@@ -108,7 +108,8 @@ export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore 
       }
       return result('ok', t, minute, day, 0, month === undefined ? undefined : { ...month, count: month.count + (write ? cost : 0) })
     }
-    if (!write || ban === null) return result('rate_limited', t, minute, day, 0, month)
+    // A month out of quota refuses, and such a refusal is no abuse: no 429 counted toward a ban.
+    if (!write || ban === null || (month !== undefined && month.retryAt > 0)) return result('rate_limited', t, minute, day, 0, month)
     state.rejections.push(t)
     if (state.rejections.length > ban.threshold) {
       state.rejections.splice(0, state.rejections.length - ban.threshold - 1)

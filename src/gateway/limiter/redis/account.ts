@@ -39,6 +39,8 @@ export interface Account {
   readonly shard: string
   limits: Limits
   monthLimit: number
+  /** The month is counted but never refuses (Ask.overage). */
+  monthSoft: boolean
   ban: BanPolicy | null
   pool: number
   /** The pool's buckets (minute, day, month) by Redis's clock. */
@@ -72,7 +74,7 @@ export interface Account {
 
 export function newAccount (id: string, key: string, shard: string): Account {
   return {
-    id, key, shard, limits: { perMinute: 0, perDay: 0 }, monthLimit: 0, ban: null,
+    id, key, shard, limits: { perMinute: 0, perDay: 0 }, monthLimit: 0, monthSoft: true, ban: null,
     pool: 0, bucket: -1, dayBucket: 0, month: 0, waiting: [], calling: false,
     view: undefined, viewAt: 0, viewLocal: 0, second: 0, seen: 0, seenBefore: 0, lastSeen: 0,
     reserve: 0, reserveUntil: 0, reserveCap: undefined, unwritten: [], returns: [],
@@ -197,6 +199,6 @@ export function roomSeen (a: Account): number {
   if (v === undefined) return 0
   const used = (w: { used: number }): number => w.used + v.held - v.reserve
   let room = Math.min(a.limits.perMinute - used(v.minute), a.limits.perDay - used(v.day))
-  if (a.monthLimit > 0) room = Math.min(room, a.monthLimit - used(v.month))
+  if (a.monthLimit > 0 && !a.monthSoft) room = Math.min(room, a.monthLimit - used(v.month))
   return Math.max(0, room)
 }

@@ -64,6 +64,7 @@ export function createRedisAdmin (client: RedisClient, timeoutMs = DEFAULT_ADMIN
       const a = newAccount(id, limiterKey(id), '')
       a.limits = ask.limits
       a.monthLimit = ask.monthLimit
+      a.monthSoft = ask.overage
       const entries = [entryOf(a, 0, 1, 0, 0, [], false)]
       const { now, replies } = readGrantReply(await port.run(GRANT, grantKeys(entries), grantArgs('admin', entries)), 1)
       return consumeResult(a, 'peek', now, 'store', replies[0]!.bannedUntil, replies[0])

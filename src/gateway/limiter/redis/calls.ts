@@ -43,7 +43,7 @@ export interface CallContext {
 }
 
 export function entryOf (a: Account, requests: number, cost: number, extra: number, reserve: number, adjustments: GrantEntry['adjustments'], write = true): GrantEntry {
-  return { key: a.key, minuteLimit: a.limits.perMinute, dayLimit: a.limits.perDay, monthLimit: a.monthLimit, requests, cost, extra, reserve, write, ban: a.ban, adjustments }
+  return { key: a.key, minuteLimit: a.limits.perMinute, dayLimit: a.limits.perDay, monthLimit: a.monthLimit, monthSoft: a.monthSoft, requests, cost, extra, reserve, write, ban: a.ban, adjustments }
 }
 
 /**
@@ -55,7 +55,7 @@ function reserveWant (ctx: CallContext, a: Account, x: number): number {
   if (!ctx.reserves || x - a.lastSeen > IDLE_MS || a.seenBefore === 0) return 0
   const r = acct.rate(a, x)
   const room = acct.roomSeen(a)
-  const tightest = Math.min(a.limits.perMinute, a.limits.perDay, a.monthLimit > 0 ? a.monthLimit : Infinity)
+  const tightest = Math.min(a.limits.perMinute, a.limits.perDay, a.monthLimit > 0 && !a.monthSoft ? a.monthLimit : Infinity)
   if (r < HOT_RATE || room < RESERVE_ROOM_FLOOR * tightest) return 0
   return Math.min(Math.ceil(r * RESERVE_SECONDS), Math.floor(room / 4))
 }

@@ -78,6 +78,7 @@ export function createGrants (opts: GrantsOptions): Grants {
     a.limits = ask.limits
     a.ban = ask.ban
     a.monthLimit = ask.monthLimit
+    a.monthSoft = ask.overage
     return a
   }
 

@@ -21,7 +21,7 @@ export function consumeResult (a: Account, outcome: ConsumeOutcome | 'peek', now
   const kept = view?.held ?? 0
   let decided: ConsumeOutcome = outcome === 'peek' ? 'ok' : outcome
   if (outcome === 'peek' && view !== undefined) {
-    const full = view.minute.used + kept >= a.limits.perMinute || view.day.used + kept >= a.limits.perDay || (a.monthLimit > 0 && view.month.used + kept >= a.monthLimit)
+    const full = view.minute.used + kept >= a.limits.perMinute || view.day.used + kept >= a.limits.perDay || (a.monthLimit > 0 && !a.monthSoft && view.month.used + kept >= a.monthLimit)
     decided = bannedUntil > now ? 'key_banned' : full ? 'rate_limited' : 'ok'
   }
   const rejected = decided === 'rate_limited'

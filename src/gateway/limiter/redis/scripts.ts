@@ -33,6 +33,8 @@ export interface GrantEntry {
   readonly dayLimit: number
   /** 0: no month limit. */
   readonly monthLimit: number
+  /** The month is counted but never refuses (overage allowed, or a quota only rehearsed). */
+  readonly monthSoft: boolean
   readonly requests: number
   readonly cost: number
   readonly extra: number
@@ -94,7 +96,7 @@ export function grantArgs (holder: string, entries: readonly GrantEntry[]): stri
   args[0] = holder
   let k = 1
   for (const e of entries) {
-    args[k++] = `${e.minuteLimit} ${e.dayLimit} ${e.monthLimit} ${e.requests} ${e.cost} ${e.extra} ${e.reserve} ${e.write ? 1 : 0}`
+    args[k++] = `${e.minuteLimit} ${e.dayLimit} ${e.monthLimit} ${e.requests} ${e.cost} ${e.extra} ${e.reserve} ${e.write ? 1 : 0} ${e.monthSoft ? 1 : 0}`
     args[k++] = banArg(e.ban)
     args[k++] = e.adjustments.length === 0 ? '' : e.adjustments.map((a) => `${a.minute},${a.day},${a.month},${a.delta}`).join(';')
   }

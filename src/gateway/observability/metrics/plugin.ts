@@ -74,6 +74,7 @@ export const metricsPlugin = fp<MetricsPluginOptions>(async function metricsPlug
     if (request.lifecycle?.deprecated === true) metrics.deprecatedRequests.inc({ route, plan })
     const decision = request.rateLimit
     if (decision?.shadowRejectedBy !== undefined) metrics.shadowRejections.inc({ plan: decision.policy, window: decision.shadowRejectedBy })
+    if (decision !== null && decision.overageUnits > 0) metrics.quotaOverage.inc({ plan: decision.policy }, decision.overageUnits)
     if (decision && decision.outcome !== 'ok') {
       const window = decision.outcome === 'key_banned' ? 'ban' : decision.rejectedBy ?? decision.window
       metrics.rateLimitRejections.inc({ plan: decision.policy, window })

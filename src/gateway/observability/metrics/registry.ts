@@ -11,7 +11,7 @@ import { DROP_REASONS, type SpanCounts } from '../../../shared/tracing/span-coun
 
 /** Seconds, from a cache-hot sub-millisecond answer to the 10 s upstream timeout. */
 export const DEFAULT_DURATION_BUCKETS: readonly number[] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
-export const WINDOWS = ['minute', 'day'] as const
+export const WINDOWS = ['minute', 'day', 'month'] as const
 /** `window` of a 429: the window that refused, or `ban` for a key answered `key_banned`. */
 export const REJECTION_WINDOWS = [...WINDOWS, 'ban'] as const
 export const RELOAD_RESULTS = ['success', 'failure'] as const
@@ -158,6 +158,8 @@ export interface GatewayMetrics {
   readonly bans: Counter<'plan'>
   /** Requests the shadow limits being rehearsed would have rejected (limiter/shadow.ts), by plan and window. */
   readonly shadowRejections: Counter<'plan' | 'window'>
+  /** Units admitted past the month's quota under `overage: allow` (billed), by plan. */
+  readonly quotaOverage: Counter<'plan'>
   readonly deprecatedRequests: Counter<'route' | 'plan'>
   /** For the config reloader: `configReloads.inc({ result: 'success' | 'failure' })`. */
   readonly configReloads: Counter<'result'>
@@ -241,6 +243,12 @@ export function createGatewayMetrics (opts: MetricsOptions): GatewayMetrics {
     name: 'gateway_shadow_rejections_total',
     help: 'Requests the shadow limits being rehearsed would have rejected (none was rejected for it), by plan and window',
     labelNames: ['plan', 'window'],
+    registers
+  })
+  const quotaOverage = new Counter<'plan'>({
+    name: 'gateway_quota_overage_total',
+    help: 'Units admitted past the monthly quota on plans with overage: allow (billed as overage), by plan',
+    labelNames: ['plan'],
     registers
   })
   const deprecatedRequests = new Counter<'route' | 'plan'>({
@@ -376,6 +384,7 @@ export function createGatewayMetrics (opts: MetricsOptions): GatewayMetrics {
   requestDuration.zero(UNMATCHED_ROUTE)
   for (const plan of plans) {
     bans.inc({ plan }, 0)
+    if (plan !== ANONYMOUS_PLAN) quotaOverage.inc({ plan }, 0)
     for (const window of REJECTION_WINDOWS) rateLimitRejections.inc({ plan, window }, 0)
     if (plan !== ANONYMOUS_PLAN) for (const window of WINDOWS) shadowRejections.inc({ plan, window }, 0)
     for (const route of opts.deprecatedRoutes ?? []) deprecatedRequests.inc({ route, plan }, 0)
@@ -383,5 +392,5 @@ export function createGatewayMetrics (opts: MetricsOptions): GatewayMetrics {
   for (const result of RELOAD_RESULTS) configReloads.inc({ result }, 0)
   if (opts.keyExpiry !== undefined) registerKeyExpiryGauges(registry, opts.keyExpiry)
 
-  return { registry, requests, requestDuration, upstreamDuration, rateLimitRejections, bans, shadowRejections, deprecatedRequests, configReloads }
+  return { registry, requests, requestDuration, upstreamDuration, rateLimitRejections, bans, shadowRejections, quotaOverage, deprecatedRequests, configReloads }
 }

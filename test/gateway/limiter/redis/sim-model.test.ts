@@ -35,6 +35,7 @@ function sequence (seed: number): Call[] {
         minuteLimit,
         dayLimit: minuteLimit * int(1, 3),
         monthLimit: random() < 0.3 ? minuteLimit * 4 : 0,
+        monthSoft: random() < 0.3,
         requests: int(0, 4),
         cost: int(1, 3),
         extra: int(0, 3),
