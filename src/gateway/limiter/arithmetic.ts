@@ -28,42 +28,30 @@ export function newRing (spec: WindowSpec): Ring {
   return { last: -1, counts: new Uint32Array(spec.slots) }
 }
 
-export interface WindowReading {
-  /** Requests counted now (including the partial oldest bucket). */
-  count: number
-  /** Unix ms when the oldest counted bucket drops out; now + window when empty. */
-  resetAt: number
-  /** Unix ms when the window has room for `cost` more, if it has not now; 0 otherwise. */
-  retryAt: number
-}
+/** A window's reading (store.ts's WindowState): `retryAt` when it has room for `cost` more, 0 when it has now. */
+export interface WindowReading { count: number, resetAt: number, retryAt: number }
 
 /** Reads a window at `nowMs` without changing it. A clock that steps back is treated as standing still. */
-export function readWindow (ring: Ring, spec: WindowSpec, nowMs: number, limit: number, out: WindowReading, cost = 1): WindowReading {
+export function readWindow (ring: Ring, spec: WindowSpec, nowMs: number, limit: number, cost = 1): WindowReading {
   const bucket = Math.floor(nowMs / spec.bucketMs)
   const from = Math.max(ring.last, bucket) - spec.slots + 1
   let count = 0
   let resetAt = 0
   for (let j = from; j <= ring.last; j++) {
     const c = ring.counts[j % spec.slots] ?? 0
-    if (c > 0) {
-      count += c
-      if (resetAt === 0) resetAt = (j + spec.slots) * spec.bucketMs
-    }
+    if (c > 0 && resetAt === 0) resetAt = (j + spec.slots) * spec.bucketMs
+    count += c
   }
-  out.count = count
-  out.resetAt = resetAt === 0 ? nowMs + spec.windowMs : resetAt
-  out.retryAt = 0
+  const out = { count, resetAt: resetAt === 0 ? nowMs + spec.windowMs : resetAt, retryAt: 0 }
   if (count + cost > limit) {
-    const need = count + cost - limit
-    let freed = 0
-    for (let j = from; j <= ring.last; j++) {
+    out.retryAt = nowMs + spec.windowMs
+    for (let j = from, freed = 0; j <= ring.last; j++) {
       freed += ring.counts[j % spec.slots] ?? 0
-      if (freed >= need) {
+      if (freed >= count + cost - limit) {
         out.retryAt = (j + spec.slots) * spec.bucketMs
         break
       }
     }
-    if (out.retryAt === 0) out.retryAt = nowMs + spec.windowMs
   }
   return out
 }
@@ -75,12 +63,12 @@ export function addToWindow (ring: Ring, spec: WindowSpec, nowMs: number, units 
     for (let j = Math.max(ring.last + 1, bucket - spec.slots + 1); j <= bucket; j++) ring.counts[j % spec.slots] = 0
     ring.last = bucket
   }
-  const slot = ring.last % spec.slots
-  ring.counts[slot] = (ring.counts[slot] ?? 0) + units
+  ring.counts[ring.last % spec.slots]! += units
 }
 
-/** Calendar month (UTC) of Unix ms, as year × 12 + month − 1, and the Unix ms the next one starts. */
-export function calendarMonth (ms: number): { index: number, end: number } {
+/** Calendar month (UTC) of Unix ms, as year × 12 + month − 1, and the Unix ms it starts and the next one does. */
+export function calendarMonth (ms: number): { index: number, start: number, end: number } {
   const d = new Date(ms)
-  return { index: d.getUTCFullYear() * 12 + d.getUTCMonth(), end: Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1) }
+  const [y, m] = [d.getUTCFullYear(), d.getUTCMonth()]
+  return { index: y * 12 + m, start: Date.UTC(y, m, 1), end: Date.UTC(y, m + 1, 1) }
 }

@@ -1,8 +1,6 @@
 // Bans cached in this process until they end, so a banned consumer's flood costs the store nothing.
-// Entries are kept in this process's clock (the store's "until" minus its "now" plus ours), so a
-// skewed process still holds a ban exactly as long as it lasts; a lift anywhere drops the entry
-// through the store's watchLifts. Every ban comes from the store itself: the STORE_ON_ERROR policy
-// never decides one.
+// Kept in this process's clock (the store's "until" minus its "now" plus ours), so a skewed process
+// holds a ban exactly as long as it lasts; a lift anywhere drops it (the store's watchLifts).
 import { LRUCache } from 'lru-cache'
 import type { ConsumeResult } from './store.js'
 

@@ -1,7 +1,7 @@
 // The number of bans in force in the shared store, for the gateway_banned_keys gauge. Counting them
-// SCANs every Redis master, so it is done in the background — at start, every
-// DEFAULT_BAN_COUNT_REFRESH_MS, and soon after this process starts, lifts or resets a ban — and a
-// scrape reads the last count without touching Redis.
+// is a store read (Redis: the bans index, each entry checked), so it is done in the background — at
+// start, every DEFAULT_BAN_COUNT_REFRESH_MS, and soon after this process starts, lifts or resets a
+// ban — and a scrape reads the last count without touching Redis.
 import type { BanEntry } from './store.js'
 
 /** How old the count may get (Prometheus's default scrape interval in deploy/prometheus). */

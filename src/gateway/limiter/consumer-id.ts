@@ -4,11 +4,9 @@
 import type { KeyRecord } from '../config/types.js'
 import { ANONYMOUS_ID_PREFIX, anonymousClientKey } from '../edge/client-address.js'
 
-export const ANONYMOUS_PREFIX = ANONYMOUS_ID_PREFIX
-
 /** The limiter id of requests without a valid key: an IPv4 address, or an IPv6 address's prefix of `ipv6Prefix` bits. */
 export function anonymousId (address: string, ipv6Prefix?: number): string {
-  return ANONYMOUS_PREFIX + anonymousClientKey(address, ipv6Prefix)
+  return ANONYMOUS_ID_PREFIX + anonymousClientKey(address, ipv6Prefix)
 }
 
 /** The limiter id of a request: its consumer, or its client address when it has no key. */

@@ -13,14 +13,11 @@ import type { LimiterStore } from './store.js'
 
 export const DEFAULT_READY_WAIT_MS = 3_000
 
+/** STORE_TIMEOUT_MS, STORE_ON_ERROR, STORE_RECOVERY_BARRIER_MS, ANONYMOUS_STATE_MAX (docs/configuration.md). */
 export interface StoreSettings extends RedisSettings {
-  /** STORE_TIMEOUT_MS: a call unanswered this long fails its shard over to STORE_ON_ERROR. */
   readonly storeTimeoutMs?: number | undefined
-  /** STORE_ON_ERROR: what answers while Redis does not: `local`, `open` or `closed`. */
   readonly storeOnError?: StoreOnError | undefined
-  /** STORE_RECOVERY_BARRIER_MS: after a shard lost its data, no grant there before this has passed. */
   readonly recoveryBarrierMs?: number | undefined
-  /** ANONYMOUS_STATE_MAX: anonymous clients the store keeps state for in this process. */
   readonly anonymousStateMax?: number | undefined
 }
 

@@ -49,14 +49,13 @@ export function decide (result: ConsumeResult, limits: Limits, policy: string, c
     if (result.month !== undefined && result.month.retryAt > 0 && limits.overage !== true) outcome = 'quota_exceeded'
   }
   const over = limits.overage === true && limits.perMonth !== undefined && result.month !== undefined ? Math.max(0, result.month.count - limits.perMonth) : 0
-  const remaining = Math.max(0, binding.limit - binding.state.count)
   return {
     allowed: result.outcome === 'ok',
     outcome,
     policy,
     window: binding.name,
     limit: binding.limit,
-    remaining,
+    remaining: Math.max(0, binding.limit - binding.state.count),
     reset,
     retryAfter,
     banStarted: result.outcome === 'ban_started',
@@ -76,24 +75,9 @@ export function decide (result: ConsumeResult, limits: Limits, policy: string, c
 export function bannedDecision (until: number, now: number, limits: Limits, policy: string, banStarted: boolean, source: DecisionSource = 'store', cost = 1): RateLimitDecision {
   const retryAfter = secondsUntil(until, now)
   return {
-    allowed: false,
-    outcome: 'key_banned',
-    policy,
-    window: 'minute',
-    limit: limits.perMinute,
-    remaining: 0,
-    reset: Math.ceil(until / 1000),
-    retryAfter,
-    banStarted,
-    resetIn: retryAfter,
-    policyField: policyField(limits, now),
-    rejectedBy: undefined,
-    now,
-    shadowRejectedBy: undefined,
-    source,
-    cost,
-    overage: 0,
-    overageUnits: 0
+    allowed: false, outcome: 'key_banned', policy, window: 'minute', limit: limits.perMinute, remaining: 0, reset: Math.ceil(until / 1000),
+    retryAfter, banStarted, resetIn: retryAfter, policyField: policyField(limits, now), rejectedBy: undefined, now,
+    shadowRejectedBy: undefined, source, cost, overage: 0, overageUnits: 0
   }
 }
 

@@ -42,11 +42,7 @@ export interface RateLimitDecision {
 
 export type DecisionSource = 'store' | 'grant' | 'fallback' | 'ban-cache'
 
-/**
- * Told every decision about a consumer (never an anonymous client's), in the request, so it must
- * only count: the usage history and shadow records (history/tally.ts) write what it counted later,
- * off the hot path.
- */
+/** Told every decision about a consumer, in the request, so it must only count (history/tally.ts writes later). */
 export interface DecisionRecorder {
   note: (consumer: KeyRecord, decision: RateLimitDecision) => void
 }

@@ -20,17 +20,12 @@ export function policyField (limits: Limits, now: number): string {
   const month = limits.perMonth === undefined ? -1 : calendarMonth(now).index
   let cached = policies.get(limits)
   if (cached === undefined || cached.month !== month) {
-    const quota = limits.perMonth === undefined ? '' : `, "month";q=${limits.perMonth};w=${monthSeconds(now)}`
+    const { start, end } = calendarMonth(now)
+    const quota = limits.perMonth === undefined ? '' : `, "month";q=${limits.perMonth};w=${(end - start) / 1000}`
     cached = { month, field: `"minute";q=${limits.perMinute};w=60, "day";q=${limits.perDay};w=86400${quota}${announcedPolicies(limits.shadow)}` }
     policies.set(limits, cached)
   }
   return cached.field
-}
-
-/** The length in seconds of the calendar month (UTC) that holds `now`. */
-function monthSeconds (now: number): number {
-  const d = new Date(now)
-  return (Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1) - Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1)) / 1000
 }
 
 export function setRateLimitHeaders (reply: FastifyReply, decision: RateLimitDecision): void {

@@ -6,7 +6,7 @@
 // the gateway clock (app.clock) and supplies the store metrics their status (app.limiterStatus).
 import fp from 'fastify-plugin'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import type { BanPolicy, Limits } from '../config/types.js'
+import type { Limits } from '../config/types.js'
 import type { LimiterStatus } from '../observability/metrics/limiter-status.js'
 import type { ReadinessRegistry } from '../runtime/readiness.js'
 import { gatewayErrors } from '../../interface/errors.js'
@@ -79,26 +79,16 @@ export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlug
   if (warning !== undefined) app.log.warn({ store: store.describe() }, warning)
   const banCount = createBanCount(() => store.admin.listBans())
 
-  app.decorate('limiter', {
-    store,
-    listBans: () => store.admin.listBans(),
-    async liftBan (id: string) {
-      bans.forget(id)
-      try {
-        return await store.admin.liftBan(id)
-      } finally {
-        banCount.refreshSoon()
-      }
-    },
-    async reset (id: string) {
-      bans.forget(id)
-      try {
-        return await store.admin.reset(id)
-      } finally {
-        banCount.refreshSoon()
-      }
+  /** Drops `id`'s cached ban, then runs `op` on the store; the ban count follows. */
+  const unban = (op: (id: string) => Promise<boolean>) => async (id: string): Promise<boolean> => {
+    bans.forget(id)
+    try {
+      return await op(id)
+    } finally {
+      banCount.refreshSoon()
     }
-  })
+  }
+  app.decorate('limiter', { store, listBans: () => store.admin.listBans(), liftBan: unban((id) => store.admin.liftBan(id)), reset: unban((id) => store.admin.reset(id)) })
   app.decorate('limiterStatus', {
     storeErrors: () => health.errors(),
     fallbackActive: () => health.fallbackActive(),
@@ -118,18 +108,8 @@ export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlug
     // and load shedding instead (docs/decisions.md §1). With a valid key they count as before.
     if (consumer === null && request.routeOptions.config.public === true) return
     const id = limiterId(consumer, request.ip, request.snapshot.anonymous.ipv6Prefix)
-    let limits: Limits
-    let ban: BanPolicy | null
-    let policy: string
-    if (consumer === null) {
-      limits = request.snapshot.anonymous
-      ban = null
-      policy = ANONYMOUS_PLAN
-    } else {
-      limits = consumer.limits
-      ban = request.snapshot.ban
-      policy = consumer.plan
-    }
+    const limits: Limits = consumer === null ? request.snapshot.anonymous : consumer.limits
+    const policy = consumer === null ? ANONYMOUS_PLAN : consumer.plan
     const cost = routeCost(request.snapshot, request.routeOptions.url, request.method)
     if (consumer !== null) {
       const cachedUntil = bans.get(id)
@@ -142,7 +122,7 @@ export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlug
     }
     let result: ConsumeResult
     try {
-      result = await store.consume(id, askOf(limits, ban, cost))
+      result = await store.consume(id, askOf(limits, consumer === null ? null : request.snapshot.ban, cost))
     } catch {
       // Only the Redis store rejects: while Redis does not answer and STORE_ON_ERROR leaves nothing to admit from.
       throw gatewayErrors.limiterUnavailable(unavailableHeaders(limits, now()))

@@ -1,18 +1,12 @@
 // Shadow limits: the limits a plan (or a key) is rehearsing, compared with the counts every decision
-// already has — no Redis state, no call, only a comparison beside the decision (decide.ts). The
-// definition (docs/decisions.md §15): a request is a shadow rejection iff the shadow limit of a window
-// would have rejected it, i.e. the window's count *before* it is at or over the shadow limit. A
-// store's count includes an admitted request itself and excludes a rejected one, so with shadow 30
-// the 31st request of a window is the first shadow rejection, whatever the enforced limit answered.
+// already has — no Redis state, no call. A request is a shadow rejection iff the window's count
+// *before* it is at or over the shadow limit (docs/decisions.md §15): with shadow 30 the 31st request
+// of a window is the first, whatever the enforced limit answered.
 import type { ShadowLimits } from '../config/types.js'
 import type { WindowName } from './decision.js'
 import type { ConsumeResult } from './store.js'
 
-/**
- * The window whose shadow limit would have rejected this counted request (an admitted or a
- * rate-limited one; a banned request has no counts), or undefined. Both windows: `day`, the one
- * that would go on rejecting longer — so each shadow rejection is counted once, in one window.
- */
+/** The window whose shadow limit would have rejected this counted request (the longest when several), or undefined. */
 export function shadowRejection (result: ConsumeResult, shadow: ShadowLimits): WindowName | undefined {
   const own = result.outcome === 'ok' ? 1 : 0
   if (shadow.perMonth !== undefined && result.month !== undefined && result.month.count - own >= shadow.perMonth) return 'month'

@@ -1,21 +1,21 @@
-// The store made visible: what it is (kind and nodes, never credentials) and how it is doing, for
-// /readyz, the start-up log and the store metrics. Readiness contacts the store for real; under
-// STORE_ON_ERROR=local or open it stays ready while Redis fails but says `fallback`. At start a
-// Redis whose maxmemory-policy may evict keys without a TTL (allkeys-*) is named: an anonymous
-// flood could then evict keyed windows (docs/operations.md recommends noeviction or volatile-*).
+// The store made visible, for /readyz, the start-up log and the store metrics. Readiness contacts
+// the store for real; under STORE_ON_ERROR=local or open it stays ready while Redis fails but says
+// `fallback`. A Redis whose maxmemory-policy may evict keys without a TTL (allkeys-*) is named at
+// start: an anonymous flood could then evict keyed windows.
 import type { StoreDescription } from './store.js'
 
 /** `ok`: answering from its own state; `fallback`: STORE_ON_ERROR=local or open answers while Redis fails; `down`: not answering. */
 export type StoreState = 'ok' | 'fallback' | 'down'
 
+/**
+ * Failed store calls so far; whether STORE_ON_ERROR answers for some ids or what it admitted is not
+ * yet counted in Redis; a real contact (`ok` or `fallback`, rejects when `down`); Redis
+ * `maxmemory-policy` (undefined: no Redis, or CONFIG not allowed).
+ */
 export interface StoreHealth {
-  /** Failed store calls so far (timeouts, connection errors). */
   errors: () => number
-  /** True while STORE_ON_ERROR answers for some ids (a shard does not answer), or what it admitted is not yet counted in Redis. */
   fallbackActive: () => boolean
-  /** Contacts the store for real: `ok` or `fallback`; rejects when no request can be answered (`down`). */
   probe: () => Promise<StoreState>
-  /** Redis `maxmemory-policy`, or undefined (no Redis, or CONFIG not allowed). */
   maxmemoryPolicy: () => Promise<string | undefined>
 }
 
@@ -27,11 +27,8 @@ export const IN_PROCESS_HEALTH: StoreHealth = Object.freeze({
   maxmemoryPolicy: async () => undefined
 })
 
-export interface StoreReport extends StoreDescription {
-  readonly state: StoreState
-  /** Set when the maxmemory-policy can evict the limiter's keys under memory pressure. */
-  readonly warning?: string
-}
+/** `warning`: the maxmemory-policy can evict the limiter's keys under memory pressure. */
+export interface StoreReport extends StoreDescription { readonly state: StoreState, readonly warning?: string }
 
 /** Policies that may evict a key whatever its TTL; volatile-* and noeviction leave keys without a TTL alone. */
 export function evictionWarning (policy: string | undefined): string | undefined {

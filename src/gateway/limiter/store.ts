@@ -1,19 +1,16 @@
 // The limiter store contract: the one seam between the limiter (plugin, headers, ban cache) and
 // where window counters and bans live. Two stores implement it: the in-process store
-// (stores/memory.ts, one process) and the Redis store (redis/store.ts, any number of processes).
+// (memory/store.ts, one process) and the Redis store (redis/store.ts, any number of processes).
 import type { BanPolicy, Limits } from '../config/types.js'
 import type { StoreHealth } from './store-health.js'
 
 export type ConsumeOutcome = 'ok' | 'rate_limited' | 'key_banned' | 'ban_started'
 
-export interface WindowState {
-  /** Units counted in the window, including this request's when admitted. */
-  readonly count: number
-  /** Unix ms when the window next frees capacity (now + window when empty). */
-  readonly resetAt: number
-  /** Unix ms when a full window has room for this request; 0 when not full. */
-  readonly retryAt: number
-}
+/**
+ * A window: units counted, including this request's when admitted; Unix ms when it next frees
+ * capacity (now + window when empty); Unix ms when a full window has room for this request (0: not full).
+ */
+export interface WindowState { readonly count: number, readonly resetAt: number, readonly retryAt: number }
 
 export interface ConsumeResult {
   readonly outcome: ConsumeOutcome
@@ -32,30 +29,18 @@ export interface ConsumeResult {
   readonly via?: 'grant' | 'fallback'
 }
 
-export interface BanEntry {
-  readonly id: string
-  /** Unix ms when the ban ends. */
-  readonly until: number
-}
+/** A ban in force: the id, and Unix ms when it ends. */
+export interface BanEntry { readonly id: string, readonly until: number }
 
-/** Where a store keeps its state, for the start-up log and readiness: never credentials. */
-export interface StoreDescription {
-  readonly kind: 'memory' | 'redis' | 'sentinel' | 'cluster'
-  /** `host:port` of each configured node or seed ([] for the in-process store). */
-  readonly nodes: readonly string[]
-}
+/** Where a store keeps its state (`host:port` of each node or seed; [] in process), never credentials. */
+export interface StoreDescription { readonly kind: 'memory' | 'redis' | 'sentinel' | 'cluster', readonly nodes: readonly string[] }
 
-/** What the limiter asks of one id: its limits, its ban policy (null: never banned), the month's. */
-export interface Ask {
-  readonly limits: Limits
-  readonly ban: BanPolicy | null
-  /** Units this request spends (the route's cost). */
-  readonly cost: number
-  /** Units per calendar month (UTC); 0: no month limit. */
-  readonly monthLimit: number
-  /** The month is counted but never refuses: overage allowed, or a quota only rehearsed (shadow). */
-  readonly overage: boolean
-}
+/**
+ * What the limiter asks of one id: its limits, its ban policy (null: never banned), the units this
+ * request spends (its route's cost), units per calendar month (UTC; 0: none), and whether the month
+ * is counted but never refuses (overage allowed, or a quota only rehearsed by a shadow).
+ */
+export interface Ask { readonly limits: Limits, readonly ban: BanPolicy | null, readonly cost: number, readonly monthLimit: number, readonly overage: boolean }
 
 /** Ops on bans and windows (admin API, CLI): never answered from anything but the store itself. */
 export interface StoreAdmin {
@@ -72,7 +57,6 @@ export interface StoreAdmin {
 }
 
 export interface LimiterStore {
-  /** Kind and nodes, for the start-up log line and /readyz. */
   readonly describe: () => StoreDescription
   /**
    * Atomically: a banned id is answered `key_banned` without counting; else the request is

@@ -12,7 +12,7 @@ import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 
 /** Changing a script changes its SHA: review the new script, then update the pin. */
 const PINNED_SHAS = {
-  grant: 'af4a17c734cb4b06a146d2f3ea3ec09417f1b974',
+  grant: '85e8a841bd8242d9882c3717cdd297f88d60e0d7',
   epoch: '2a5fcd9a9b5703728c6079a729bc48521a7a0998'
 }
 

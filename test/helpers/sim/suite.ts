@@ -16,6 +16,8 @@ export interface FamilyRun {
 }
 
 export async function runFamilies (t: Test, file: string, runs: readonly FamilyRun[]): Promise<void> {
+  // Thousands of schedules take a minute or two on a quiet machine, several on a loaded one.
+  t.setTimeout(900_000)
   const vm = await createLuaVm()
   const only = process.env.SIM_SEED === undefined ? undefined : Number(process.env.SIM_SEED)
   const from = Number(process.env.SIM_SEEDS_FROM ?? 1)

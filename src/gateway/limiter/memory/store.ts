@@ -1,13 +1,9 @@
 // The in-process store: the same windows, costs, month, bans and escalation as the Redis script,
 // for one process (the default without REDIS_URL). Time comes from an injected clock so tests and
-// the bench need no sleeping.
-//
-// Two bounded tables, so anonymous traffic can never push a key's state out: one for keys (their
-// windows, bans and ban escalation) and one for anonymous clients (`ip:` ids). Only configured keys
-// reach the first, so its size follows the key count; anyone can mint new addresses, so the second
-// has its own bound (ANONYMOUS_STATE_MAX) and, when full, evicts its least recently seen client —
-// never a key. An evicted client starts a fresh anonymous window, which is nothing an attacker able
-// to cycle through that many addresses (or IPv6 prefixes) would not get from unseen ones anyway.
+// the bench need no sleeping. Two bounded tables, so anonymous traffic can never push a key's state
+// out: keys (only configured ones reach it, so its size follows the key count) and anonymous
+// clients (`ip:` ids, ANONYMOUS_STATE_MAX, least recently seen evicted first — an evicted client
+// starts a fresh window, which an attacker cycling addresses would get from unseen ones anyway).
 import { LRUCache } from 'lru-cache'
 import { ANONYMOUS_ID_PREFIX } from '../../edge/client-address.js'
 import { addToWindow, calendarMonth, DAY_WINDOW, MINUTE_WINDOW, newRing, readWindow, type Ring, type WindowReading, type WindowSpec } from '../arithmetic.js'
@@ -23,10 +19,10 @@ export const DEFAULT_MEMORY_IDLE_MS = 2 * 86_400_000
 const ESCALATION_MEMORY_MS = 86_400_000
 const MAX_LEVEL = 40
 
+/** One id: its rings, its month's units (`monthIndex`: which month), its ban, escalation and recent 429s. */
 interface KeyState {
   readonly minute: Ring
   readonly day: Ring
-  /** Units of the calendar month `monthIndex` (counted only while a month limit applies). */
   monthIndex: number
   monthCount: number
   banUntil: number
@@ -44,11 +40,8 @@ export interface MemoryStoreOptions {
   maxAnonymousStates?: number
 }
 
-function emptyReading (): WindowReading {
-  return { count: 0, resetAt: 0, retryAt: 0 }
-}
-
 const DESCRIPTION = Object.freeze({ kind: 'memory' as const, nodes: [] })
+const NO_READING: WindowReading = Object.freeze({ count: 0, resetAt: 0, retryAt: 0 })
 
 export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore {
   const now = opts.now ?? Date.now
@@ -56,75 +49,59 @@ export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore 
     new LRUCache<string, KeyState>({ max, ttl: DEFAULT_MEMORY_IDLE_MS, updateAgeOnGet: true, perf: { now } })
   const keyed = table(opts.maxKeys ?? DEFAULT_MEMORY_MAX_KEYS)
   const anonymous = table(opts.maxAnonymousStates ?? DEFAULT_ANONYMOUS_STATE_MAX)
-
-  function tableOf (id: string): LRUCache<string, KeyState> {
-    return id.startsWith(ANONYMOUS_ID_PREFIX) ? anonymous : keyed
-  }
+  const tableOf = (id: string): LRUCache<string, KeyState> => id.startsWith(ANONYMOUS_ID_PREFIX) ? anonymous : keyed
 
   function stateOf (id: string): KeyState {
-    const states = tableOf(id)
-    let state = states.get(id)
+    let state = tableOf(id).get(id)
     if (state === undefined) {
       state = { minute: newRing(MINUTE_WINDOW), day: newRing(DAY_WINDOW), monthIndex: -1, monthCount: 0, banUntil: 0, level: -1, levelUntil: 0, rejections: [] }
-      states.set(id, state)
+      tableOf(id).set(id, state)
     }
     return state
-  }
-
-  /** The month as the contract reports it: units used, reset at the month's end, retry then when it refuses. */
-  function monthReading (state: KeyState | undefined, t: number, ask: Ask): WindowState {
-    const month = calendarMonth(t)
-    const count = state !== undefined && state.monthIndex === month.index ? state.monthCount : 0
-    return { count, resetAt: month.end, retryAt: !ask.overage && count + ask.cost > ask.monthLimit ? month.end : 0 }
-  }
-
-  function result (outcome: ConsumeOutcome, t: number, minute: WindowReading, day: WindowReading, bannedUntil: number, month: WindowState | undefined): ConsumeResult {
-    return month === undefined ? { outcome, now: t, minute, day, bannedUntil } : { outcome, now: t, minute, day, month, bannedUntil }
   }
 
   function run (id: string, ask: Ask, write: boolean): ConsumeResult {
     const { limits, ban, cost, monthLimit } = ask
     const t = now()
     const state = write ? stateOf(id) : tableOf(id).get(id)
-    const month = monthLimit > 0 ? monthReading(state, t, ask) : undefined
-    if (state === undefined) {
-      return result('ok', t, readWindow(newRing(MINUTE_WINDOW), MINUTE_WINDOW, t, limits.perMinute, emptyReading(), cost),
-        readWindow(newRing(DAY_WINDOW), DAY_WINDOW, t, limits.perDay, emptyReading(), cost), 0, month)
-    }
-    if (write && ban !== null && state.banUntil > t) {
-      return result('key_banned', t, emptyReading(), emptyReading(), state.banUntil, undefined)
-    }
-    const minute = readWindow(state.minute, MINUTE_WINDOW, t, limits.perMinute, emptyReading(), cost)
-    const day = readWindow(state.day, DAY_WINDOW, t, limits.perDay, emptyReading(), cost)
-    if (!write && state.banUntil > t) return result('key_banned', t, minute, day, state.banUntil, month)
+    const result = (outcome: ConsumeOutcome, minute: WindowReading, day: WindowReading, bannedUntil: number, month: WindowState | undefined): ConsumeResult =>
+      month === undefined ? { outcome, now: t, minute, day, bannedUntil } : { outcome, now: t, minute, day, month, bannedUntil }
+    // The month: units used, reset at its end, retry then when it refuses.
+    const calendar = monthLimit > 0 ? calendarMonth(t) : undefined
+    const used = calendar !== undefined && state?.monthIndex === calendar.index ? state.monthCount : 0
+    const month = calendar === undefined ? undefined : { count: used, resetAt: calendar.end, retryAt: !ask.overage && used + cost > monthLimit ? calendar.end : 0 }
+    if (write && ban !== null && state !== undefined && state.banUntil > t) return result('key_banned', NO_READING, NO_READING, state.banUntil, undefined)
+    const minute = readWindow(state?.minute ?? newRing(MINUTE_WINDOW), MINUTE_WINDOW, t, limits.perMinute, cost)
+    const day = readWindow(state?.day ?? newRing(DAY_WINDOW), DAY_WINDOW, t, limits.perDay, cost)
+    if (state === undefined) return result('ok', minute, day, 0, month)
+    if (!write && state.banUntil > t) return result('key_banned', minute, day, state.banUntil, month)
     if (minute.retryAt === 0 && day.retryAt === 0 && (month === undefined || month.retryAt === 0)) {
       if (write) {
         admit(state.minute, MINUTE_WINDOW, t, minute, cost)
         admit(state.day, DAY_WINDOW, t, day, cost)
-        if (month !== undefined) {
-          state.monthIndex = calendarMonth(t).index
-          state.monthCount = month.count + cost
+        if (calendar !== undefined) {
+          state.monthIndex = calendar.index
+          state.monthCount = used + cost
         }
       }
-      return result('ok', t, minute, day, 0, month === undefined ? undefined : { ...month, count: month.count + (write ? cost : 0) })
+      return result('ok', minute, day, 0, month === undefined ? undefined : { ...month, count: used + (write ? cost : 0) })
     }
     // A month out of quota refuses, and such a refusal is no abuse: no 429 counted toward a ban.
-    if (!write || ban === null || (month !== undefined && month.retryAt > 0)) return result('rate_limited', t, minute, day, 0, month)
+    if (!write || ban === null || (month !== undefined && month.retryAt > 0)) return result('rate_limited', minute, day, 0, month)
     state.rejections.push(t)
     if (state.rejections.length > ban.threshold) {
       state.rejections.splice(0, state.rejections.length - ban.threshold - 1)
       if (t - (state.rejections[0] ?? t) < ban.windowSeconds * 1000) {
         const level = state.levelUntil > t ? state.level + 1 : 0
         const maxMs = ban.maxDurationSeconds * 1000
-        const durationMs = level < MAX_LEVEL ? Math.min(ban.durationSeconds * 1000 * 2 ** level, maxMs) : maxMs
-        state.banUntil = t + durationMs
+        state.banUntil = t + (level < MAX_LEVEL ? Math.min(ban.durationSeconds * 1000 * 2 ** level, maxMs) : maxMs)
         state.level = level
         state.levelUntil = state.banUntil + ESCALATION_MEMORY_MS
         state.rejections = []
-        return result('ban_started', t, minute, day, state.banUntil, month)
+        return result('ban_started', minute, day, state.banUntil, month)
       }
     }
-    return result('rate_limited', t, minute, day, 0, month)
+    return result('rate_limited', minute, day, 0, month)
   }
 
   return {
@@ -144,10 +121,7 @@ export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore 
         const state = tableOf(id).get(id)
         if (state === undefined) return false
         const wasBanned = state.banUntil > now()
-        state.banUntil = 0
-        state.level = -1
-        state.levelUntil = 0
-        state.rejections = []
+        Object.assign(state, { banUntil: 0, level: -1, levelUntil: 0, rejections: [] })
         return wasBanned
       },
       async escalationLevel (id) {

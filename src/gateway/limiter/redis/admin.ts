@@ -1,16 +1,14 @@
 // The limiter's state as ops read and change it (admin API, CLI), on a Redis connection of its own
-// with its own time budget: an admin read never queues behind decisions, and a slow one never takes
-// a shard down (shard.ts never sees it). Peeks run the grant script as a read. Bans live in each
-// id's hash (grant.lua writes them with its windows); an index of bans in force (`rl:{#bans}`, a
-// sorted set by end) is written when a process learns of a new ban, so listing them reads the bans,
-// never a SCAN of every key, and each entry is checked against its id's hash. Lifts and resets are
-// published (classic pub/sub, which a Cluster broadcasts), so every process drops its cached ban and
-// what it held for the id.
+// with its own budget: an admin read never queues behind decisions nor takes a shard down. Peeks run
+// the grant script as a read. Bans live in each id's hash; an index of bans in force (`rl:{#bans}`,
+// by end) is written when a process learns of one, so listing reads the bans, never a SCAN, each
+// checked against its hash. Lifts and resets are published (pub/sub, broadcast by a Cluster), so
+// every process drops its cached ban and what it held for the id.
 import { Cluster, type Redis } from 'ioredis'
 import { waitReady, type RedisClient } from '../../redis/connection.js'
 import { dayKey, limiterKey } from '../../redis/keys.js'
 import type { Ask, BanEntry, ConsumeResult, StoreAdmin } from '../store.js'
-import { newAccount } from './account.js'
+import { Account } from './account.js'
 import { entryOf } from './calls.js'
 import { ioredisPort } from './ioredis-port.js'
 import { withinBudget } from './outage.js'
@@ -21,10 +19,9 @@ export const BAN_LIFT_CHANNEL = 'petstore:ban-lifted'
 export const BAN_INDEX_KEY = 'rl:{#bans}'
 /** Ops calls wait at most this long. */
 export const DEFAULT_ADMIN_TIMEOUT_MS = 2_000
-/** How long past a ban's end its level is remembered for escalation (grant.lua's ESCALATION_MS). */
-const ESCALATION_MEMORY_MS = 86_400_000
-/** grant.lua's ban fields of an id: b its end, e the last ban's end, l its level. */
+/** grant.lua's ban fields of an id (b its end, e the last ban's end, l its level), and its ESCALATION_MS. */
 const BAN_FIELDS = ['b', 'e', 'l'] as const
+const ESCALATION_MEMORY_MS = 86_400_000
 
 export interface RedisAdmin extends StoreAdmin {
   /** What a decision of `id` would find now, changing nothing. */
@@ -61,10 +58,7 @@ export function createRedisAdmin (client: RedisClient, timeoutMs = DEFAULT_ADMIN
 
   return {
     peek: (id, ask) => bounded(async () => {
-      const a = newAccount(id, limiterKey(id), '')
-      a.limits = ask.limits
-      a.monthLimit = ask.monthLimit
-      a.monthSoft = ask.overage
+      const a = Object.assign(new Account(id, limiterKey(id), ''), { limits: ask.limits, monthLimit: ask.monthLimit, monthSoft: ask.overage })
       const entries = [entryOf(a, 0, 1, 0, 0, [], false)]
       const { now, replies } = readGrantReply(await port.run(GRANT, grantKeys(entries), grantArgs('admin', entries)), 1)
       return consumeResult(a, 'peek', now, 'store', replies[0]!.bannedUntil, replies[0])

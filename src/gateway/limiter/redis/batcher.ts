@@ -1,12 +1,8 @@
-// One script call per turn and group: every grant entry queued during one event-loop turn leaves
-// at the turn's end in one grant call per group (the one Redis; a slot on a Cluster, whose script
-// keys must share one), at most BATCH_MAX entries each, with one timer per call. Batching adds no
-// wait beyond the end of the request's own turn, and replies resolve as they are read.
-//
-// A call's budget is STORE_TIMEOUT_MS: past it the shard is failed (shard.ts) and the call's
-// entries are told, so their requests are answered without it; the call is not abandoned — a reply
-// that comes later was still counted, and is handed to its entries as it is (grants.ts spends or
-// gives back what it counted).
+// One script call per turn and group: every grant entry queued during one event-loop turn leaves at
+// the turn's end in one grant call per group (the one Redis; a slot on a Cluster), at most BATCH_MAX
+// entries each. A call's budget is STORE_TIMEOUT_MS: past it the shard is failed (shard.ts) and its
+// entries told, so their requests are answered without it; a reply that comes later was still
+// counted, and is handed to its entries as it is (they spend or give back what it counted).
 import type { RedisPort, Runtime } from './port.js'
 import { GRANT, grantArgs, grantKeys, readGrantReply, type GrantEntry, type GrantReply } from './scripts.js'
 import type { Shards } from './shard.js'
@@ -14,15 +10,8 @@ import type { Shards } from './shard.js'
 /** Entries one grant call carries at most (Redis runs a script alone: a long one delays the rest). */
 export const BATCH_MAX = 100
 
-export interface Sent {
-  /** Redis time of the call (Unix ms). */
-  readonly redisNow: number
-  /** Local (monotonic) instants the call was written and its reply read. */
-  readonly sent: number
-  readonly received: number
-  /** True when the call's budget had run out before the reply. */
-  readonly late: boolean
-}
+/** A call: its Redis time (Unix ms); the local (monotonic) instants it was written and its reply read. */
+export interface Sent { readonly redisNow: number, readonly sent: number, readonly received: number }
 
 /** A queued piece of work: its entries are built at the turn's end, with everything then waiting. */
 export interface Job {
@@ -36,9 +25,7 @@ export interface Job {
   failed: (err: Error) => void
 }
 
-export interface Batcher {
-  add: (job: Job) => void
-}
+export interface Batcher { add: (job: Job) => void }
 
 export function createBatcher (port: RedisPort, runtime: Runtime, shards: Shards, holder: string, timeoutMs: number): Batcher {
   let queued: Map<string, Job[]> | undefined
@@ -64,7 +51,7 @@ export function createBatcher (port: RedisPort, runtime: Runtime, shards: Shards
       const received = runtime.now()
       const { now, replies } = readGrantReply(raw, entries.length)
       if (late) shards.answered(shard)
-      const info: Sent = { redisNow: now, sent, received, late }
+      const info: Sent = { redisNow: now, sent, received }
       const byJob = jobs.map((): GrantReply[] => [])
       replies.forEach((reply, i) => { byJob[owners[i]!]!.push(reply) })
       jobs.forEach((job, j) => { job.replied(byJob[j]!, info) })

@@ -1,9 +1,8 @@
-// The write call of one id (grants.ts sends at most one at a time per id): what it asks — every
-// request waiting, by cost, a block for the rest of the second when the id is busy, the reserve it
-// wants kept back, and what it settles (give-backs, reserve admissions to count) — and what its
-// reply does: units join the pool, waiting requests are admitted from it or rejected. A reply that
-// comes after the call's budget ran out (its requests were answered by the outage policy meanwhile)
-// still fills the pool: it was counted.
+// The write call of one id (at most one in flight per id): what it asks — every request waiting, by
+// cost, a block for the rest of the second when the id is busy, the reserve it wants, give-backs and
+// reserve admissions to count — and what its reply does: units join the pool, waiting requests are
+// admitted from it or rejected. A reply after the call's budget ran out still fills the pool.
+import { MINUTE_BUCKET_MS } from '../arithmetic.js'
 import * as acct from './account.js'
 import type { Account, Waiting } from './account.js'
 import type { Job } from './batcher.js'
@@ -16,11 +15,7 @@ import type { GrantEntry, GrantReply } from './scripts.js'
 export const HOT_RATE = 2
 /** The reserve asked for: this many seconds of the consumer's traffic, at most a quarter of the room left. */
 export const RESERVE_SECONDS = 10
-/**
- * No reserve while the room left is under this share of the tightest limit: a reserve kept back
- * when the window is nearly full would cost the consumer requests (it is not spent unless Redis
- * goes away), and the last of a window is what a burst races for.
- */
+/** No reserve while the room left is under this share of the tightest limit (a burst races for it). */
 export const RESERVE_ROOM_FLOOR = 0.1
 /** An id unseen this long hands its reserve back. */
 export const IDLE_MS = 2_000
@@ -46,11 +41,7 @@ export function entryOf (a: Account, requests: number, cost: number, extra: numb
   return { key: a.key, minuteLimit: a.limits.perMinute, dayLimit: a.limits.perDay, monthLimit: a.monthLimit, monthSoft: a.monthSoft, requests, cost, extra, reserve, write, ban: a.ban, adjustments }
 }
 
-/**
- * The reserve worth keeping for `a`: only for a consumer busy for a while (seen in this second and
- * the one before: a lone burst asks for none, so it can race for the whole window), sized to its
- * traffic and to the room it has left.
- */
+/** The reserve for `a`: only when busy this second and the last (a lone burst races for the whole window). */
 function reserveWant (ctx: CallContext, a: Account, x: number): number {
   if (!ctx.reserves || x - a.lastSeen > IDLE_MS || a.seenBefore === 0) return 0
   const r = acct.rate(a, x)
@@ -64,14 +55,13 @@ function extraWant (ctx: CallContext, a: Account, x: number, waiting: number): n
   const r = acct.rate(a, x)
   if (r < HOT_RATE) return 0
   const latest = ctx.clockOf(a).latest(x) ?? x
-  const left = (Math.floor(latest / acct.MINUTE_BUCKET_MS) + 1) * acct.MINUTE_BUCKET_MS - latest
+  const left = (Math.floor(latest / MINUTE_BUCKET_MS) + 1) * MINUTE_BUCKET_MS - latest
   return Math.max(0, Math.min(a.limits.perMinute, Math.ceil(r * left / 1000)) - waiting)
 }
 
 /**
- * One entry's reply: its units join the pool, then its requests are admitted from it or rejected.
- * Units that arrive too late to be spent in their bucket are given back; their requests ask again
- * once that bucket is over by Redis's clock (the returned delay, ms; 0: none waits).
+ * One entry's reply: its units join the pool, its requests are admitted from it or rejected. Units
+ * too late for their bucket are given back; their requests ask again after it (the delay returned).
  */
 function answer (ctx: CallContext, a: Account, r: GrantReply, group: Waiting[], redisNow: number, received: number, answered: boolean): number {
   if (r.bannedAt > 0) ctx.onBan(a.id, r.bannedUntil)
@@ -104,7 +94,7 @@ function answer (ctx: CallContext, a: Account, r: GrantReply, group: Waiting[], 
   a.waiting.unshift(...retry)
   if (retry.length === 0) return 0
   const earliest = ctx.clockOf(a).earliest(received) ?? received
-  return Math.min(acct.MINUTE_BUCKET_MS, Math.max(1, (a.bucket + 1) * acct.MINUTE_BUCKET_MS - earliest + 1))
+  return Math.min(MINUTE_BUCKET_MS, Math.max(1, (a.bucket + 1) * MINUTE_BUCKET_MS - earliest + 1))
 }
 
 /** The job of one write call for `a`, built at its turn's end with everything then waiting. */
@@ -143,13 +133,8 @@ export function writeJob (ctx: CallContext, a: Account): Job {
         const clock = ctx.clockOf(a)
         clock.learn(info.redisNow, info.sent, info.received)
         const last = replies[replies.length - 1]!
-        a.view = last
-        a.viewAt = info.redisNow
-        a.viewLocal = info.received
-        a.reserve = last.reserve
-        a.reserveUntil = info.redisNow + acct.RESERVE_TTL_MS
-        a.reserveCap = undefined
-        a.unwritten = acct.subtractAdjustments(a.unwritten, sent)
+        Object.assign(a, { view: last, viewAt: info.redisNow, viewLocal: info.received, reserve: last.reserve, reserveUntil: info.redisNow + acct.RESERVE_TTL_MS, reserveCap: undefined })
+        a.unwritten = sent.reduce((list, s) => acct.addAdjustment(list, { ...s, delta: -s.delta }), a.unwritten)
         let delay = 0
         replies.forEach((r, i) => { delay = Math.max(delay, answer(ctx, a, r, groups[i] ?? [], info.redisNow, info.received, timedOut)) })
         acct.expirePool(a, clock, ctx.runtime.now())
@@ -169,7 +154,7 @@ export function writeJob (ctx: CallContext, a: Account): Job {
       // Whether Redis ran it is unknown: the reserve is held to the cap that holds either way, the
       // reserve admissions it carried are sent again (counted twice at worst), its give-backs are not.
       a.calling = false
-      if (a.reserveCap !== undefined) a.reserve = a.reserveCap
+      a.reserve = a.reserveCap ?? a.reserve
       a.reserveCap = undefined
       if (!timedOut) {
         const x = ctx.runtime.now()

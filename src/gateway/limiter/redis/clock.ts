@@ -1,8 +1,7 @@
 // Where a shard's clock is, seen from this process: Redis time at a local instant x lies in
-// [x + lo, x + hi]. Every reply carrying Redis time T narrows the bounds — the script ran after the
-// call was sent and before its reply was read, so hi ≤ T − sent and lo ≥ T − received — and the
-// bounds widen by DRIFT per ms since their sample, for clocks that do not run at quite the same
-// rate. A grant is spent only while x + hi is inside its minute bucket, and a reserve admission is
+// [x + lo, x + hi]. A reply carrying Redis time T narrows them (the script ran after the call was
+// sent and before its reply was read: hi ≤ T − sent, lo ≥ T − received); they widen by DRIFT per ms
+// since. A grant is spent only while x + hi is inside its minute bucket, and a reserve admission is
 // written back in the bucket of x + hi: never earlier than the instant Redis would have seen.
 
 /** How fast the two clocks may drift apart: 1 ms per second (1,000 ppm), far above real clocks. */

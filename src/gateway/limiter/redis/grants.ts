@@ -8,16 +8,16 @@
 // batch (batcher.ts). docs/limiter-internals.md states the invariant and proves the bound.
 import { LRUCache } from 'lru-cache'
 import { limiterKey } from '../../redis/keys.js'
-import { ANONYMOUS_PREFIX } from '../consumer-id.js'
+import { ANONYMOUS_ID_PREFIX } from '../../edge/client-address.js'
 import type { Ask, ConsumeResult } from '../store.js'
 import * as acct from './account.js'
 import type { Account, Waiting } from './account.js'
-import { createBatcher } from './batcher.js'
+import { BATCH_MAX, createBatcher } from './batcher.js'
 import type { ShardClock } from './clock.js'
 import { entryOf, IDLE_MS, writeJob, type CallContext } from './calls.js'
 import { StoreUnavailableError, type StoreOnError } from './outage.js'
 import type { RedisPort, Runtime } from './port.js'
-import { consumeResult, emptyResult } from './results.js'
+import { consumeResult } from './results.js'
 import { GRANT, grantArgs, grantKeys, readGrantReply, type GrantEntry } from './scripts.js'
 import { createShards, type ShardState } from './shard.js'
 
@@ -30,6 +30,7 @@ const FORGET_MS = 25 * 3_600_000
 export interface GrantsOptions {
   port: RedisPort
   runtime: Runtime
+  /** This process's name in Redis (its reserves). */
   holder: string
   timeoutMs: number
   policy: StoreOnError
@@ -48,7 +49,7 @@ export interface Grants {
   degraded: () => boolean
   /** Resolves once every shard known is up, or after `ms`. */
   settled: (ms: number) => Promise<void>
-  close: () => Promise<void>
+  close: () => void
 }
 
 export function createGrants (opts: GrantsOptions): Grants {
@@ -66,13 +67,18 @@ export function createGrants (opts: GrantsOptions): Grants {
 
   const clockOf = (a: Account): ShardClock => shards.of(a.shard).clock
   const up = (a: Account): boolean => shards.of(a.shard).state === 'up'
+  /** Queues `a`'s write call (at most one queued or in flight per id). */
+  function call (a: Account): void {
+    a.calling = true
+    batcher.add(writeJob(ctx, a))
+  }
 
   function accountOf (id: string, ask: Ask): Account {
-    const table = id.startsWith(ANONYMOUS_PREFIX) ? anonymous : consumers
+    const table = id.startsWith(ANONYMOUS_ID_PREFIX) ? anonymous : consumers
     let a = table.get(id)
     if (a === undefined) {
       const key = limiterKey(id)
-      a = acct.newAccount(id, key, port.shardOf(key))
+      a = new acct.Account(id, key, port.shardOf(key))
       table.set(id, a)
     }
     a.limits = ask.limits
@@ -84,7 +90,7 @@ export function createGrants (opts: GrantsOptions): Grants {
 
   /** The outage policy's answer to a request of `cost` at local `x`. */
   function outageAnswer (a: Account, cost: number, x: number): ConsumeResult {
-    if (policy === 'open') return emptyResult(a, runtime.now(), 'fallback')
+    if (policy === 'open') return consumeResult({ ...a, view: undefined, pool: 0 }, 'ok', runtime.now(), 'fallback') // nothing known: the whole limits
     if (policy === 'local' && acct.spendReserve(a, clockOf(a), x, cost)) return consumeResult(a, 'ok', clockOf(a).latest(x) ?? x, 'fallback')
     throw new StoreUnavailableError(`limiter store ${up(a) ? 'did not answer in time' : 'unavailable'}`)
   }
@@ -114,11 +120,7 @@ export function createGrants (opts: GrantsOptions): Grants {
       const x = runtime.now()
       ctx.drain(a, x)
       if (a.waiting.length === 0) return
-      if (up(a)) {
-        a.calling = true
-        batcher.add(writeJob(ctx, a))
-        return
-      }
+      if (up(a)) return call(a)
       for (const w of a.waiting.splice(0)) ctx.outage(a, w, x)
     },
     outage (a, w: Waiting, x) {
@@ -133,43 +135,32 @@ export function createGrants (opts: GrantsOptions): Grants {
 
   /** A shard lost its data: what this process admitted there goes back in, its reserve asked again. */
   async function reseed (shard: string): Promise<void> {
+    const owners: Account[] = []
+    const all: GrantEntry[] = []
+    for (const a of [...consumers.values(), ...anonymous.values()]) {
+      if (a.shard !== shard) continue
+      const remaining = Math.max(0, a.reserve - acct.unwrittenUnits(a))
+      // Nothing of the old reserve is spent until Redis confirms the new one (reserveCap 0).
+      Object.assign(a, { pool: 0, returns: [], unwritten: [], reserve: 0, reserveCap: 0 })
+      const adjustments = acct.ledgerAdjustments(a)
+      if (adjustments.length === 0 && remaining === 0) continue
+      all.push(entryOf(a, 0, 1, 0, remaining, adjustments))
+      owners.push(a)
+      reseeding.add(a)
+    }
     try {
-      await reseedShard(shard)
+      for (let i = 0; i < all.length; i += BATCH_MAX) {
+        const part = owners.slice(i, i + BATCH_MAX)
+        const entries = all.slice(i, i + BATCH_MAX)
+        const sent = runtime.now()
+        const { now, replies } = readGrantReply(await port.run(GRANT, grantKeys(entries), grantArgs(holder, entries)), entries.length)
+        shards.of(shard).clock.learn(now, sent, runtime.now())
+        replies.forEach((r, j) => { Object.assign(part[j]!, { reserve: r.reserve, reserveUntil: now + acct.RESERVE_TTL_MS, reserveCap: undefined }) })
+      }
     } finally {
       const waited = [...reseeding]
       reseeding.clear()
       for (const a of waited) ctx.next(a)
-    }
-  }
-
-  async function reseedShard (shard: string): Promise<void> {
-    const entries: GrantEntry[] = []
-    const owners: Account[] = []
-    for (const a of [...consumers.values(), ...anonymous.values()]) {
-      if (a.shard !== shard) continue
-      const remaining = Math.max(0, a.reserve - acct.unwrittenUnits(a))
-      a.pool = 0
-      a.returns = []
-      a.unwritten = []
-      a.reserve = 0
-      a.reserveCap = 0
-      const adjustments = acct.ledgerAdjustments(a)
-      if (adjustments.length === 0 && remaining === 0) continue
-      entries.push(entryOf(a, 0, 1, 0, remaining, adjustments))
-      owners.push(a)
-      reseeding.add(a)
-    }
-    for (let i = 0; i < entries.length; i += 100) {
-      const part = entries.slice(i, i + 100)
-      const sent = runtime.now()
-      const { now, replies } = readGrantReply(await port.run(GRANT, grantKeys(part), grantArgs(holder, part)), part.length)
-      shards.of(shard).clock.learn(now, sent, runtime.now())
-      replies.forEach((r, j) => {
-        const a = owners[i + j]!
-        a.reserve = r.reserve
-        a.reserveUntil = now + acct.RESERVE_TTL_MS
-        a.reserveCap = undefined
-      })
     }
   }
 
@@ -180,10 +171,7 @@ export function createGrants (opts: GrantsOptions): Grants {
       for (const [id, a] of table.entries()) {
         acct.expirePool(a, clockOf(a), x)
         const idle = x - a.lastSeen > IDLE_MS
-        if (!a.calling && up(a) && (a.returns.length > 0 || a.unwritten.length > 0 || (idle && a.reserve > 0))) {
-          a.calling = true
-          batcher.add(writeJob(ctx, a))
-        }
+        if (!a.calling && up(a) && (a.returns.length > 0 || a.unwritten.length > 0 || (idle && a.reserve > 0))) call(a)
         if (x - a.lastSeen > FORGET_MS && !a.calling && a.reserve === 0 && a.ledger.day.size === 0) table.delete(id)
       }
     }
@@ -200,19 +188,10 @@ export function createGrants (opts: GrantsOptions): Grants {
         acct.spendPool(a, cost)
         return Promise.resolve(consumeResult(a, 'ok', a.viewAt + (x - a.viewLocal), 'grant'))
       }
-      if (!up(a) && !reseeding.has(a)) {
-        try {
-          return Promise.resolve(outageAnswer(a, cost, x))
-        } catch (err) {
-          return Promise.reject(err as Error)
-        }
-      }
       return new Promise((resolve, reject) => {
+        if (!up(a) && !reseeding.has(a)) return ctx.outage(a, { cost, resolve, reject, attempts: 0 }, x)
         a.waiting.push({ cost, resolve, reject, attempts: 0 })
-        if (up(a) && !a.calling) {
-          a.calling = true
-          batcher.add(writeJob(ctx, a))
-        }
+        if (up(a) && !a.calling) call(a)
       })
     },
     forget (id) {
@@ -224,7 +203,7 @@ export function createGrants (opts: GrantsOptions): Grants {
       for (const name of port.shards()) shards.of(name)
       await shards.settled(ms)
     },
-    async close () {
+    close () {
       cancelSweep()
       shards.close()
     }

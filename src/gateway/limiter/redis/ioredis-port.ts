@@ -1,11 +1,11 @@
-// The production port (port.ts): the store's scripts, probes and connection events over an ioredis
-// client of any topology, and Node's clock and timers. On a Cluster a shard is a master
-// (`host:port`, as CLUSTER SLOTS names it) and a batch group is a slot; scripts are sent by SHA
+// The production port (port.ts) over an ioredis client of any topology, and Node's clock and timers.
+// On a Cluster a shard is a master (`host:port`) and a batch group is a slot; scripts go by SHA
 // (ioredis defineCommand loads them again on NOSCRIPT).
 import { randomBytes } from 'node:crypto'
 import calculateSlot from 'cluster-key-slot'
 import { Cluster, type Redis } from 'ioredis'
 import type { RedisClient } from '../../redis/connection.js'
+import { unrefAfter } from './outage.js'
 import type { RedisPort, Runtime, Script } from './port.js'
 import { EPOCH, GRANT } from './scripts.js'
 
@@ -17,11 +17,7 @@ const EPOCH_KEY = 'rl:{#epoch}'
 export function nodeRuntime (): Runtime {
   return {
     now: () => performance.timeOrigin + performance.now(),
-    after (ms, fn) {
-      const timer = setTimeout(fn, ms)
-      timer.unref()
-      return () => { clearTimeout(timer) }
-    },
+    after: unrefAfter,
     turnEnd: (fn) => { setImmediate(fn) },
     randomId: () => randomBytes(8).toString('hex')
   }

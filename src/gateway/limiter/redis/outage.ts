@@ -2,6 +2,7 @@
 // `local` — this process's reserve, kept back in Redis for it; `open` — admitted, nothing counted;
 // `closed` — refused. A request nothing can answer is refused with StoreUnavailableError, which the
 // limiter answers 503 `unavailable` with Retry-After.
+import type { Runtime } from './port.js'
 
 export const STORE_ON_ERROR_POLICIES = ['local', 'open', 'closed'] as const
 export type StoreOnError = (typeof STORE_ON_ERROR_POLICIES)[number]
@@ -14,11 +15,17 @@ export class StoreUnavailableError extends Error {
   }
 }
 
-/** `call`, or StoreUnavailableError once it has taken `ms` (ops calls and probes: real timers). */
-export function withinBudget<T> (call: Promise<T>, ms: number): Promise<T> {
+/** Node's timers, unref'd (nothing of the limiter keeps a process alive): Runtime['after']. */
+export function unrefAfter (ms: number, fn: () => void): () => void {
+  const timer = setTimeout(fn, ms)
+  timer.unref()
+  return () => { clearTimeout(timer) }
+}
+
+/** `call`, or StoreUnavailableError once it has taken `ms` (on real timers unless `after` is given). */
+export function withinBudget<T> (call: Promise<T>, ms: number, after: Runtime['after'] = unrefAfter): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => { reject(new StoreUnavailableError(`limiter store did not answer within ${ms} ms`)) }, ms)
-    timer.unref()
-    call.then((v) => { clearTimeout(timer); resolve(v) }, (e: unknown) => { clearTimeout(timer); reject(e instanceof Error ? e : new Error(String(e))) })
+    const cancel = after(ms, () => { reject(new StoreUnavailableError(`limiter store did not answer within ${ms} ms`)) })
+    call.then((v) => { cancel(); resolve(v) }, (e: unknown) => { cancel(); reject(e instanceof Error ? e : new Error(String(e))) })
   })
 }

@@ -1,7 +1,6 @@
-// What the Redis store needs from Redis and from the process it runs in, as one narrow seam: the
-// production port wraps ioredis and Node's timers (ioredis-port.ts); the fault simulator
-// (test/helpers/sim/) implements the same port on a modelled Redis and one virtual clock, so the
-// store code that runs there is the code that runs in production.
+// What the Redis store needs from Redis and from the process it runs in, as one narrow seam: ioredis
+// and Node's timers in production (ioredis-port.ts), a modelled Redis and one virtual clock in the
+// fault simulator (test/helpers/sim/), so the code simulated is the code that runs in production.
 
 /** A Lua script as Redis knows it: its source and SHA-1. */
 export interface Script {

@@ -1,11 +1,10 @@
-// The Redis path's answers in the store contract's shape (store.ts): what the last reply of an id
-// said about its windows, less the units this process still holds unspent (they are counted but not
-// used yet), so a process's headers count down request by request between calls. Reserves kept back
-// shrink as a window fills (calls.ts), so an admission shows the units counted; a rejection shows
-// them with what is kept back, which is why there was no room.
+// The Redis path's answers in the store contract's shape: what the last reply of an id said about
+// its windows, less the units this process holds unspent, so headers count down request by request
+// between calls. A rejection shows the units counted with what is kept back: why there was no room.
 import type { ConsumeOutcome, ConsumeResult, WindowState } from '../store.js'
 import type { Account } from './account.js'
-import { DAY_BUCKET_MS, MINUTE_BUCKET_MS, unwrittenUnits } from './account.js'
+import { DAY_BUCKET_MS, MINUTE_BUCKET_MS } from '../arithmetic.js'
+import { unwrittenUnits } from './account.js'
 import type { GrantReply, WindowReply } from './scripts.js'
 
 function window (w: WindowReply | undefined, pool: number, kept: number, rejected: boolean, now: number, length: number): WindowState {
@@ -35,9 +34,4 @@ export function consumeResult (a: Account, outcome: ConsumeOutcome | 'peek', now
     ...(via === 'store' ? {} : { via })
   }
   return result
-}
-
-/** What `open` answers: admitted, nothing known (headers show the whole limits). */
-export function emptyResult (a: Account, now: number, via: 'fallback'): ConsumeResult {
-  return consumeResult({ ...a, view: undefined, pool: 0 }, 'ok', now, via)
 }

@@ -1,7 +1,7 @@
 // The Redis path's two scripts and what their arguments and replies mean in TypeScript, so the
 // store, the recovery and the simulator build and read them one way. Each script is one
 // self-contained file with its KEYS/ARGV/reply header (lua/grant.lua, lua/epoch.lua);
-// test/gateway/limiter/redis/scripts.test.ts pins their SHAs, so a changed script is a reviewed change.
+// test/gateway/limiter/redis-gateway.test.ts pins their SHAs, so a changed script is a reviewed change.
 import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import type { BanPolicy } from '../../config/types.js'
@@ -19,52 +19,33 @@ export const EPOCH = load('epoch')
 export const GRANT_REPLY_FIELDS = 16
 
 /** One adjustment: add `delta` (negative: give back) to these buckets; 0 skips a window. */
-export interface Adjustment {
-  readonly minute: number
-  readonly day: number
-  readonly month: number
-  readonly delta: number
-}
+export interface Adjustment { readonly minute: number, readonly day: number, readonly month: number, readonly delta: number }
 
-/** One entry of a grant call: one id's requests of one cost, and what to settle first. */
+/**
+ * One entry of a grant call: one id's `requests` of one `cost`, `extra` units wanted beyond them,
+ * the `reserve` wanted, and what to settle first. `monthLimit` 0: none; `monthSoft`: the month is
+ * counted but never refuses (overage allowed, or a quota only rehearsed); `write` false: a read.
+ */
 export interface GrantEntry {
   readonly key: string
-  readonly minuteLimit: number
-  readonly dayLimit: number
-  /** 0: no month limit. */
-  readonly monthLimit: number
-  /** The month is counted but never refuses (overage allowed, or a quota only rehearsed). */
-  readonly monthSoft: boolean
-  readonly requests: number
-  readonly cost: number
-  readonly extra: number
-  readonly reserve: number
-  readonly write: boolean
+  readonly minuteLimit: number, readonly dayLimit: number, readonly monthLimit: number, readonly monthSoft: boolean
+  readonly requests: number, readonly cost: number, readonly extra: number, readonly reserve: number, readonly write: boolean
   readonly ban: BanPolicy | null
   readonly adjustments: readonly Adjustment[]
 }
 
-export interface WindowReply {
-  /** Units counted in the window. */
-  readonly used: number
-  readonly resetAt: number
-  readonly retryAt: number
-}
+/** A window in a reply: units counted, when it next frees capacity, when it has room (0: not rejected). */
+export interface WindowReply { readonly used: number, readonly resetAt: number, readonly retryAt: number }
 
+/**
+ * One entry's reply: `bannedAt` the rejected request (1-based) that started a ban (0: none),
+ * `reserve` the caller's now, `held` every process's reserve (kept back in every window),
+ * `bannedUntil` the ban's end (0: none).
+ */
 export interface GrantReply {
   readonly outcome: 'ok' | 'rate_limited' | 'key_banned'
-  readonly admitted: number
-  /** The rejected request (1-based) that started a ban; 0: none. */
-  readonly bannedAt: number
-  readonly extra: number
-  /** The caller's reserve now (kept back for it). */
-  readonly reserve: number
-  /** Units kept back in every window: every process's reserve. */
-  readonly held: number
-  readonly minute: WindowReply
-  readonly day: WindowReply
-  readonly month: WindowReply
-  /** Unix ms the ban ends (0: none). */
+  readonly admitted: number, readonly bannedAt: number, readonly extra: number, readonly reserve: number, readonly held: number
+  readonly minute: WindowReply, readonly day: WindowReply, readonly month: WindowReply
   readonly bannedUntil: number
 }
 
@@ -82,12 +63,7 @@ export function banArg (ban: BanPolicy | null): string {
 
 /** KEYS of a grant call: two per entry, the id's hash and its day ring's. */
 export function grantKeys (entries: readonly GrantEntry[]): string[] {
-  const keys = new Array<string>(entries.length * 2)
-  entries.forEach((e, i) => {
-    keys[2 * i] = e.key
-    keys[2 * i + 1] = e.key + ':d'
-  })
-  return keys
+  return entries.flatMap((e) => [e.key, e.key + ':d'])
 }
 
 /** ARGV of a grant call: the holder, then three per entry. */
@@ -110,19 +86,9 @@ export function readGrantReply (raw: unknown, entries: number): { now: number, r
   const r = raw as number[]
   if (!Array.isArray(r) || r.length !== 1 + entries * GRANT_REPLY_FIELDS) throw new Error('grant: unexpected reply')
   const replies: GrantReply[] = []
+  const w = (k: number): WindowReply => ({ used: r[k]!, resetAt: r[k + 1]!, retryAt: r[k + 2]! })
   for (let i = 0, k = 1; i < entries; i++, k += GRANT_REPLY_FIELDS) {
-    replies.push({
-      outcome: OUTCOMES[r[k]!] ?? 'rate_limited',
-      admitted: r[k + 1]!,
-      bannedAt: r[k + 2]!,
-      extra: r[k + 3]!,
-      reserve: r[k + 4]!,
-      held: r[k + 5]!,
-      minute: { used: r[k + 6]!, resetAt: r[k + 7]!, retryAt: r[k + 8]! },
-      day: { used: r[k + 9]!, resetAt: r[k + 10]!, retryAt: r[k + 11]! },
-      month: { used: r[k + 12]!, resetAt: r[k + 13]!, retryAt: r[k + 14]! },
-      bannedUntil: r[k + 15]!
-    })
+    replies.push({ outcome: OUTCOMES[r[k]!] ?? 'rate_limited', admitted: r[k + 1]!, bannedAt: r[k + 2]!, extra: r[k + 3]!, reserve: r[k + 4]!, held: r[k + 5]!, minute: w(k + 6), day: w(k + 9), month: w(k + 12), bannedUntil: r[k + 15]! })
   }
   return { now: r[0]!, replies }
 }

@@ -1,18 +1,11 @@
 // The fault handling of the Redis path, in one place: a state machine per shard (a Cluster master,
-// or the one Redis). Grant calls go to a shard only while it is `up`; otherwise requests are
-// answered from grants already counted, then by the STORE_ON_ERROR policy (grants.ts).
-//
-//   recovering ──epoch kept, or re-seeded; barrier passed──▶ up
-//       ▲  │                                                 │
-//       │  └──────────────── any failure ──────────┐          │ a call fails or times out,
-//       │                                          ▼          │ the connection drops
-//       └──── the connection is ready, or a probe answers ── down ◀┘
-//
-// Recovering reads the shard's epoch mark (lua/epoch.lua). A mark other than the one this process
-// saw means the shard lost its data: this process re-seeds what it admitted there, and no process
-// grants there until the mark's time plus the recovery barrier, by which every process has
-// re-seeded (docs/limiter-internals.md, "Recovery").
+// or the one Redis; drawn in docs/limiter-internals.md). Grant calls go to a shard only while it is
+// `up`; a failed or late call or a dropped connection makes it `down`, probed until it answers; then
+// `recovering` reads its epoch mark (lua/epoch.lua). A mark other than the one this process saw
+// means the shard lost its data: this process re-seeds what it admitted there, and no process grants
+// there until the mark's time plus the recovery barrier, by which every process has re-seeded.
 import { createShardClock, type ShardClock } from './clock.js'
+import { withinBudget } from './outage.js'
 import type { RedisPort, Runtime } from './port.js'
 import { EPOCH, readEpochReply } from './scripts.js'
 
@@ -24,12 +17,16 @@ export const DEFAULT_RECOVERY_BARRIER_MS = 2_000
 export const DEFAULT_PROBE_FIRST_MS = 50
 export const DEFAULT_PROBE_MAX_MS = 1_000
 
+/** A shard, with its probing: the next probe's delay, its timer, and the recovery run under way. */
 export interface Shard {
   readonly name: string
   readonly clock: ShardClock
   state: ShardState
   /** The epoch mark last seen; undefined before the first. */
   epoch: string | undefined
+  backoff: number
+  cancel: (() => void) | undefined
+  run: number
 }
 
 export interface ShardOptions {
@@ -37,11 +34,11 @@ export interface ShardOptions {
   runtime: Runtime
   /** Budget of a probe or an epoch read (STORE_TIMEOUT_MS). */
   timeoutMs: number
-  barrierMs?: number
+  barrierMs?: number | undefined
   /** Re-seeds this process's admissions on `shard`, which lost its data; rejects if it could not. */
   reseed: (shard: string) => Promise<void>
   /** Every change of state, and why (logs, metrics). */
-  onChange?: (shard: string, state: ShardState, reason: string) => void
+  onChange?: ((shard: string, state: ShardState, reason: string) => void) | undefined
 }
 
 export interface Shards {
@@ -56,18 +53,12 @@ export interface Shards {
   close: () => void
 }
 
-/** A shard with its probing state: the next probe's delay, its timer, and the recovery run under way. */
-interface Probed extends Shard {
-  backoff: number
-  cancel: (() => void) | undefined
-  run: number
-}
-
 export function createShards (opts: ShardOptions): Shards {
   const { port, runtime } = opts
   const barrierMs = opts.barrierMs ?? DEFAULT_RECOVERY_BARRIER_MS
-  const shards = new Map<string, Probed>()
+  const shards = new Map<string, Shard>()
   let closed = false
+  const anyDown = (): boolean => [...shards.values()].some((s) => s.state !== 'up')
 
   function set (s: Shard, state: ShardState, reason: string): void {
     if (s.state === state) return
@@ -75,14 +66,9 @@ export function createShards (opts: ShardOptions): Shards {
     opts.onChange?.(s.name, state, reason)
   }
 
-  function bounded<T> (call: Promise<T>): Promise<T> {
-    return new Promise((resolve, reject) => {
-      const cancel = runtime.after(opts.timeoutMs, () => { reject(new Error(`no answer within ${opts.timeoutMs} ms`)) })
-      call.then((v) => { cancel(); resolve(v) }, (e: unknown) => { cancel(); reject(e instanceof Error ? e : new Error(String(e))) })
-    })
-  }
+  const bounded = <T>(call: Promise<T>): Promise<T> => withinBudget(call, opts.timeoutMs, runtime.after)
 
-  async function recover (s: Probed): Promise<void> {
+  async function recover (s: Shard): Promise<void> {
     const run = ++s.run
     set(s, 'recovering', 'answering again')
     try {
@@ -105,7 +91,7 @@ export function createShards (opts: ShardOptions): Shards {
     }
   }
 
-  function probe (s: Probed): void {
+  function probe (s: Shard): void {
     s.cancel?.()
     s.cancel = undefined
     if (closed || s.state !== 'down') return
@@ -115,7 +101,7 @@ export function createShards (opts: ShardOptions): Shards {
     })
   }
 
-  function down (s: Probed, reason: string): void {
+  function down (s: Shard, reason: string): void {
     if (closed) return
     s.run++
     if (s.state === 'down') return
@@ -124,7 +110,7 @@ export function createShards (opts: ShardOptions): Shards {
     s.cancel = runtime.after(s.backoff, () => { probe(s) })
   }
 
-  function of (name: string): Probed {
+  function of (name: string): Shard {
     let s = shards.get(name)
     if (s === undefined) {
       s = { name, clock: createShardClock(), state: 'recovering', epoch: undefined, backoff: DEFAULT_PROBE_FIRST_MS, cancel: undefined, run: 0 }
@@ -149,11 +135,9 @@ export function createShards (opts: ShardOptions): Shards {
     },
     async settled (ms) {
       const deadline = runtime.now() + ms
-      while (runtime.now() < deadline && [...shards.values()].some((s) => s.state !== 'up')) {
-        await new Promise<void>((resolve) => runtime.after(10, resolve))
-      }
+      while (runtime.now() < deadline && anyDown()) await new Promise<void>((resolve) => runtime.after(10, resolve))
     },
-    anyDown: () => [...shards.values()].some((s) => s.state !== 'up'),
+    anyDown,
     close () {
       closed = true
       for (const s of shards.values()) s.cancel?.()

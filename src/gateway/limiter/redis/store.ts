@@ -5,24 +5,16 @@ import { Cluster } from 'ioredis'
 import type { RedisClient, RedisDescription } from '../../redis/connection.js'
 import type { LimiterStore } from '../store.js'
 import { createRedisAdmin } from './admin.js'
-import { createGrants } from './grants.js'
+import { createGrants, type GrantsOptions } from './grants.js'
 import { type StoreOnError, withinBudget } from './outage.js'
-import type { RedisPort, Runtime } from './port.js'
-import type { ShardState } from './shard.js'
 
 /** STORE_TIMEOUT_MS: a call unanswered this long fails its shard over to STORE_ON_ERROR (a late reply still counts). */
 export const DEFAULT_STORE_TIMEOUT_MS = 250
 
-export interface RedisStoreOptions {
-  port: RedisPort
-  runtime: Runtime
+export interface RedisStoreOptions extends Omit<GrantsOptions, 'timeoutMs' | 'policy' | 'onBan'> {
   description: RedisDescription
-  holder: string
-  timeoutMs?: number
-  policy?: StoreOnError
-  barrierMs?: number
-  anonymousMax?: number
-  onShardChange?: (shard: string, state: ShardState, reason: string) => void
+  timeoutMs?: number | undefined
+  policy?: StoreOnError | undefined
 }
 
 export interface RedisStore extends LimiterStore {
@@ -31,19 +23,14 @@ export interface RedisStore extends LimiterStore {
 }
 
 export function createRedisStore (client: RedisClient, opts: RedisStoreOptions): RedisStore {
-  const { runtime } = opts
   const policy = opts.policy ?? 'local'
-  let errors = 0
   const timeoutMs = opts.timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS
+  let errors = 0
   const admin = createRedisAdmin(client)
   const grants = createGrants({
-    port: opts.port,
-    runtime,
-    holder: opts.holder,
+    ...opts,
     timeoutMs,
     policy,
-    barrierMs: opts.barrierMs,
-    anonymousMax: opts.anonymousMax,
     onShardChange (shard, state, reason) {
       if (state === 'down') errors++
       opts.onShardChange?.(shard, state, reason)
@@ -93,7 +80,7 @@ export function createRedisStore (client: RedisClient, opts: RedisStoreOptions):
       }
     },
     async close () {
-      await grants.close()
+      grants.close()
       admin.close()
       try {
         await client.quit()
