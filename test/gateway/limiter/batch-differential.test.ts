@@ -138,7 +138,7 @@ async function drive (t: Test, sides: { batched: Side, single: Side }, plantOn: 
   }
   t.same([...outcomes].sort(), ['ban_started', 'key_banned', 'ok', 'rate_limited'], 'the run met every outcome')
   // Counts and outcomes compare exactly whatever the skew; instants compare within it (a loaded machine may stretch it).
-  t.ok(skew < 500, `the two paths' calls were ${skew} ms apart at most: within one minute bucket`)
+  t.ok(skew < MINUTE_WINDOW.bucketMs, `the two paths' calls were ${skew} ms apart at most: within one minute bucket (${MINUTE_WINDOW.bucketMs} ms)`)
   return decisions
 }
 
