@@ -32,8 +32,8 @@
 //      BENCH_LATENCY=0|1  no constant-rate section / force it in a quick run
 //      BENCH_TRACING=0|1  no tracing rows / force them in a quick run;  BENCH_TRACING=only  the tracing rows alone (bench/lib/tracing-cost.ts),
 //                   written to bench/results/tracing.md (+ .json) instead of latest.*
-//      BENCH_TRACING_ROUNDS [6]  BENCH_TRACING_RATE [closed loop]  (with BENCH_BASELINE, its gateway is the
-//                   reference row of the tracing rows)
+//      BENCH_TRACING_ROUNDS [8]  BENCH_TRACING_RATE [closed loop]  (each tracing row runs beside a twin of the
+//                   reference — tracing off, or with BENCH_BASELINE that checkout's gateway — at the same time)
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -419,7 +419,7 @@ async function main (): Promise<void> {
           return { ...target, adminUrl: admin.adminUrl }
         },
         baselineRoot: baseline === undefined || baseline === '' ? undefined : baseline,
-        token: 'bench-key-0',
+        tokenPrefix: 'bench-key-',
         path: DEFAULT_PATH,
         seconds: p.seconds,
         rounds: intFromEnv('BENCH_TRACING_ROUNDS', DEFAULT_TRACING_ROUNDS),

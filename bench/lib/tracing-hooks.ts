@@ -13,7 +13,9 @@ import { LazyChildLogger } from '../../src/gateway/observability/request-log.js'
 import { logClientTraceId } from '../../src/gateway/observability/tracing/plugin.js'
 import { createRequestSpans, type RequestSpanHooks } from '../../src/gateway/observability/tracing/request-spans.js'
 import type { RateLimitDecision } from '../../src/gateway/limiter/decision.js'
+import { createEdgeSampler } from '../../src/shared/tracing/edge-sampler.js'
 import { startTracing } from '../../src/shared/tracing/sdk.js'
+import { TraceIds } from '../../src/shared/tracing/trace-ids.js'
 import { tracingSettingsFromEnv } from '../../src/shared/tracing/settings.js'
 import { median } from './load.js'
 
@@ -76,6 +78,9 @@ function chunk (from: number, to: number, log: FastifyBaseLogger, hooks: Request
     request.rateLimit = DECISION
     hooks.endLimiterSpan(request, reply, noop)
     const upstream = fakeUpstream(request.id)
+    // What the forwarder adds for a trace the sampler left out (src/gateway/proxy/forward.ts).
+    const t = request.trace
+    if (t?.sampled === false) upstream.headers.push('traceparent', t.traceparent)
     create.publish({ request: upstream })
     sendHeaders.publish({ request: upstream, headers: '', socket: SOCKET })
     headers.publish({ request: upstream, response: { statusCode: 200, headers: [], statusText: 'OK' } })
@@ -105,16 +110,20 @@ export async function tracingHookCost (collectorUrl: string, iterations = DEFAUL
   app.decorate('limiterStatus', { storeErrors: () => 0, fallbackActive: () => false, bannedKeys: () => 0 })
   const configs: Array<{ name: string, ratio: string | undefined }> = [
     { name: 'tracing off (propagation only)', ratio: undefined },
+    { name: 'tracing on, 0 % sampled (all unsampled)', ratio: '0' },
     { name: 'tracing on, 1 % sampled', ratio: '0.01' },
     { name: 'tracing on, 100 % sampled', ratio: '1' }
   ]
   const setups = await Promise.all(configs.map(async (c) => {
     if (c.ratio === undefined) return { ...c, hooks: undefined, flush: async () => {}, close: async () => {} }
-    const tracing = await startTracing(tracingSettingsFromEnv({
+    const settings = tracingSettingsFromEnv({
       OTEL_EXPORTER_OTLP_ENDPOINT: collectorUrl, OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: c.ratio,
       OTEL_BSP_MAX_QUEUE_SIZE: String(CHUNK * 8)
-    }, 'bench'), log)
-    const hooks = createRequestSpans(app, tracing.tracer, 'continue')
+    }, 'bench')
+    // As the tracing plugin wires them (src/gateway/observability/tracing/plugin.ts).
+    const ids = new TraceIds()
+    const tracing = await startTracing(settings, log, { sampledBefore: ids })
+    const hooks = createRequestSpans(app, tracing.tracer, 'continue', { sampler: createEdgeSampler(settings), ids })
     return { ...c, hooks, flush: async () => { await tracing.provider.forceFlush().catch(() => {}) }, close: async () => { hooks.upstream.close(); await tracing.shutdown() } }
   }))
   const harness = (): number => {

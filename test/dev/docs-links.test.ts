@@ -7,6 +7,8 @@ import t from 'tap'
 import { REPO_ROOT } from '../helpers/processes.js'
 
 const README_MAX_LINES = 250
+/** About five minutes at a newcomer's reading pace. */
+const README_MAX_WORDS = 1_000
 const PAGES = ['README.md', ...readdirSync(join(REPO_ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)]
 
 /** The text outside fenced code blocks and inline code spans, where links are links. */
@@ -66,7 +68,11 @@ t.test('every docs page is linked from the README', async (t) => {
   t.ok(fromReadme.has('docs/openapi.json'), 'docs/openapi.json')
 })
 
-t.test(`the README stays short: at most ${README_MAX_LINES} lines`, async (t) => {
-  const lines = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8').split('\n').length - 1
+t.test(`the README stays short: at most ${README_MAX_LINES} lines and ${README_MAX_WORDS} words`, async (t) => {
+  const text = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8')
+  const lines = text.split('\n').length - 1
   t.ok(lines <= README_MAX_LINES, `${lines} lines`)
+  // Words as wc -w counts them: runs of non-space characters, code and tables included.
+  const words = text.split(/\s+/).filter((w) => w !== '').length
+  t.ok(words <= README_MAX_WORDS, `${words} words`)
 })

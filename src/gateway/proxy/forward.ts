@@ -59,8 +59,15 @@ class UpstreamCall implements UpstreamWaiter {
       headers['content-length'] = String(Buffer.byteLength(body))
     }
     this.#dispatchedAt = this.opts.now()
-    // The wait at the gate is the wait for a connection: the upstream span (tracing on) starts there.
-    if (request.trace !== null) request.trace.upstreamQueuedAt = this.enteredAt
+    const trace = request.trace
+    if (trace?.sampled === true) {
+      // The wait at the gate is the wait for a connection: the upstream span starts there (tracing/upstream-spans.ts).
+      trace.upstreamQueuedAt = this.enteredAt
+    } else if (trace !== null) {
+      // A trace the sampler left out has no upstream span: its ids go to the backend from here.
+      headers.traceparent = trace.traceparent
+      if (trace.tracestate !== undefined) headers.tracestate = trace.tracestate
+    }
     startUpstreamTimer(request)
     this.opts.pool.request({
       path: this.path,

@@ -9,7 +9,7 @@ import { createNoopMeter, diag, DiagLogLevel, type Counter, type DiagLogger, typ
 import { defaultResource, detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources'
 import {
   AlwaysOffSampler, AlwaysOnSampler, BatchSpanProcessor, ParentBasedSampler, TraceIdRatioBasedSampler, TracerProvider,
-  type Sampler, type SpanExporter
+  type IdGenerator, type Sampler, type SpanExporter
 } from '@opentelemetry/sdk-trace'
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions'
 import type { TracingSettings } from './settings.js'
@@ -111,7 +111,16 @@ function installDiagLogger (log: WarnLogger): void {
   diag.setLogger(logger, { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true })
 }
 
-export async function startTracing (settings: TracingSettings, log: WarnLogger): Promise<Tracing> {
+export interface TracingOptions {
+  /**
+   * The service decides sampling itself before asking for a span (the gateway, at its edge:
+   * edge-sampler.ts), and hands the SDK the trace id it decided on: the SDK then records every span
+   * it is asked for (AlwaysOn) and takes its ids from here.
+   */
+  readonly sampledBefore?: IdGenerator
+}
+
+export async function startTracing (settings: TracingSettings, log: WarnLogger, options: TracingOptions = {}): Promise<Tracing> {
   if (settings.tracesUrl === undefined) throw new Error('startTracing: no OTLP endpoint in the settings')
   installDiagLogger(log)
   const counts = emptySpanCounts()
@@ -133,7 +142,8 @@ export async function startTracing (settings: TracingSettings, log: WarnLogger):
   })
   const provider = new TracerProvider({
     resource,
-    sampler: sampler(settings),
+    sampler: options.sampledBefore === undefined ? sampler(settings) : new AlwaysOnSampler(),
+    ...options.sampledBefore === undefined ? {} : { idGenerator: options.sampledBefore },
     spanProcessors: [processor],
     spanLimits: { attributeValueLengthLimit: DEFAULT_ATTRIBUTE_VALUE_LENGTH_LIMIT }
   })

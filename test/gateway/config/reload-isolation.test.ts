@@ -1,6 +1,11 @@
 // A reload of a huge or hostile config must not hurt serving: it is parsed in a worker thread, so
-// requests sent every 50 ms all through it stay fast; the last good config stays in force; and the
+// requests sent every 50 ms all through it are answered; the last good config stays in force; and the
 // report of a file with hundreds of thousands of bad entries stays small, in the log and in the 422.
+// Where the parse runs is read from CPU time, which a busy machine does not move: the gateway runs in
+// this process, and during the reload its main thread (the event loop, serving the requests) must
+// use a small share of what all its threads use. The requests' latencies are printed: on a shared
+// 2-core machine they measure the neighbours as much as the gateway (a calibrated bound on them
+// failed with 382 ms against 306 ms at load 12).
 import t, { type Test } from 'tap'
 import { execFileSync } from 'node:child_process'
 import { cpSync, statSync } from 'node:fs'
@@ -9,26 +14,24 @@ import { ADMIN_JSON, bearer, DEMO_KEYS, FIXTURE_CONFIG_DIR, startGateway, type S
 import { sleep } from '../../helpers/poll.js'
 
 const PING_EVERY_MS = 50
-const SLOWEST_ALLOWED_MS = 100
+/** The event loop's share of the process's CPU during a reload, at most: a parse on the loop would be nearly all of it. */
+const MAIN_THREAD_SHARE_MAX = 0.5
 // Big files on a shared 2-core machine: a 50 MB reload takes from 5 s alone to ~50 s in the full suite.
 t.setTimeout(300_000)
 
-/**
- * The bound for the slowest request during a reload: 100 ms, or — on a machine so loaded that
- * requests are slow without any reload — 100 ms more than the slowest of 3 s of the same requests
- * just before. Parsing on the event loop stalls requests for seconds, which fails either way.
- */
-async function slowestAllowed (gw: StartedGateway): Promise<number> {
-  const { latencies } = await pingThroughout(gw, async () => { await sleep(3000) })
-  return Math.max(SLOWEST_ALLOWED_MS, Math.max(...latencies) + SLOWEST_ALLOWED_MS)
+/** CPU time (ms) while `during` ran: this process's main thread, and all its threads (the parse worker included). */
+interface CpuSplit { mainMs: number, allMs: number }
+
+function cpuMs (usage: NodeJS.CpuUsage): number {
+  return (usage.user + usage.system) / 1000
 }
 
 /**
- * Sends a request every 50 ms until `during` settles (and 200 ms more); returns each one's latency.
- * A few requests first, untimed: the first request of a fresh gateway (connections, compiling the
- * request path) is slow with or without a reload.
+ * Sends a request every 50 ms until `during` settles (and 200 ms more); returns each one's latency
+ * and the CPU split of the whole time. A few requests first, untimed: the first request of a fresh
+ * gateway (connections, compiling the request path) is slow with or without a reload.
  */
-async function pingThroughout<T> (gw: StartedGateway, during: () => Promise<T>): Promise<{ result: T, latencies: number[], statuses: number[] }> {
+async function pingThroughout<T> (gw: StartedGateway, during: () => Promise<T>): Promise<{ result: T, latencies: number[], statuses: number[], cpu: CpuSplit }> {
   for (let i = 0; i < 5; i++) await (await fetch(`${gw.url}/v1/store/orders`, { headers: bearer(DEMO_KEYS.enterprise) })).arrayBuffer()
   const latencies: number[] = []
   const statuses: number[] = []
@@ -41,16 +44,25 @@ async function pingThroughout<T> (gw: StartedGateway, during: () => Promise<T>):
       statuses.push(res.status)
     }))
   }
+  const main = process.threadCpuUsage()
+  const all = process.cpuUsage()
   ping()
   const timer = setInterval(ping, PING_EVERY_MS)
   try {
     const result = await during()
     await sleep(200)
-    return { result, latencies, statuses }
+    return { result, latencies, statuses, cpu: { mainMs: cpuMs(process.threadCpuUsage(main)), allMs: cpuMs(process.cpuUsage(all)) } }
   } finally {
     clearInterval(timer)
     await Promise.all(pending)
   }
+}
+
+/** The parse stayed off the event loop: the main thread's CPU a small share of the process's. */
+function offTheLoop (t: Test, cpu: CpuSplit, latencies: number[]): void {
+  const share = cpu.mainMs / cpu.allMs
+  t.ok(share < MAIN_THREAD_SHARE_MAX, `event loop ${Math.round(cpu.mainMs)} ms of ${Math.round(cpu.allMs)} ms of CPU (${(share * 100).toFixed(0)} %): the parse ran in the worker`)
+  t.comment(`${latencies.length} requests during the reload, slowest ${Math.max(...latencies).toFixed(1)} ms`)
 }
 
 /**
@@ -81,9 +93,8 @@ t.test('a 50 MB keys.yaml with 472,747 bad entries: requests stay fast, the last
   const size = statSync(join(dir, 'keys.yaml')).size
   t.ok(size > 50_000_000, `${size.toLocaleString('en-US')} bytes`)
 
-  const bound = await slowestAllowed(gw)
   const started = performance.now()
-  const { result: res, latencies, statuses } = await pingThroughout(gw, async () => await fetch(`${gw.adminUrl}/admin/reload`, { method: 'POST', headers: ADMIN_JSON }))
+  const { result: res, latencies, statuses, cpu } = await pingThroughout(gw, async () => await fetch(`${gw.adminUrl}/admin/reload`, { method: 'POST', headers: ADMIN_JSON }))
   const body = await res.text()
   const reloadMs = performance.now() - started
   t.equal(res.status, 422)
@@ -94,11 +105,10 @@ t.test('a 50 MB keys.yaml with 472,747 bad entries: requests stay fast, the last
   t.equal(parsed.problems[0], 'keys.yaml: keys[0].plan: unknown plan "gold"')
   t.equal(parsed.problems[50], '… and 472,697 more problems')
 
-  // At least one request per 100 ms of reload (timers of a loaded machine fire late, not early).
-  t.ok(latencies.length >= Math.floor(reloadMs / (2 * PING_EVERY_MS)), `${latencies.length} requests during a ${Math.round(reloadMs)} ms reload`)
+  // Requests went on all through it: at least one per 200 ms (timers of a loaded machine fire late, not early).
+  t.ok(latencies.length >= Math.floor(reloadMs / (4 * PING_EVERY_MS)), `${latencies.length} requests during a ${Math.round(reloadMs)} ms reload`)
   t.same(statuses.filter((s) => s !== 200), [], 'every request answered 200 under the last good config')
-  const slowest = Math.max(...latencies)
-  t.ok(slowest < bound, `slowest request ${slowest.toFixed(1)} ms (bound ${bound.toFixed(0)} ms)`)
+  offTheLoop(t, cpu, latencies)
   t.equal(gw.app.gatewayConfig.current.version, before, 'the last good config stays in force')
 
   const line = gw.logs.find((l) => l.msg === 'config reload rejected; the last good config stays in force')
@@ -114,9 +124,10 @@ t.test('a file over CONFIG_MAX_BYTES is refused before it is read, naming the fi
   // 50 MB of a plans.yaml that would be valid apart from its size: its size alone refuses it.
   writeGenerated(join(dir, 'plans.yaml'), 'plans:\n  free: { perMinute: 1, perDay: 1 }\nanonymous: { perMinute: 1, perDay: 1 }\n', 50 * 1024, '`# ${"x".repeat(1022)}`')
   const size = statSync(join(dir, 'plans.yaml')).size.toLocaleString('en-US')
-  const { result, latencies } = await pingThroughout(gw, async () => await gw.app.configReloader.reload('test'))
+  const { result, latencies, cpu } = await pingThroughout(gw, async () => await gw.app.configReloader.reload('test'))
   t.same(result, { ok: false, problems: [`plans.yaml: ${dir}/plans.yaml is ${size} bytes, over the limit of 10,485,760 bytes (CONFIG_MAX_BYTES)`] })
-  t.ok(Math.max(...latencies) < await slowestAllowed(gw), 'refused by its size at once')
+  // Reading 50 MB, let alone parsing it, costs far more CPU than a stat and a few requests.
+  t.ok(cpu.allMs < 1_000, `refused by its size at once: ${Math.round(cpu.allMs)} ms of CPU in all (${latencies.length} requests meanwhile, slowest ${Math.max(...latencies).toFixed(1)} ms)`)
   t.equal(gw.app.gatewayConfig.current.version, before)
 })
 
@@ -126,12 +137,10 @@ t.test('a 3 MB block-style keys.yaml goes through the YAML parser in the worker:
   const COUNT = 25_000
   const enterprise = 'keys:\n  - id: demo-enterprise\n    sha256: 33f639c49918e5eeecf11fa176c37b1c383de37712dc82106a4aacc88fc0e890\n    plan: enterprise\n    limits: { perMinute: 5000, perDay: 2000000 }\n'
   writeGenerated(join(dir, 'keys.yaml'), enterprise, COUNT, '`  - id: block-${i}\\n    sha256: b${i.toString(16).padStart(63, "0")}\\n    plan: pro`')
-  const bound = await slowestAllowed(gw)
-  const { result, latencies, statuses } = await pingThroughout(gw, async () => await gw.app.configReloader.reload('test'))
+  const { result, latencies, statuses, cpu } = await pingThroughout(gw, async () => await gw.app.configReloader.reload('test'))
   t.match(result, { ok: true, changed: true, keys: COUNT + 1 })
   t.same(statuses.filter((s) => s !== 200), [])
-  const slowest = Math.max(...latencies)
-  t.ok(slowest < bound, `slowest of ${latencies.length} requests ${slowest.toFixed(1)} ms (bound ${bound.toFixed(0)} ms)`)
+  offTheLoop(t, cpu, latencies)
   t.equal(gw.app.gatewayConfig.current.keysById.get('block-24999')?.plan, 'pro')
 })
 

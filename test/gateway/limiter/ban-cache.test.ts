@@ -10,6 +10,8 @@ import { scriptCalls, startRedis, startRedisCluster } from '../../helpers/redis.
 
 const PLANS = plansYaml({ pro: { perMinute: 5, perDay: 10000 }, ban: { threshold: 3 } })
 const ID = 'demo-pro'
+/** How long B may take to learn of a lift: long for a message, nothing next to the 900 s its cached ban has left. */
+const LIFT_DEADLINE_MS = 10_000
 
 t.test('the cache itself: kept in this process\'s clock until the ban ends, forgotten on a lift', async (t) => {
   const clock = { now: 1_000_000 }
@@ -61,10 +63,11 @@ async function scenario (t: Test, settings: StoreSettings, cli: (...args: string
   t.equal(await a!.app.limiter.liftBan(ID), true, 'lifted through A')
   const lifted = performance.now()
   let answer = await get(b!)
-  while (answer.status !== 200 && performance.now() - lifted < 2_000) answer = await get(b!)
+  while (answer.status !== 200 && performance.now() - lifted < LIFT_DEADLINE_MS) answer = await get(b!)
   const ms = performance.now() - lifted
-  t.equal(answer.status, 200, 'B admits again')
-  t.ok(ms < 200, `within ${ms.toFixed(1)} ms of the lift`)
+  // B's cached ban has 900 s left by its clock: only the lift's message can end it this soon. How
+  // soon is the machine's (tens of ms when quiet): printed, not asserted.
+  t.equal(answer.status, 200, `B admits again, ${ms.toFixed(1)} ms after the lift (its cached ban had 900 s left)`)
   t.comment(`lift reached the other gateway in ${ms.toFixed(1)} ms`)
 }
 

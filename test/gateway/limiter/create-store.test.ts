@@ -37,7 +37,9 @@ t.test('an unreachable Redis errors fast instead of hanging', async (t) => {
   t.equal(store.describe().kind, 'redis')
   const started = Date.now()
   await t.rejects(store.consume('k', askOf({ perMinute: 1, perDay: 1 })))
-  t.ok(Date.now() - started < 200, 'rejected at once')
+  // A connection refused on loopback is at once; the bound only has to tell it from a hang, on a busy machine too.
+  const rejectedMs = Date.now() - started
+  t.ok(rejectedMs < 2_000, `rejected in ${rejectedMs} ms, not left hanging`)
   t.ok(errors.length > 0, 'connection errors reach the handler')
   t.ok(health.errors() > 0, 'and the failed call is counted')
   await store.close()
@@ -55,7 +57,8 @@ t.test('closed policy: Redis stops and comes back: 503 and not ready, then recov
   await redis.stop()
   const started = Date.now()
   t.equal(await get(), 503)
-  t.ok(Date.now() - started < 1000, 'answered quickly')
+  const answeredMs = Date.now() - started
+  t.ok(answeredMs < 5_000, `answered in ${answeredMs} ms (the store's timeout is 50 ms; a hang would be the client's whole wait)`)
   const ready = await fetch(`${gw.adminUrl}/readyz`)
   t.equal(ready.status, 503, 'readiness fails while the store is down')
   t.match(await ready.json(), { checks: { store: { ok: false } } })

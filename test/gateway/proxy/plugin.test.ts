@@ -116,7 +116,9 @@ t.test('backend down is 502 upstream_unavailable, quickly', async (t) => {
   t.equal(res.status, 502)
   t.ok(res.headers.get('x-request-id'))
   t.same(await res.json(), { code: 'upstream_unavailable', message: 'The pet store service is unavailable', status: 502 })
-  t.ok(Date.now() - started < 2000, 'answered without waiting for a timeout')
+  // A refused connection is answered at once; the bound only has to stay clear of the 10 s upstream timeout.
+  const ms = Date.now() - started
+  t.ok(ms < 5_000, `answered in ${ms} ms, without waiting for the upstream timeout`)
 })
 
 t.test('a backend slower than the upstream timeout is 504 upstream_timeout', async (t) => {

@@ -16,10 +16,8 @@ export const ATTR_RATELIMIT_BAN_STARTED = 'petstore.ratelimit.ban_started'
 /** `memory`, `redis`, `sentinel` or `cluster` (LimiterStore.kind). */
 export const ATTR_RATELIMIT_STORE = 'petstore.ratelimit.store'
 /**
- * Where the decision came from: `store` (a Redis round trip), `lease` (admitted locally from a lease),
- * `batch` (one write shared with the turn's other calls) or `fallback` (the STORE_ON_ERROR policy).
- * Today only `fallback` is known, from the store's breaker; the others need the store to report
- * the source of each decision (see docs/tracing.md).
+ * Where the decision came from (RateLimitDecision.source): `store` (the grant call it waited for),
+ * `grant` (units this process held, no call), `fallback` (STORE_ON_ERROR) or `ban-cache`.
  */
 export const ATTR_RATELIMIT_SOURCE = 'petstore.ratelimit.source'
 /** True when the upstream connection was opened for this request (false: a kept-alive one was reused). */

@@ -5,7 +5,8 @@
 //   goes into the request's log lines and the header reaches the backend as the client sent it (so the
 //   backend logs the same id); under `restart` neither happens: the gateway forwards no trace context.
 //   On: the SDK and the span hooks (request-spans.ts, upstream-spans.ts) are imported here, once; the
-//   gateway then owns the backend's trace context (its own `traceparent`, never the client's).
+//   gateway then owns the backend's trace context (its own `traceparent`, never the client's). It
+//   decides sampling itself, at the edge (edge-decision.ts), and asks the SDK only for sampled traces.
 // The limiter's span needs hooks on either side of the limiter's: limiter-spans.ts.
 import fp from 'fastify-plugin'
 import type { FastifyRequest, FastifyReply, HookHandlerDoneFunction } from 'fastify'
@@ -55,12 +56,15 @@ export const tracingPlugin = fp<TracingOptions>(async function tracingPlugin (ap
     if (incoming === 'continue') app.addHook('onRequest', logClientTraceId)
     return
   }
-  const [{ startTracing }, { createRequestSpans }] = await Promise.all([
+  const [{ startTracing }, { createRequestSpans }, { createEdgeSampler }, { TraceIds }] = await Promise.all([
     import('../../../shared/tracing/sdk.js'),
-    import('./request-spans.js')
+    import('./request-spans.js'),
+    import('../../../shared/tracing/edge-sampler.js'),
+    import('../../../shared/tracing/trace-ids.js')
   ])
-  const tracing = await startTracing(settings, app.log)
-  const hooks = createRequestSpans(app, tracing.tracer, incoming)
+  const ids = new TraceIds()
+  const tracing = await startTracing(settings, app.log, { sampledBefore: ids })
+  const hooks = createRequestSpans(app, tracing.tracer, incoming, { sampler: createEdgeSampler(settings), ids })
   app.decorateRequest('ownsTraceContext', true)
   const on: GatewayTracing = { enabled: true, counts: tracing.counts }
   app.decorate('tracing', on)

@@ -1,11 +1,12 @@
 // The spans of one gateway request, made by hooks the tracing plugin registers when tracing is on: the
 // server span (first onRequest hook to the response), the limiter decision (hooks on either side of
 // the limiter's own, see limiter-spans.ts) and, through UpstreamSpans, the call to the backend.
-// Contexts are passed explicitly — no context manager, so no AsyncLocalStorage on the hot path. A
-// trace the sampler leaves out gets no child spans at all; its ids still reach the log lines and the
-// backend. Loaded only with tracing on.
+// Contexts are passed explicitly — no context manager, so no AsyncLocalStorage on the hot path. The
+// sampling decision comes first, at the edge (edge-decision.ts): a trace the sampler leaves out gets
+// no span at all, not even a non-recording one; its ids still reach the log lines and the backend
+// (the forwarder adds its `traceparent`). Loaded only with tracing on.
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
-import { defaultTextMapGetter, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Link, type Tracer } from '@opentelemetry/api'
+import { defaultTextMapGetter, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Context, type Link, type Tracer } from '@opentelemetry/api'
 import { W3CTraceContextPropagator } from '@opentelemetry/core'
 import {
   ATTR_CLIENT_ADDRESS, ATTR_ERROR_TYPE, ATTR_HTTP_REQUEST_METHOD, ATTR_HTTP_REQUEST_METHOD_ORIGINAL, ATTR_HTTP_RESPONSE_STATUS_CODE,
@@ -13,16 +14,18 @@ import {
 } from '@opentelemetry/semantic-conventions'
 import { toApiError } from '../../../interface/errors.js'
 import { ANONYMOUS_PLAN, UNMATCHED_ROUTE } from '../../../shared/labels.js'
+import type { EdgeSampler } from '../../../shared/tracing/edge-sampler.js'
+import type { TraceIds } from '../../../shared/tracing/trace-ids.js'
 import { bindRequestLog } from '../request-log.js'
 import { routeUrlOf } from '../route-url.js'
 import {
   ATTR_CONSUMER_ID, ATTR_PLAN, ATTR_RATELIMIT_BAN_STARTED, ATTR_RATELIMIT_OUTCOME, ATTR_RATELIMIT_REMAINING, ATTR_RATELIMIT_RETRY_AFTER,
   ATTR_RATELIMIT_SOURCE, ATTR_RATELIMIT_STORE, ATTR_RATELIMIT_WINDOW, ATTR_REQUEST_ID
 } from './attributes.js'
-import type { RequestTrace } from './request-trace.js'
-import { UpstreamSpans } from './upstream-spans.js'
-
+import { createEdgeDecision, type SampledStart } from './edge-decision.js'
 import type { TraceIncoming } from './plugin.js'
+import type { SampledTrace } from './request-trace.js'
+import { UpstreamSpans } from './upstream-spans.js'
 
 /** HTTP semantic conventions: a method outside this set is `_OTHER`, the original kept beside it. */
 const KNOWN_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'CONNECT', 'OPTIONS', 'TRACE', 'PATCH', 'QUERY'])
@@ -45,10 +48,31 @@ function pathOf (url: string): string {
   return q < 0 ? url : url.slice(0, q)
 }
 
-export function createRequestSpans (app: FastifyInstance, tracer: Tracer, incoming: TraceIncoming): RequestSpanHooks {
-  const upstream = new UpstreamSpans(tracer)
+/** How the gateway samples: the sampler of the settings, and the ids it decides on (also the SDK's IdGenerator). */
+export interface EdgeSampling {
+  readonly sampler: EdgeSampler
+  readonly ids: TraceIds
+}
 
-  function finishLimiterSpan (request: FastifyRequest, t: RequestTrace): void {
+export function createRequestSpans (app: FastifyInstance, tracer: Tracer, incoming: TraceIncoming, sampling: EdgeSampling): RequestSpanHooks {
+  const upstream = new UpstreamSpans(tracer)
+  const decide = createEdgeDecision(sampling.sampler, sampling.ids, incoming)
+
+  /** The server span's parent and links: the client's context (continued), a link to it (restart), or a new trace with the decided id. */
+  function origin (request: FastifyRequest, start: SampledStart): { parent: Context, links: Link[] | undefined } {
+    if (start.client === undefined) {
+      sampling.ids.useForNextRoot(start.traceId)
+      return { parent: ROOT_CONTEXT, links: undefined }
+    }
+    // The SDK's own propagator, for the remote span context and its tracestate (the decision read the same header).
+    const extracted = propagator.extract(ROOT_CONTEXT, request.headers, defaultTextMapGetter)
+    if (start.continued) return { parent: extracted, links: undefined }
+    sampling.ids.useForNextRoot(start.traceId)
+    const remote = trace.getSpanContext(extracted)
+    return { parent: ROOT_CONTEXT, links: remote === undefined ? undefined : [{ context: remote }] }
+  }
+
+  function finishLimiterSpan (request: FastifyRequest, t: SampledTrace): void {
     const span = t.limiter
     if (span === undefined) return
     t.limiter = undefined
@@ -76,32 +100,26 @@ export function createRequestSpans (app: FastifyInstance, tracer: Tracer, incomi
     upstream,
 
     startServerSpan (request, _reply, done) {
-      const header = request.headers.traceparent
-      let parent = ROOT_CONTEXT
-      let links: Link[] | undefined
-      if (header !== undefined) {
-        const extracted = propagator.extract(ROOT_CONTEXT, request.headers, defaultTextMapGetter)
-        const remote = trace.getSpanContext(extracted)
-        if (remote !== undefined) {
-          if (incoming === 'continue') parent = extracted
-          else links = [{ context: remote }]
-        }
+      const start = decide(request.headers)
+      if (!start.sampled) {
+        request.trace = start
+        bindRequestLog(request, { traceId: start.traceId })
+        done()
+        return
       }
+      const { parent, links } = origin(request, start)
       const span = tracer.startSpan(request.method, { kind: SpanKind.SERVER, links }, parent)
-      const recording = span.isRecording()
-      if (recording) {
-        const method = request.method
-        const known = KNOWN_METHODS.has(method)
-        span.setAttributes({
-          [ATTR_HTTP_REQUEST_METHOD]: known ? method : OTHER_METHOD,
-          [ATTR_URL_PATH]: pathOf(request.url),
-          [ATTR_URL_SCHEME]: request.protocol,
-          [ATTR_CLIENT_ADDRESS]: request.ip,
-          [ATTR_REQUEST_ID]: request.id
-        })
-        if (!known) span.setAttribute(ATTR_HTTP_REQUEST_METHOD_ORIGINAL, method)
-      }
-      const t: RequestTrace = { span, context: recording ? trace.setSpan(parent, span) : undefined, limiter: undefined, errorType: undefined }
+      const method = request.method
+      const known = KNOWN_METHODS.has(method)
+      span.setAttributes({
+        [ATTR_HTTP_REQUEST_METHOD]: known ? method : OTHER_METHOD,
+        [ATTR_URL_PATH]: pathOf(request.url),
+        [ATTR_URL_SCHEME]: request.protocol,
+        [ATTR_CLIENT_ADDRESS]: request.ip,
+        [ATTR_REQUEST_ID]: request.id
+      })
+      if (!known) span.setAttribute(ATTR_HTTP_REQUEST_METHOD_ORIGINAL, method)
+      const t: SampledTrace = { sampled: true, span, context: trace.setSpan(parent, span), limiter: undefined, errorType: undefined }
       request.trace = t
       upstream.expect(request.id, t)
       bindRequestLog(request, { traceId: span.spanContext().traceId })
@@ -110,13 +128,13 @@ export function createRequestSpans (app: FastifyInstance, tracer: Tracer, incomi
 
     startLimiterSpan (request, _reply, done) {
       const t = request.trace
-      if (t?.context !== undefined) t.limiter = tracer.startSpan('rate limit', { kind: SpanKind.INTERNAL }, t.context)
+      if (t?.sampled === true) t.limiter = tracer.startSpan('rate limit', { kind: SpanKind.INTERNAL }, t.context)
       done()
     },
 
     endLimiterSpan (request, _reply, done) {
       const t = request.trace
-      if (t !== null) finishLimiterSpan(request, t)
+      if (t?.sampled === true) finishLimiterSpan(request, t)
       done()
     },
 
@@ -124,7 +142,7 @@ export function createRequestSpans (app: FastifyInstance, tracer: Tracer, incomi
     // span here (its after-hook never runs).
     recordError (request, _reply, error, done) {
       const t = request.trace
-      if (t !== null) {
+      if (t?.sampled === true) {
         finishLimiterSpan(request, t)
         const answered = toApiError(error)
         if (answered.status >= 500) t.errorType = answered.code
@@ -134,28 +152,26 @@ export function createRequestSpans (app: FastifyInstance, tracer: Tracer, incomi
 
     endServerSpan (request, reply, done) {
       const t = request.trace
-      if (t === null) { done(); return }
       request.trace = null
+      if (t?.sampled !== true) { done(); return }
       upstream.forget(request.id)
       finishLimiterSpan(request, t)
       const span = t.span
-      if (span.isRecording()) {
-        const status = reply.statusCode
-        const route = routeUrlOf(request)
-        span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, status)
-        if (route !== UNMATCHED_ROUTE) {
-          span.setAttribute(ATTR_HTTP_ROUTE, route)
-          span.updateName(`${request.method} ${route}`)
-        }
-        const consumer = request.consumer
-        if (consumer !== null) span.setAttribute(ATTR_CONSUMER_ID, consumer.consumerId)
-        span.setAttribute(ATTR_PLAN, consumer?.plan ?? ANONYMOUS_PLAN)
-        if (status >= 500) {
-          span.setAttribute(ATTR_ERROR_TYPE, t.errorType ?? String(status))
-          span.setStatus({ code: SpanStatusCode.ERROR })
-        }
-        span.end()
+      const status = reply.statusCode
+      const route = routeUrlOf(request)
+      span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, status)
+      if (route !== UNMATCHED_ROUTE) {
+        span.setAttribute(ATTR_HTTP_ROUTE, route)
+        span.updateName(`${request.method} ${route}`)
       }
+      const consumer = request.consumer
+      if (consumer !== null) span.setAttribute(ATTR_CONSUMER_ID, consumer.consumerId)
+      span.setAttribute(ATTR_PLAN, consumer?.plan ?? ANONYMOUS_PLAN)
+      if (status >= 500) {
+        span.setAttribute(ATTR_ERROR_TYPE, t.errorType ?? String(status))
+        span.setStatus({ code: SpanStatusCode.ERROR })
+      }
+      span.end()
       done()
     }
   }

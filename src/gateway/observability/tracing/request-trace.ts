@@ -3,11 +3,13 @@
 import type { Context, Span } from '@opentelemetry/api'
 import type { SpanCounts } from '../../../shared/tracing/span-counts.js'
 
-export interface RequestTrace {
-  /** The server span; not recording when the sampler left this trace out (it still carries the ids). */
+/** A trace the sampler records: its spans, made by the SDK. */
+export interface SampledTrace {
+  readonly sampled: true
+  /** The server span. */
   readonly span: Span
-  /** The server span's context, parent of the request's other spans; undefined when not recording. */
-  readonly context: Context | undefined
+  /** The server span's context, parent of the request's other spans. */
+  readonly context: Context
   /** The limiter decision's span while it runs. */
   limiter: Span | undefined
   /** The catalogue code of a 5xx the gateway answered itself (`error.type` of the server span). */
@@ -18,6 +20,21 @@ export interface RequestTrace {
    */
   upstreamQueuedAt?: number
 }
+
+/**
+ * A trace the sampler left out, decided at the edge before any span or context exists: only its ids,
+ * for the log lines and the backend (which then records nothing either). No SDK object at all.
+ */
+export interface UnsampledTrace {
+  readonly sampled: false
+  readonly traceId: string
+  /** What the backend receives: this trace, a span id of the gateway's, `sampled` off. */
+  readonly traceparent: string
+  /** The continued parent's `tracestate`, as the SDK's propagator would carry it; undefined when none. */
+  readonly tracestate: string | undefined
+}
+
+export type RequestTrace = SampledTrace | UnsampledTrace
 
 export interface GatewayTracing {
   /** True when spans are exported (an OTLP endpoint is set). */

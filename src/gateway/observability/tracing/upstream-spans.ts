@@ -1,8 +1,8 @@
-// The upstream call's spans and the `traceparent` the backend receives, from undici's diagnostics
-// channels rather than from the proxy plugin: `undici:request:create` fires as the proxy creates its
+// The upstream call's spans of a sampled trace and the `traceparent` the backend then receives (an
+// unsampled trace's is added by the forwarder, proxy/forward.ts), from undici's diagnostics channels rather than from the proxy plugin: `undici:request:create` fires as the proxy creates its
 // request (the gateway's `x-request-id` among its headers says whose it is), and lets the header be
 // added; the call and its wait for a connection start earlier, when the request began to wait at the
-// proxy's upstream gate (RequestTrace.upstreamQueuedAt); `undici:client:sendHeaders` marks the moment
+// proxy's upstream gate (SampledTrace.upstreamQueuedAt); `undici:client:sendHeaders` marks the moment
 // a connection carried it, ending that wait; response headers, the end of the body, or an error close the call.
 // The channels are process-wide: every gateway in a process sees every undici request, and keeps only
 // those it is waiting for. Loaded only with tracing on.
@@ -13,7 +13,7 @@ import {
 } from '@opentelemetry/semantic-conventions'
 import { formatTraceparent } from '../../../shared/tracing/traceparent.js'
 import { ATTR_UPSTREAM_NEW_CONNECTION } from './attributes.js'
-import type { RequestTrace } from './request-trace.js'
+import type { SampledTrace } from './request-trace.js'
 
 /**
  * Requests waiting for their upstream call, at most: an entry normally leaves with its response; this
@@ -62,7 +62,7 @@ function pathOnly (path: string): string {
 }
 
 export class UpstreamSpans {
-  private readonly waiting = new Map<string, RequestTrace>()
+  private readonly waiting = new Map<string, SampledTrace>()
   private readonly calls = new WeakMap<object, Call>()
   private readonly usedSockets = new WeakSet<object>()
   private readonly handlers: Record<(typeof CHANNELS)[number], (message: unknown) => void>
@@ -79,7 +79,7 @@ export class UpstreamSpans {
   }
 
   /** `trace` may call the backend from now until `forget` (a retry of the proxy is a call of its own). */
-  expect (requestId: string, requestTrace: RequestTrace): void {
+  expect (requestId: string, requestTrace: SampledTrace): void {
     if (this.waiting.size >= this.maxWaiting) {
       const oldest = this.waiting.keys().next()
       if (oldest.done !== true) this.waiting.delete(oldest.value)
@@ -106,25 +106,22 @@ export class UpstreamSpans {
     const id = requestIdOf(request.headers)
     const owner = id === undefined ? undefined : this.waiting.get(id)
     if (owner === undefined) return
-    let span = owner.span
-    if (owner.context !== undefined) {
-      const origin = typeof request.origin === 'string' ? new URL(request.origin) : request.origin
-      // The call began when the request started waiting for a connection at the proxy's gate.
-      const startTime = owner.upstreamQueuedAt === undefined ? undefined : hrTimeOf(owner.upstreamQueuedAt)
-      span = this.tracer.startSpan(request.method, {
-        kind: SpanKind.CLIENT,
-        startTime,
-        attributes: {
-          [ATTR_HTTP_REQUEST_METHOD]: request.method,
-          [ATTR_SERVER_ADDRESS]: origin.hostname,
-          [ATTR_SERVER_PORT]: Number(origin.port === '' ? (origin.protocol === 'https:' ? 443 : 80) : origin.port),
-          // No query string: its values are the client's, and a span keeps what it is given.
-          [ATTR_URL_FULL]: `${origin.origin}${pathOnly(request.path)}`
-        }
-      }, owner.context)
-      const connection = this.tracer.startSpan('upstream connection', { kind: SpanKind.INTERNAL, startTime }, trace.setSpan(owner.context, span))
-      this.calls.set(request, { span, connection })
-    }
+    const origin = typeof request.origin === 'string' ? new URL(request.origin) : request.origin
+    // The call began when the request started waiting for a connection at the proxy's gate.
+    const startTime = owner.upstreamQueuedAt === undefined ? undefined : hrTimeOf(owner.upstreamQueuedAt)
+    const span = this.tracer.startSpan(request.method, {
+      kind: SpanKind.CLIENT,
+      startTime,
+      attributes: {
+        [ATTR_HTTP_REQUEST_METHOD]: request.method,
+        [ATTR_SERVER_ADDRESS]: origin.hostname,
+        [ATTR_SERVER_PORT]: Number(origin.port === '' ? (origin.protocol === 'https:' ? 443 : 80) : origin.port),
+        // No query string: its values are the client's, and a span keeps what it is given.
+        [ATTR_URL_FULL]: `${origin.origin}${pathOnly(request.path)}`
+      }
+    }, owner.context)
+    const connection = this.tracer.startSpan('upstream connection', { kind: SpanKind.INTERNAL, startTime }, trace.setSpan(owner.context, span))
+    this.calls.set(request, { span, connection })
     const ids = span.spanContext()
     request.addHeader('traceparent', formatTraceparent(ids.traceId, ids.spanId, span.isRecording()))
     const state = ids.traceState?.serialize()

@@ -84,5 +84,6 @@ t.test('collector hangs: answers do not wait for it, the queue stays bounded, an
   const closing = performance.now()
   await gw.close()
   const closeMs = performance.now() - closing
-  t.ok(closeMs < DEFAULT_SHUTDOWN_TIMEOUT_MS + 1_000, `closed in ${Math.round(closeMs)} ms although the collector never answers`)
+  // Held, it would wait for the export's own 10 s timeout; the margin over the 2 s bound is for a busy machine.
+  t.ok(closeMs < DEFAULT_SHUTDOWN_TIMEOUT_MS + 3_000, `closed in ${Math.round(closeMs)} ms although the collector never answers (bound ${DEFAULT_SHUTDOWN_TIMEOUT_MS} ms)`)
 })

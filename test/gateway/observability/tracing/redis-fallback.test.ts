@@ -68,7 +68,15 @@ t.test('local: Redis frozen — the timed-out call shows in the limiter span, th
   t.equal(fallback.attributes['petstore.ratelimit.source'], 'fallback', 'a decision of the STORE_ON_ERROR policy says so')
   t.equal(fallback.attributes['petstore.ratelimit.outcome'], 'ok')
   t.equal(fallback.attributes['petstore.ratelimit.store'], 'redis', 'the store configured is still Redis')
-  t.ok(msOf(fallback) < STORE_TIMEOUT_MS, `and it did not wait for Redis (${msOf(fallback).toFixed(1)} ms)`)
+  // A decision that waited for Redis lasts at least the timeout (timers fire late, never early); one
+  // that did not can still be stretched by a busy machine, but not every one of several in a row.
+  const more: number[] = []
+  for (let i = 1; i <= 5; i++) {
+    t.equal((await get(gw.url, traceOf(n + i))).status, 200)
+    more.push(msOf(theSpan(await traceSpans(receiver, traceOf(n + i), 4), traceOf(n + i), GATEWAY, 'rate limit')))
+  }
+  const quickest = Math.min(msOf(fallback), ...more)
+  t.ok(quickest < STORE_TIMEOUT_MS, `and they did not wait for Redis (limiter spans ${[msOf(fallback), ...more].map((ms) => ms.toFixed(1)).join(', ')} ms)`)
 })
 
 t.test('closed: the 503 of a frozen Redis is the limiter span\'s error and the server span\'s', async (t) => {

@@ -4,12 +4,12 @@
 // the outcome, and stays bounded even if a response never finishes.
 import t from 'tap'
 import { request as httpRequest } from 'node:http'
-import { trace } from '@opentelemetry/api'
+import { ROOT_CONTEXT, trace } from '@opentelemetry/api'
 import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig } from '../../../helpers/gateway.js'
 import { STATUS_ERROR, startOtlpReceiver } from '../../../helpers/otlp-receiver.js'
 import { theSpan, traceSpans, tracingTo } from '../../../helpers/tracing.js'
 import { UpstreamSpans } from '../../../../src/gateway/observability/tracing/upstream-spans.js'
-import type { RequestTrace } from '../../../../src/gateway/observability/tracing/request-trace.js'
+import type { SampledTrace } from '../../../../src/gateway/observability/tracing/request-trace.js'
 
 const GATEWAY = 'petstore-gateway'
 const PARENT = '9'.repeat(16)
@@ -82,7 +82,7 @@ t.test('client.address is the client\'s, as TRUST_PROXY reads X-Forwarded-For, n
 t.test('the waiting table is bounded: the oldest entry goes first', async (t) => {
   const upstream = new UpstreamSpans(trace.getTracer('test'), 2)
   t.teardown(() => upstream.close())
-  const entry = (): RequestTrace => ({ span: trace.wrapSpanContext({ traceId: traceOf(7), spanId: PARENT, traceFlags: 1 }), context: undefined, limiter: undefined, errorType: undefined })
+  const entry = (): SampledTrace => ({ sampled: true, span: trace.wrapSpanContext({ traceId: traceOf(7), spanId: PARENT, traceFlags: 1 }), context: ROOT_CONTEXT, limiter: undefined, errorType: undefined })
   upstream.expect('a', entry())
   upstream.expect('b', entry())
   upstream.expect('c', entry())
