@@ -7,30 +7,24 @@ import type { ConsumeResult } from './store.js'
 /** Bans cached per process (each until its end); beyond this, the least recent is asked again. */
 export const DEFAULT_BAN_CACHE_SIZE = 10_000
 
-export interface BanCache {
-  /** Unix ms (this process's clock) when `id`'s cached ban ends, or undefined: not known banned. */
-  get: (id: string) => number | undefined
-  /** Remembers the ban a store answer carries (none: nothing to remember). */
-  remember: (id: string, result: ConsumeResult) => void
-  /** Forgets `id`, or every ban (undefined: lifts may have been missed). */
-  forget: (id: string | undefined) => void
-}
-
-export function createBanCache (now: () => number, max = DEFAULT_BAN_CACHE_SIZE): BanCache {
+export function createBanCache (now: () => number, max = DEFAULT_BAN_CACHE_SIZE) {
   const bans = new LRUCache<string, number>({ max })
   return {
-    get (id) {
+    /** Unix ms (this process's clock) when `id`'s cached ban ends, or undefined: not known banned. */
+    get (id: string): number | undefined {
       const until = bans.get(id)
       if (until === undefined) return undefined
       if (until > now()) return until
       bans.delete(id)
       return undefined
     },
-    remember (id, result) {
+    /** Remembers the ban a store answer carries (none: nothing to remember). */
+    remember (id: string, result: ConsumeResult) {
       const left = result.bannedUntil - result.now
       if (left > 0) bans.set(id, now() + left)
     },
-    forget (id) {
+    /** Forgets `id`, or every ban (undefined: lifts may have been missed). */
+    forget (id: string | undefined) {
       if (id === undefined) bans.clear()
       else bans.delete(id)
     }

@@ -7,16 +7,7 @@ import type { BanEntry } from './store.js'
 /** How old the count may get (Prometheus's default scrape interval in deploy/prometheus). */
 export const DEFAULT_BAN_COUNT_REFRESH_MS = 15_000
 
-export interface BanCount {
-  /** Bans at the last count that succeeded; undefined before the first. */
-  value: () => number | undefined
-  /** Counts again as soon as the count under way (if any) ends. */
-  refreshSoon: () => void
-  /** Stops counting. */
-  close: () => void
-}
-
-export function createBanCount (listBans: () => Promise<BanEntry[]>, refreshMs = DEFAULT_BAN_COUNT_REFRESH_MS): BanCount {
+export function createBanCount (listBans: () => Promise<BanEntry[]>, refreshMs = DEFAULT_BAN_COUNT_REFRESH_MS) {
   let value: number | undefined
   let running: Promise<void> | undefined
   let again = false
@@ -42,7 +33,9 @@ export function createBanCount (listBans: () => Promise<BanEntry[]>, refreshMs =
   timer.unref()
   refresh()
   return {
-    value: () => value,
+    /** Bans at the last count that succeeded; undefined before the first. */
+    value: (): number | undefined => value,
+    /** Counts again as soon as the count under way (if any) ends. */
     refreshSoon: refresh,
     close () {
       closed = true

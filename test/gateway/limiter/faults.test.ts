@@ -212,7 +212,7 @@ t.test('Cluster: one master lost; surviving slots keep counting in Redis, lost s
   const survivors = [...new Set(kept.map(({ id }) => owner.get(id)!))]
   const evalshas = async (): Promise<number[]> => await Promise.all(survivors.map(async (port) => await scriptCalls((...args) => cluster.cli(port, ...args))))
   const beforeStats = await evalshas()
-  await sleep(500)
+  await sleep(1_500) // a minute bucket ends inside it: a busy key's next call
   const afterStats = await evalshas()
   const countedAfter = await counted()
   const samples = await traffic.stop()
@@ -234,7 +234,7 @@ t.test('Cluster: one master lost; surviving slots keep counting in Redis, lost s
   }
   t.equal(gw.app.limiterStatus.fallbackActive(), true, 'the lost master\'s shard is down')
   const grew = afterStats.reduce((a, b) => a + b, 0) - beforeStats.reduce((a, b) => a + b, 0)
-  t.ok(grew > 0, `surviving masters keep counting after the loss (${grew} EVALSHA in 500 ms)`)
+  t.ok(grew > 0, `surviving masters keep counting after the loss (${grew} EVALSHA in 1.5 s)`)
   const after = samples.filter((s) => s.start >= killedAt).map((s) => s.ms)
   t.ok(p90(after) < 300, `p90 after the loss ${p90(after).toFixed(1)} ms`)
   t.comment(`cluster: ${lost.length}/${CLUSTER_KEYS.length} keys lost, ${after.length} requests after the loss, p90 ${p90(after).toFixed(1)} ms, ` +

@@ -7,7 +7,7 @@
 import { Cluster, type Redis } from 'ioredis'
 import { waitReady, type RedisClient } from '../../redis/connection.js'
 import { dayKey, limiterKey } from '../../redis/keys.js'
-import type { Ask, BanEntry, ConsumeResult, StoreAdmin } from '../store.js'
+import type { Ask, BanEntry } from '../store.js'
 import { Account } from './account.js'
 import { entryOf } from './calls.js'
 import { ioredisPort } from './ioredis-port.js'
@@ -23,21 +23,13 @@ export const DEFAULT_ADMIN_TIMEOUT_MS = 2_000
 const BAN_FIELDS = ['b', 'e', 'l'] as const
 const ESCALATION_MEMORY_MS = 86_400_000
 
-export interface RedisAdmin extends StoreAdmin {
-  /** What a decision of `id` would find now, changing nothing. */
-  peek: (id: string, ask: Ask) => Promise<ConsumeResult>
-  /** A ban started (this process learnt it from a reply): indexed for listing. */
-  noteBan: (id: string, until: number) => void
-  close: () => void
-}
-
 function parseBan (fields: Array<string | null>): { until: number, lastEnd: number, level: number } | undefined {
   const [until, lastEnd, level] = fields
   return until === null || until === undefined ? undefined : { until: Number(until), lastEnd: Number(lastEnd ?? 0), level: Number(level ?? -1) }
 }
 
 /** `client`: the decisions' connection; ops get a duplicate of it. */
-export function createRedisAdmin (client: RedisClient, timeoutMs = DEFAULT_ADMIN_TIMEOUT_MS): RedisAdmin {
+export function createRedisAdmin (client: RedisClient, timeoutMs = DEFAULT_ADMIN_TIMEOUT_MS) {
   const admin = client.duplicate() as RedisClient
   admin.on('error', () => { /* the decisions' connection reports connection errors */ })
   const port = ioredisPort(admin)
@@ -57,13 +49,15 @@ export function createRedisAdmin (client: RedisClient, timeoutMs = DEFAULT_ADMIN
   }
 
   return {
-    peek: (id, ask) => bounded(async () => {
+    /** What a decision of `id` would find now, changing nothing. */
+    peek: (id: string, ask: Ask) => bounded(async () => {
       const a = Object.assign(new Account(id, limiterKey(id), ''), { limits: ask.limits, monthLimit: ask.monthLimit, monthSoft: ask.overage })
       const entries = [entryOf(a, 0, 1, 0, 0, [], false)]
       const { now, replies } = readGrantReply(await port.run(GRANT, grantKeys(entries), grantArgs('admin', entries)), 1)
       return consumeResult(a, 'peek', now, 'store', replies[0]!.bannedUntil, replies[0])
     }),
-    noteBan (id, until) {
+    /** A ban started (this process learnt it from a reply): indexed for listing. */
+    noteBan (id: string, until: number) {
       admin.zadd(BAN_INDEX_KEY, until, id).catch(() => { /* listed from the next ban a process learns */ })
     },
     listBans: () => bounded(async () => {
@@ -78,24 +72,24 @@ export function createRedisAdmin (client: RedisClient, timeoutMs = DEFAULT_ADMIN
       })
       return bans
     }),
-    liftBan: (id) => bounded(async () => {
+    liftBan: (id: string) => bounded(async () => {
       const key = limiterKey(id)
       const [fields, now] = await Promise.all([admin.hmget(key, ...BAN_FIELDS), redisNow()])
       await admin.hdel(key, 'b', 'e', 'l', 'k')
       await lifted(id)
       return (parseBan(fields)?.until ?? 0) > now
     }),
-    escalationLevel: (id) => bounded(async () => {
+    escalationLevel: (id: string) => bounded(async () => {
       const [fields, now] = await Promise.all([admin.hmget(limiterKey(id), ...BAN_FIELDS), redisNow()])
       const ban = parseBan(fields)
       return ban === undefined || ban.lastEnd + ESCALATION_MEMORY_MS <= now ? -1 : ban.level
     }),
-    reset: (id) => bounded(async () => {
+    reset: (id: string) => bounded(async () => {
       const deleted = await admin.del(limiterKey(id), dayKey(id))
       await lifted(id)
       return deleted > 0
     }),
-    watchLifts (onLift) {
+    watchLifts (onLift: (id: string | undefined) => void) {
       // A connection of its own (a subscribed connection runs no other command), which queues its
       // SUBSCRIBE until it connects; lifts published while it was away are lost, so each
       // (re)connection or topology change forgets every cached ban.

@@ -25,9 +25,7 @@ export interface Job {
   failed: (err: Error) => void
 }
 
-export interface Batcher { add: (job: Job) => void }
-
-export function createBatcher (port: RedisPort, runtime: Runtime, shards: Shards, holder: string, timeoutMs: number): Batcher {
+export function createBatcher (port: RedisPort, runtime: Runtime, shards: Shards, holder: string, timeoutMs: number): { add: (job: Job) => void } {
   let queued: Map<string, Job[]> | undefined
 
   function send (jobs: Job[], entries: GrantEntry[], owners: number[]): void {

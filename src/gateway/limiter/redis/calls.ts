@@ -7,9 +7,12 @@ import * as acct from './account.js'
 import type { Account, Waiting } from './account.js'
 import type { Job } from './batcher.js'
 import type { ShardClock } from './clock.js'
+import { StoreUnavailableError, type StoreOnError } from './outage.js'
 import type { Runtime } from './port.js'
+import type { ConsumeResult } from '../store.js'
 import { consumeResult } from './results.js'
 import type { GrantEntry, GrantReply } from './scripts.js'
+import type { Shards } from './shard.js'
 
 /** A consumer seen this often per second gets a block beyond its waiting requests. */
 export const HOT_RATE = 2
@@ -22,18 +25,12 @@ export const IDLE_MS = 2_000
 /** Calls a request waits for before the outage policy answers it (each reply came too late to spend). */
 const MAX_ATTEMPTS = 3
 
-/** What a call needs from the grants around it. */
-export interface CallContext {
+/** What the calls need from the grants around them. */
+export interface CallDeps {
   readonly runtime: Runtime
-  /** Whether reserves are wanted (STORE_ON_ERROR=local). */
-  readonly reserves: boolean
-  clockOf: (a: Account) => ShardClock
-  /** Serves waiting requests from a live pool. */
-  drain: (a: Account, x: number) => void
-  /** The call ended: what still waits goes on (after `delayMs`, when given). */
-  next: (a: Account, delayMs?: number) => void
-  /** Answers `w` by the outage policy. */
-  outage: (a: Account, w: Waiting, x: number) => void
+  readonly policy: StoreOnError
+  readonly shards: Shards
+  readonly batcher: { add: (job: Job) => void }
   onBan: (id: string, until: number) => void
 }
 
@@ -41,126 +38,184 @@ export function entryOf (a: Account, requests: number, cost: number, extra: numb
   return { key: a.key, minuteLimit: a.limits.perMinute, dayLimit: a.limits.perDay, monthLimit: a.monthLimit, monthSoft: a.monthSoft, requests, cost, extra, reserve, write, ban: a.ban, adjustments }
 }
 
-/** The reserve for `a`: only when busy this second and the last (a lone burst races for the whole window). */
-function reserveWant (ctx: CallContext, a: Account, x: number): number {
-  if (!ctx.reserves || x - a.lastSeen > IDLE_MS || a.seenBefore === 0) return 0
-  const r = acct.rate(a, x)
-  const room = acct.roomSeen(a)
-  const tightest = Math.min(a.limits.perMinute, a.limits.perDay, a.monthLimit > 0 && !a.monthSoft ? a.monthLimit : Infinity)
-  if (r < HOT_RATE || room < RESERVE_ROOM_FLOOR * tightest) return 0
-  return Math.min(Math.ceil(r * RESERVE_SECONDS), Math.floor(room / 4))
-}
+/** The write calls of every id, and what answers a request without one. */
+export function createCalls (deps: CallDeps) {
+  const { runtime, policy, shards, batcher } = deps
+  const clockOf = (a: Account): ShardClock => shards.of(a.shard).clock
+  const up = (a: Account): boolean => shards.of(a.shard).state === 'up'
 
-function extraWant (ctx: CallContext, a: Account, x: number, waiting: number): number {
-  const r = acct.rate(a, x)
-  if (r < HOT_RATE) return 0
-  const latest = ctx.clockOf(a).latest(x) ?? x
-  const left = (Math.floor(latest / MINUTE_BUCKET_MS) + 1) * MINUTE_BUCKET_MS - latest
-  return Math.max(0, Math.min(a.limits.perMinute, Math.ceil(r * left / 1000)) - waiting)
-}
-
-/**
- * One entry's reply: its units join the pool, its requests are admitted from it or rejected. Units
- * too late for their bucket are given back; their requests ask again after it (the delay returned).
- */
-function answer (ctx: CallContext, a: Account, r: GrantReply, group: Waiting[], redisNow: number, received: number, answered: boolean): number {
-  if (r.bannedAt > 0) ctx.onBan(a.id, r.bannedUntil)
-  if (r.outcome === 'key_banned') {
-    if (!answered) for (const w of group) w.resolve(consumeResult(a, 'key_banned', redisNow, 'store', r.bannedUntil))
-    return 0
+  /** Queues `a`'s write call (at most one queued or in flight per id). */
+  function call (a: Account): void {
+    a.calling = true
+    batcher.add(writeJob(a))
   }
-  const cost = group[0]?.cost ?? 1
-  acct.fillPool(a, r.admitted * cost + r.extra, redisNow)
-  if (answered) return 0
-  const live = acct.poolLive(a, ctx.clockOf(a), received)
-  const retry: Waiting[] = []
-  group.forEach((w, k) => {
-    if (k < r.admitted) {
-      if (live) {
-        acct.spendPool(a, w.cost)
-        w.resolve(consumeResult(a, 'ok', redisNow, 'store'))
-      } else if (++w.attempts < MAX_ATTEMPTS) {
-        retry.push(w)
-      } else {
-        ctx.outage(a, w, received)
-      }
+
+  /** Serves waiting requests from a live pool. */
+  function drain (a: Account, x: number): void {
+    const clock = clockOf(a)
+    while (a.waiting.length > 0 && a.waiting[0]!.cost <= a.pool && acct.poolLive(a, clock, x)) {
+      const w = a.waiting.shift()!
+      acct.spendPool(a, w.cost)
+      w.resolve(consumeResult(a, 'ok', a.viewAt + (x - a.viewLocal), 'grant'))
+    }
+  }
+
+  /** A call ended: what still waits goes on (after `delayMs`, when given). */
+  function next (a: Account, delayMs = 0): void {
+    if (a.calling || a.waiting.length === 0) return
+    if (delayMs > 0) {
+      a.calling = true
+      runtime.after(delayMs, () => {
+        a.calling = false
+        next(a)
+      })
       return
     }
-    // The 429 that crossed the threshold starts the ban; those after it find the ban in force.
-    const nth = k - r.admitted + 1
-    const outcome = r.bannedAt === 0 || nth < r.bannedAt ? 'rate_limited' : nth === r.bannedAt ? 'ban_started' : 'key_banned'
-    w.resolve(consumeResult(a, outcome, redisNow, 'store', outcome === 'rate_limited' ? 0 : r.bannedUntil))
-  })
-  a.waiting.unshift(...retry)
-  if (retry.length === 0) return 0
-  const earliest = ctx.clockOf(a).earliest(received) ?? received
-  return Math.min(MINUTE_BUCKET_MS, Math.max(1, (a.bucket + 1) * MINUTE_BUCKET_MS - earliest + 1))
-}
+    const x = runtime.now()
+    drain(a, x)
+    if (a.waiting.length === 0) return
+    if (up(a)) return call(a)
+    for (const w of a.waiting.splice(0)) outage(a, w, x)
+  }
 
-/** The job of one write call for `a`, built at its turn's end with everything then waiting. */
-export function writeJob (ctx: CallContext, a: Account): Job {
-  let groups: Waiting[][] = []
-  let sent: GrantEntry['adjustments'] = []
-  let timedOut = false
-  return {
-    key: a.key,
-    build () {
-      const x = ctx.runtime.now()
-      acct.expirePool(a, ctx.clockOf(a), x)
-      ctx.drain(a, x)
-      groups = []
-      for (const w of a.waiting.splice(0)) {
-        const group = groups.find((g) => g[0]!.cost === w.cost)
-        if (group === undefined) groups.push([w])
-        else group.push(w)
-      }
-      const want = reserveWant(ctx, a, x)
-      sent = a.unwritten.slice()
-      const adjustments = [...a.returns, ...sent]
-      a.returns = [] // a give-back is sent once: twice could uncount a request that was admitted
-      if (groups.length === 0 && adjustments.length === 0 && want >= a.reserve) return []
-      // Applied or not, reserve admissions stay within min(reserve, what this call writes back + want).
-      a.reserveCap = Math.min(a.reserve, acct.unwrittenUnits(a) + want)
-      const waiting = groups.reduce((n, g) => n + g.length, 0)
-      const first = groups[0]
-      const entries = [entryOf(a, first?.length ?? 0, first?.[0]!.cost ?? 1, extraWant(ctx, a, x, waiting), want, adjustments)]
-      for (const g of groups.slice(1)) entries.push(entryOf(a, g.length, g[0]!.cost, 0, want, []))
-      return entries
-    },
-    replied (replies, info) {
-      a.calling = false
-      if (info !== undefined && replies.length > 0) {
-        const clock = ctx.clockOf(a)
-        clock.learn(info.redisNow, info.sent, info.received)
-        const last = replies[replies.length - 1]!
-        Object.assign(a, { view: last, viewAt: info.redisNow, viewLocal: info.received, reserve: last.reserve, reserveUntil: info.redisNow + acct.RESERVE_TTL_MS, reserveCap: undefined })
-        a.unwritten = sent.reduce((list, s) => acct.addAdjustment(list, { ...s, delta: -s.delta }), a.unwritten)
-        let delay = 0
-        replies.forEach((r, i) => { delay = Math.max(delay, answer(ctx, a, r, groups[i] ?? [], info.redisNow, info.received, timedOut)) })
-        acct.expirePool(a, clock, ctx.runtime.now())
-        ctx.next(a, delay)
-        return
-      }
-      ctx.next(a)
-    },
-    timedOut () {
-      // The shard is down now: what this call carried and what waited for its reply are answered
-      // by the outage policy (its reply, if it comes, still fills the pool).
-      timedOut = true
-      const x = ctx.runtime.now()
-      for (const w of [...groups.flat(), ...a.waiting.splice(0)]) ctx.outage(a, w, x)
-    },
-    failed () {
-      // Whether Redis ran it is unknown: the reserve is held to the cap that holds either way, the
-      // reserve admissions it carried are sent again (counted twice at worst), its give-backs are not.
-      a.calling = false
-      a.reserve = a.reserveCap ?? a.reserve
-      a.reserveCap = undefined
-      if (!timedOut) {
-        const x = ctx.runtime.now()
-        for (const w of groups.flat()) ctx.outage(a, w, x)
-      }
-      ctx.next(a)
+  /** The outage policy's answer to a request of `cost` at local `x`. */
+  function outageAnswer (a: Account, cost: number, x: number): ConsumeResult {
+    if (policy === 'open') return consumeResult({ ...a, view: undefined, pool: 0 }, 'ok', runtime.now(), 'fallback') // nothing known: the whole limits
+    if (policy === 'local' && acct.spendReserve(a, clockOf(a), x, cost)) return consumeResult(a, 'ok', clockOf(a).latest(x) ?? x, 'fallback')
+    throw new StoreUnavailableError(`limiter store ${up(a) ? 'did not answer in time' : 'unavailable'}`)
+  }
+
+  function outage (a: Account, w: Waiting, x: number): void {
+    try {
+      w.resolve(outageAnswer(a, w.cost, x))
+    } catch (err) {
+      w.reject(err as Error)
     }
   }
+
+  /** The reserve for `a`: only when busy this second and the last (a lone burst races for the whole window). */
+    function reserveWant (a: Account, x: number): number {
+    if (policy !== 'local' || x - a.lastSeen > IDLE_MS || a.seenBefore === 0) return 0
+    const r = acct.rate(a, x)
+    const room = acct.roomSeen(a)
+    const tightest = Math.min(a.limits.perMinute, a.limits.perDay, a.monthLimit > 0 && !a.monthSoft ? a.monthLimit : Infinity)
+    if (r < HOT_RATE || room < RESERVE_ROOM_FLOOR * tightest) return 0
+    return Math.min(Math.ceil(r * RESERVE_SECONDS), Math.floor(room / 4))
+  }
+
+    function extraWant (a: Account, x: number, waiting: number): number {
+    const r = acct.rate(a, x)
+    if (r < HOT_RATE) return 0
+    const latest = clockOf(a).latest(x) ?? x
+    const left = (Math.floor(latest / MINUTE_BUCKET_MS) + 1) * MINUTE_BUCKET_MS - latest
+    return Math.max(0, Math.min(a.limits.perMinute, Math.ceil(r * left / 1000)) - waiting)
+  }
+
+  /**
+   * One entry's reply: its units join the pool, its requests are admitted from it or rejected. Units
+   * too late for their bucket are given back; their requests ask again after it (the delay returned).
+   */
+    function answer (a: Account, r: GrantReply, group: Waiting[], redisNow: number, received: number, answered: boolean): number {
+    if (r.bannedAt > 0) deps.onBan(a.id, r.bannedUntil)
+    if (r.outcome === 'key_banned') {
+      if (!answered) for (const w of group) w.resolve(consumeResult(a, 'key_banned', redisNow, 'store', r.bannedUntil))
+      return 0
+    }
+    const cost = group[0]?.cost ?? 1
+    acct.fillPool(a, r.admitted * cost + r.extra, redisNow)
+    if (answered) return 0
+    const live = acct.poolLive(a, clockOf(a), received)
+    const retry: Waiting[] = []
+    group.forEach((w, k) => {
+      if (k < r.admitted) {
+        if (live) {
+          acct.spendPool(a, w.cost)
+          w.resolve(consumeResult(a, 'ok', redisNow, 'store'))
+        } else if (++w.attempts < MAX_ATTEMPTS) {
+          retry.push(w)
+        } else {
+          outage(a, w, received)
+        }
+        return
+      }
+      // The 429 that crossed the threshold starts the ban; those after it find the ban in force.
+      const nth = k - r.admitted + 1
+      const outcome = r.bannedAt === 0 || nth < r.bannedAt ? 'rate_limited' : nth === r.bannedAt ? 'ban_started' : 'key_banned'
+      w.resolve(consumeResult(a, outcome, redisNow, 'store', outcome === 'rate_limited' ? 0 : r.bannedUntil))
+    })
+    a.waiting.unshift(...retry)
+    if (retry.length === 0) return 0
+    const earliest = clockOf(a).earliest(received) ?? received
+    return Math.min(MINUTE_BUCKET_MS, Math.max(1, (a.bucket + 1) * MINUTE_BUCKET_MS - earliest + 1))
+  }
+
+  /** The job of one write call for `a`, built at its turn's end with everything then waiting. */
+    function writeJob (a: Account): Job {
+    let groups: Waiting[][] = []
+    let sent: GrantEntry['adjustments'] = []
+    let timedOut = false
+    return {
+      key: a.key,
+      build () {
+        const x = runtime.now()
+        acct.expirePool(a, clockOf(a), x)
+        drain(a, x)
+        groups = []
+        for (const w of a.waiting.splice(0)) {
+          const group = groups.find((g) => g[0]!.cost === w.cost)
+          if (group === undefined) groups.push([w])
+          else group.push(w)
+        }
+        const want = reserveWant(a, x)
+        sent = a.unwritten.slice()
+        const adjustments = [...a.returns, ...sent]
+        a.returns = [] // a give-back is sent once: twice could uncount a request that was admitted
+        if (groups.length === 0 && adjustments.length === 0 && want >= a.reserve) return []
+        // Applied or not, reserve admissions stay within min(reserve, what this call writes back + want).
+        a.reserveCap = Math.min(a.reserve, acct.unwrittenUnits(a) + want)
+        const waiting = groups.reduce((n, g) => n + g.length, 0)
+        const first = groups[0]
+        const entries = [entryOf(a, first?.length ?? 0, first?.[0]!.cost ?? 1, extraWant(a, x, waiting), want, adjustments)]
+        for (const g of groups.slice(1)) entries.push(entryOf(a, g.length, g[0]!.cost, 0, want, []))
+        return entries
+      },
+      replied (replies, info) {
+        a.calling = false
+        if (info !== undefined && replies.length > 0) {
+          const clock = clockOf(a)
+          clock.learn(info.redisNow, info.sent, info.received)
+          const last = replies[replies.length - 1]!
+          Object.assign(a, { view: last, viewAt: info.redisNow, viewLocal: info.received, reserve: last.reserve, reserveUntil: info.redisNow + acct.RESERVE_TTL_MS, reserveCap: undefined })
+          a.unwritten = sent.reduce((list, s) => acct.addAdjustment(list, { ...s, delta: -s.delta }), a.unwritten)
+          let delay = 0
+          replies.forEach((r, i) => { delay = Math.max(delay, answer(a, r, groups[i] ?? [], info.redisNow, info.received, timedOut)) })
+          acct.expirePool(a, clock, runtime.now())
+          next(a, delay)
+          return
+        }
+        next(a)
+      },
+      timedOut () {
+        // The shard is down now: what this call carried and what waited for its reply are answered
+        // by the outage policy (its reply, if it comes, still fills the pool).
+        timedOut = true
+        const x = runtime.now()
+        for (const w of [...groups.flat(), ...a.waiting.splice(0)]) outage(a, w, x)
+      },
+      failed () {
+        // Whether Redis ran it is unknown: the reserve is held to the cap that holds either way, the
+        // reserve admissions it carried are sent again (counted twice at worst), its give-backs are not.
+        a.calling = false
+        a.reserve = a.reserveCap ?? a.reserve
+        a.reserveCap = undefined
+        if (!timedOut) {
+          const x = runtime.now()
+          for (const w of groups.flat()) outage(a, w, x)
+        }
+        next(a)
+      }
+    }
+  }
+
+  return { clockOf, up, call, drain, next, outage }
 }

@@ -11,11 +11,10 @@ import { limiterKey } from '../../redis/keys.js'
 import { ANONYMOUS_ID_PREFIX } from '../../edge/client-address.js'
 import type { Ask, ConsumeResult } from '../store.js'
 import * as acct from './account.js'
-import type { Account, Waiting } from './account.js'
+import type { Account } from './account.js'
 import { BATCH_MAX, createBatcher } from './batcher.js'
-import type { ShardClock } from './clock.js'
-import { entryOf, IDLE_MS, writeJob, type CallContext } from './calls.js'
-import { StoreUnavailableError, type StoreOnError } from './outage.js'
+import { createCalls, entryOf, IDLE_MS } from './calls.js'
+import type { StoreOnError } from './outage.js'
 import type { RedisPort, Runtime } from './port.js'
 import { consumeResult } from './results.js'
 import { GRANT, grantArgs, grantKeys, readGrantReply, type GrantEntry } from './scripts.js'
@@ -41,18 +40,9 @@ export interface GrantsOptions {
   onBan?: (id: string, until: number) => void
 }
 
-export interface Grants {
-  consume: (id: string, ask: Ask) => Promise<ConsumeResult>
-  /** Drops what this process holds for `id` (its state in Redis was reset). */
-  forget: (id: string) => void
-  /** True while a shard does not answer or reserve admissions are not yet counted in Redis. */
-  degraded: () => boolean
-  /** Resolves once every shard known is up, or after `ms`. */
-  settled: (ms: number) => Promise<void>
-  close: () => void
-}
+export type Grants = ReturnType<typeof createGrants>
 
-export function createGrants (opts: GrantsOptions): Grants {
+export function createGrants (opts: GrantsOptions) {
   const { port, runtime, holder, policy } = opts
   const consumers = new Map<string, Account>()
   const anonymous = new LRUCache<string, Account>({ max: opts.anonymousMax ?? DEFAULT_ANONYMOUS_ACCOUNTS })
@@ -60,18 +50,11 @@ export function createGrants (opts: GrantsOptions): Grants {
   const reseeding = new Set<Account>()
   const shards = createShards({ port, runtime, timeoutMs: opts.timeoutMs, barrierMs: opts.barrierMs, reseed, onChange: opts.onShardChange })
   const batcher = createBatcher(port, runtime, shards, holder, opts.timeoutMs)
+  const { clockOf, up, call, next, outage } = createCalls({ runtime, policy, shards, batcher, onBan: (id, until) => { opts.onBan?.(id, until) } })
   let cancelSweep = runtime.after(SWEEP_MS, function tick () {
     sweep()
     cancelSweep = runtime.after(SWEEP_MS, tick)
   })
-
-  const clockOf = (a: Account): ShardClock => shards.of(a.shard).clock
-  const up = (a: Account): boolean => shards.of(a.shard).state === 'up'
-  /** Queues `a`'s write call (at most one queued or in flight per id). */
-  function call (a: Account): void {
-    a.calling = true
-    batcher.add(writeJob(ctx, a))
-  }
 
   function accountOf (id: string, ask: Ask): Account {
     const table = id.startsWith(ANONYMOUS_ID_PREFIX) ? anonymous : consumers
@@ -86,51 +69,6 @@ export function createGrants (opts: GrantsOptions): Grants {
     a.monthLimit = ask.monthLimit
     a.monthSoft = ask.overage
     return a
-  }
-
-  /** The outage policy's answer to a request of `cost` at local `x`. */
-  function outageAnswer (a: Account, cost: number, x: number): ConsumeResult {
-    if (policy === 'open') return consumeResult({ ...a, view: undefined, pool: 0 }, 'ok', runtime.now(), 'fallback') // nothing known: the whole limits
-    if (policy === 'local' && acct.spendReserve(a, clockOf(a), x, cost)) return consumeResult(a, 'ok', clockOf(a).latest(x) ?? x, 'fallback')
-    throw new StoreUnavailableError(`limiter store ${up(a) ? 'did not answer in time' : 'unavailable'}`)
-  }
-
-  const ctx: CallContext = {
-    runtime,
-    reserves: policy === 'local',
-    clockOf,
-    drain (a, x) {
-      const clock = clockOf(a)
-      while (a.waiting.length > 0 && a.waiting[0]!.cost <= a.pool && acct.poolLive(a, clock, x)) {
-        const w = a.waiting.shift()!
-        acct.spendPool(a, w.cost)
-        w.resolve(consumeResult(a, 'ok', a.viewAt + (x - a.viewLocal), 'grant'))
-      }
-    },
-    next (a, delayMs = 0) {
-      if (a.calling || a.waiting.length === 0) return
-      if (delayMs > 0) {
-        a.calling = true
-        runtime.after(delayMs, () => {
-          a.calling = false
-          ctx.next(a)
-        })
-        return
-      }
-      const x = runtime.now()
-      ctx.drain(a, x)
-      if (a.waiting.length === 0) return
-      if (up(a)) return call(a)
-      for (const w of a.waiting.splice(0)) ctx.outage(a, w, x)
-    },
-    outage (a, w: Waiting, x) {
-      try {
-        w.resolve(outageAnswer(a, w.cost, x))
-      } catch (err) {
-        w.reject(err as Error)
-      }
-    },
-    onBan: (id, until) => { opts.onBan?.(id, until) }
   }
 
   /** A shard lost its data: what this process admitted there goes back in, its reserve asked again. */
@@ -160,7 +98,7 @@ export function createGrants (opts: GrantsOptions): Grants {
     } finally {
       const waited = [...reseeding]
       reseeding.clear()
-      for (const a of waited) ctx.next(a)
+      for (const a of waited) next(a)
     }
   }
 
@@ -178,7 +116,7 @@ export function createGrants (opts: GrantsOptions): Grants {
   }
 
   return {
-    consume (id, ask) {
+    consume (id: string, ask: Ask): Promise<ConsumeResult> {
       const a = accountOf(id, ask)
       const x = runtime.now()
       const cost = ask.cost
@@ -189,17 +127,20 @@ export function createGrants (opts: GrantsOptions): Grants {
         return Promise.resolve(consumeResult(a, 'ok', a.viewAt + (x - a.viewLocal), 'grant'))
       }
       return new Promise((resolve, reject) => {
-        if (!up(a) && !reseeding.has(a)) return ctx.outage(a, { cost, resolve, reject, attempts: 0 }, x)
+        if (!up(a) && !reseeding.has(a)) return outage(a, { cost, resolve, reject, attempts: 0 }, x)
         a.waiting.push({ cost, resolve, reject, attempts: 0 })
         if (up(a) && !a.calling) call(a)
       })
     },
-    forget (id) {
+    /** Drops what this process holds for `id` (its state in Redis was reset). */
+    forget (id: string) {
       consumers.delete(id)
       anonymous.delete(id)
     },
+    /** True while a shard does not answer or reserve admissions are not yet counted in Redis. */
     degraded: () => shards.anyDown() || [...consumers.values(), ...anonymous.values()].some((a) => a.unwritten.length > 0),
-    async settled (ms) {
+    /** Resolves once every shard known is up, or after `ms`. */
+    async settled (ms: number) {
       for (const name of port.shards()) shards.of(name)
       await shards.settled(ms)
     },

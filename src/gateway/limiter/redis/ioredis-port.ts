@@ -32,12 +32,6 @@ export function ioredisPort (client: RedisClient): RedisPort {
   client.defineCommand('petstoreGrant', { lua: GRANT.lua })
   client.defineCommand('petstoreEpoch', { numberOfKeys: 1, lua: EPOCH.lua })
   const commands = client as unknown as Record<'petstoreGrant' | 'petstoreEpoch', Call>
-  const epochKeys = new Map<string, string>()
-
-  function masterOf (shard: string): Redis | undefined {
-    if (cluster === undefined) return client as Redis
-    return cluster.nodes('master').find((node) => nodeName(node) === shard)
-  }
 
   return {
     run (script: Script, keys, args) {
@@ -48,20 +42,13 @@ export function ioredisPort (client: RedisClient): RedisPort {
     shardOf: cluster === undefined ? () => '' : (key) => cluster.slots[calculateSlot(key)]?.[0] ?? '',
     groupOf: cluster === undefined ? () => '' : (key) => String(calculateSlot(key)),
     epochKey (shard) {
-      if (cluster === undefined) return EPOCH_KEY
-      let key = epochKeys.get(shard)
-      if (key === undefined) {
-        for (let n = 0; key === undefined && n < 1_000_000; n++) {
-          const candidate = `rl:{#epoch-${n}}`
-          if (cluster.slots[calculateSlot(candidate)]?.[0] === shard) key = candidate
-        }
-        key ??= EPOCH_KEY
-        epochKeys.set(shard, key)
+      for (let n = 0; cluster !== undefined && n < 1_000_000; n++) {
+        if (cluster.slots[calculateSlot(`rl:{#epoch-${n}}`)]?.[0] === shard) return `rl:{#epoch-${n}}`
       }
-      return key
+      return EPOCH_KEY
     },
     async ping (shard) {
-      const node = masterOf(shard)
+      const node = cluster === undefined ? client as Redis : cluster.nodes('master').find((n) => nodeName(n) === shard)
       if (node === undefined) throw new Error(`no connection to ${shard}`)
       await node.ping()
     },

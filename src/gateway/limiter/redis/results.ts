@@ -2,9 +2,8 @@
 // its windows, less the units this process holds unspent, so headers count down request by request
 // between calls. A rejection shows the units counted with what is kept back: why there was no room.
 import type { ConsumeOutcome, ConsumeResult, WindowState } from '../store.js'
-import type { Account } from './account.js'
 import { DAY_BUCKET_MS, MINUTE_BUCKET_MS } from '../arithmetic.js'
-import { unwrittenUnits } from './account.js'
+import { unwrittenUnits, type Account } from './account.js'
 import type { GrantReply, WindowReply } from './scripts.js'
 
 function window (w: WindowReply | undefined, pool: number, kept: number, rejected: boolean, now: number, length: number): WindowState {
@@ -24,14 +23,13 @@ export function consumeResult (a: Account, outcome: ConsumeOutcome | 'peek', now
     decided = bannedUntil > now ? 'key_banned' : full ? 'rate_limited' : 'ok'
   }
   const rejected = decided === 'rate_limited'
-  const result: ConsumeResult = {
+  return {
     outcome: decided,
     now,
     minute: window(view?.minute, pool, kept, rejected, now, 60 * MINUTE_BUCKET_MS),
     day: window(view?.day, pool, kept, rejected, now, 96 * DAY_BUCKET_MS),
+    month: a.monthLimit > 0 ? window(view?.month, pool, kept, rejected, now, 0) : undefined,
     bannedUntil: decided === 'key_banned' || decided === 'ban_started' ? bannedUntil : 0,
-    ...(a.monthLimit > 0 ? { month: window(view?.month, pool, kept, rejected, now, 0) } : {}),
-    ...(via === 'store' ? {} : { via })
+    via: via === 'store' ? undefined : via
   }
-  return result
 }

@@ -41,19 +41,9 @@ export interface ShardOptions {
   onChange?: ((shard: string, state: ShardState, reason: string) => void) | undefined
 }
 
-export interface Shards {
-  of: (name: string) => Shard
-  /** A call to `name` failed or timed out: down, probing until it answers. */
-  fail: (name: string, reason: string) => void
-  /** A reply from `name` arrived after its call was given up: probe at once. */
-  answered: (name: string) => void
-  /** Resolves once every shard known is up, or after `ms`. */
-  settled: (ms: number) => Promise<void>
-  anyDown: () => boolean
-  close: () => void
-}
+export type Shards = ReturnType<typeof createShards>
 
-export function createShards (opts: ShardOptions): Shards {
+export function createShards (opts: ShardOptions) {
   const { port, runtime } = opts
   const barrierMs = opts.barrierMs ?? DEFAULT_RECOVERY_BARRIER_MS
   const shards = new Map<string, Shard>()
@@ -128,12 +118,15 @@ export function createShards (opts: ShardOptions): Shards {
 
   return {
     of,
-    fail: (name, reason) => { down(of(name), reason) },
-    answered (name) {
+    /** A call to `name` failed or timed out: down, probing until it answers. */
+    fail: (name: string, reason: string) => { down(of(name), reason) },
+    /** A reply from `name` arrived after its call was given up: probe at once. */
+    answered (name: string) {
       const s = of(name)
       if (s.state === 'down') probe(s)
     },
-    async settled (ms) {
+    /** Resolves once every shard known is up, or after `ms`. */
+    async settled (ms: number) {
       const deadline = runtime.now() + ms
       while (runtime.now() < deadline && anyDown()) await new Promise<void>((resolve) => runtime.after(10, resolve))
     },
