@@ -1,17 +1,10 @@
-// The sliding-window arithmetic in plain TypeScript: the in-process store and the accuracy replay run
-// it, and lua/grant.lua computes the same counts in Redis (keeping a running total, so a request
-// there reads a few fields instead of the whole ring). A window is a ring of fixed
-// sub-buckets; the oldest bucket, which straddles the window's start, is counted whole, so a request
-// is admitted only when every rolling window ending now already holds fewer than `limit` requests:
-// never over-admits, and under-admits by at most one bucket's share of the window.
+// The sliding-window arithmetic of the in-process store (lua/grant.lua counts the same in Redis). A
+// window is a ring of fixed sub-buckets; the oldest, straddling the window's start, is counted whole,
+// so a request is admitted only when every rolling window ending now holds fewer than `limit`:
+// never over, and under by at most one bucket's share of the window.
 
-export interface WindowSpec {
-  readonly name: 'minute' | 'day'
-  readonly bucketMs: number
-  /** Buckets counted: the window's own plus the partial oldest one. */
-  readonly slots: number
-  readonly windowMs: number
-}
+/** A window: its name, bucket length, buckets counted (its own plus the partial oldest one), length. */
+export interface WindowSpec { readonly name: 'minute' | 'day', readonly bucketMs: number, readonly slots: number, readonly windowMs: number }
 
 export const MINUTE_BUCKET_MS = 1_000
 export const DAY_BUCKET_MS = 15 * 60_000
@@ -19,10 +12,7 @@ export const MINUTE_WINDOW: WindowSpec = Object.freeze({ name: 'minute', bucketM
 export const DAY_WINDOW: WindowSpec = Object.freeze({ name: 'day', bucketMs: DAY_BUCKET_MS, slots: 97, windowMs: 86_400_000 })
 
 /** One window's counts: `counts[j % slots]` holds bucket j for j in (last - slots, last]. */
-export interface Ring {
-  last: number
-  readonly counts: Uint32Array
-}
+export interface Ring { last: number, readonly counts: Uint32Array }
 
 export function newRing (spec: WindowSpec): Ring {
   return { last: -1, counts: new Uint32Array(spec.slots) }

@@ -1,7 +1,6 @@
-// Settings → the limiter's store: the Redis store when the settings name a Redis (standalone,
-// Sentinel or Cluster: redis/connection.ts), else the in-process store. Start-up waits (bounded)
-// for Redis to connect and for each shard to come up — its epoch read, and the recovery barrier if
-// its data is new (redis/shard.ts) — so the first requests are decided in Redis.
+// Settings → the limiter's store: the Redis store when they name a Redis (standalone, Sentinel or
+// Cluster), else the in-process store. Start-up waits (bounded) for every shard to come up, so the
+// first requests are decided in Redis.
 import { randomBytes } from 'node:crypto'
 import { createRedisClient, describeRedis, waitReady, type RedisSettings } from '../redis/connection.js'
 import { createMemoryStore } from './memory/store.js'

@@ -1,7 +1,5 @@
-// Decision arithmetic: a store's answer (counts, reset and retry instants, ban end) and the limits
-// applied → what the client is told (binding window, remaining, reset, Retry-After), and whether the
-// limits being rehearsed would have rejected it (shadow.ts: a comparison of the same counts). Pure
-// functions of their arguments, so the headers of every outcome are tested without a store.
+// Decision arithmetic: a store's answer and the limits applied → what the client is told (binding
+// window, remaining, reset, Retry-After) and whether a shadow would have rejected it. Pure functions.
 import type { Limits } from '../config/types.js'
 import type { DecisionSource, RateLimitDecision, WindowName } from './decision.js'
 import { policyField } from './headers.js'

@@ -11,10 +11,8 @@ const policies = new WeakMap<Limits, { month: number, field: string }>()
 const RATELIMIT_PREFIX = { minute: '"minute";r=', day: '"day";r=', month: '"month";r=' } as const
 
 /**
- * `RateLimit-Policy` per draft-ietf-httpapi-ratelimit-headers-10: quota and window of each policy —
- * the month's window is the length in seconds of the calendar month (UTC) that holds `now` —
- * then the shadow limits as the next policies when the operator announces them (the draft allows
- * several policies; a client that knows none of these names ignores them).
+ * `RateLimit-Policy` (draft-ietf-httpapi-ratelimit-headers-10): each policy's quota and window (the
+ * month's: the length of the UTC month holding `now`), then announced shadow limits as the next ones.
  */
 export function policyField (limits: Limits, now: number): string {
   const month = limits.perMonth === undefined ? -1 : calendarMonth(now).index

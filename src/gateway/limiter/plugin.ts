@@ -1,12 +1,10 @@
-// The limiter in the request pipeline (after authenticate, before requireKey): wires the store
-// (create-store.ts), the ban cache (ban-cache.ts), the decision arithmetic (decide.ts) and the
-// store's health (store-health.ts) into two hooks — onRequest counts every request against its
-// consumer, or its client address under the anonymous policy (consumer-id.ts), and answers 429 over
-// a limit or during a ban; onSend puts the rate-limit headers on every public response. It reads
-// the gateway clock (app.clock) and supplies the store metrics their status (app.limiterStatus).
+// The limiter in the request pipeline (after authenticate, before requireKey): onRequest counts
+// every request against its consumer, or its client address under the anonymous policy, and answers
+// 429 over a limit or during a ban; onSend puts the rate-limit headers on every public response.
+// It supplies the store metrics their status (app.limiterStatus) and readiness the store's.
 import fp from 'fastify-plugin'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import type { Limits } from '../config/types.js'
+import type { BanPolicy, Limits } from '../config/types.js'
 import type { LimiterStatus } from '../observability/metrics/limiter-status.js'
 import type { ReadinessRegistry } from '../runtime/readiness.js'
 import { gatewayErrors } from '../../interface/errors.js'
@@ -16,11 +14,11 @@ import { limiterId } from './consumer-id.js'
 import { createStore, type StoreSettings } from './create-store.js'
 import { ANONYMOUS_PLAN } from '../../shared/labels.js'
 import { bannedDecision, decide, unavailableHeaders } from './decide.js'
-import type { DecisionRecorder } from './decision.js'
+import type { DecisionRecorder, RateLimitDecision } from './decision.js'
 import { setRateLimitHeaders } from './headers.js'
 import { askOf, type BanEntry, type ConsumeResult, type LimiterStore } from './store.js'
 import { routeCost } from './route-cost.js'
-import { evictionWarning, storeReport } from './store-health.js'
+import { evictionWarning } from './store-health.js'
 import { createMemoryStore } from './memory/store.js'
 
 export interface LimiterOptions {
@@ -95,7 +93,8 @@ export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlug
     bannedKeys: () => banCount.value()
   })
   app.decorateRequest('rateLimit', null)
-  opts.readiness.register('store', async () => ({ ...await storeReport(store.describe(), health, warning) }))
+  // Contacts the store for real: resolves `ok` or `fallback`, rejects when it cannot answer requests.
+  opts.readiness.register('store', async () => ({ ...store.describe(), state: await health.probe(), ...(warning === undefined ? {} : { warning }) }))
   app.addHook('onClose', async () => {
     banCount.close()
     await store.close()
@@ -103,44 +102,37 @@ export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlug
 
   app.addHook('onRequest', async function limitRequest (request: FastifyRequest) {
     const consumer = request.consumer
-    // The public documents (openapi/plugin.ts) are outside the anonymous limit, so failed keys' 401s
-    // never cost a newcomer the docs page: cached and cheap, they are bounded by the connection caps
-    // and load shedding instead (docs/decisions.md §1). With a valid key they count as before.
+    // The public documents are outside the anonymous limit, so failed keys' 401s never cost a newcomer
+    // the docs page (bounded by the connection caps and load shedding: docs/decisions.md §1).
     if (consumer === null && request.routeOptions.config.public === true) return
     const id = limiterId(consumer, request.ip, request.snapshot.anonymous.ipv6Prefix)
     const limits: Limits = consumer === null ? request.snapshot.anonymous : consumer.limits
     const policy = consumer === null ? ANONYMOUS_PLAN : consumer.plan
     const cost = routeCost(request.snapshot, request.routeOptions.url, request.method)
-    if (consumer !== null) {
-      const cachedUntil = bans.get(id)
-      if (cachedUntil !== undefined) {
-        const decision = bannedDecision(cachedUntil, now(), limits, policy, false, 'ban-cache', cost)
-        request.rateLimit = decision
-        recorder?.note(consumer, decision)
-        throw gatewayErrors.keyBanned(decision.retryAfter ?? 1)
-      }
-    }
+    request.rateLimit = await decision(id, consumer === null ? null : request.snapshot.ban, limits, policy, cost)
+    const decided = request.rateLimit
+    if (consumer !== null) recorder?.note(consumer, decided)
+    if (decided.outcome === 'key_banned') throw gatewayErrors.keyBanned(decided.retryAfter ?? 1)
+    if (decided.outcome === 'quota_exceeded') throw gatewayErrors.quotaExceeded(decided.retryAfter ?? 1)
+    if (!decided.allowed) throw gatewayErrors.rateLimited(decided.retryAfter ?? 1, decided.rejectedBy ?? decided.window)
+  })
+
+  /** A ban this process remembers (never an anonymous client's: no ban policy), else the store's answer. */
+  async function decision (id: string, ban: BanPolicy | null, limits: Limits, policy: string, cost: number): Promise<RateLimitDecision> {
+    const cachedUntil = ban === null ? undefined : bans.get(id)
+    if (cachedUntil !== undefined) return bannedDecision(cachedUntil, now(), limits, policy, false, 'ban-cache', cost)
     let result: ConsumeResult
     try {
-      result = await store.consume(id, askOf(limits, consumer === null ? null : request.snapshot.ban, cost))
+      result = await store.consume(id, askOf(limits, ban, cost))
     } catch {
       // Only the Redis store rejects: while Redis does not answer and STORE_ON_ERROR leaves nothing to admit from.
       throw gatewayErrors.limiterUnavailable(unavailableHeaders(limits, now()))
     }
-    if (result.outcome === 'key_banned' || result.outcome === 'ban_started') {
-      bans.remember(id, result)
-      if (result.outcome === 'ban_started') banCount.refreshSoon()
-      const decision = bannedDecision(result.bannedUntil, result.now, limits, policy, result.outcome === 'ban_started', result.via, cost)
-      request.rateLimit = decision
-      if (consumer !== null) recorder?.note(consumer, decision)
-      throw gatewayErrors.keyBanned(decision.retryAfter ?? 1)
-    }
-    const decision = decide(result, limits, policy, cost)
-    request.rateLimit = decision
-    if (consumer !== null) recorder?.note(consumer, decision)
-    if (decision.outcome === 'quota_exceeded') throw gatewayErrors.quotaExceeded(decision.retryAfter ?? 1)
-    if (!decision.allowed) throw gatewayErrors.rateLimited(decision.retryAfter ?? 1, decision.rejectedBy ?? decision.window)
-  })
+    if (result.outcome !== 'key_banned' && result.outcome !== 'ban_started') return decide(result, limits, policy, cost)
+    bans.remember(id, result)
+    if (result.outcome === 'ban_started') banCount.refreshSoon()
+    return bannedDecision(result.bannedUntil, result.now, limits, policy, result.outcome === 'ban_started', result.via, cost)
+  }
 
   app.addHook('onSend', function rateLimitHeaders (request, reply, payload, done) {
     if (request.rateLimit !== null) setRateLimitHeaders(reply, request.rateLimit)

@@ -2,7 +2,6 @@
 // the store for real; under STORE_ON_ERROR=local or open it stays ready while Redis fails but says
 // `fallback`. A Redis whose maxmemory-policy may evict keys without a TTL (allkeys-*) is named at
 // start: an anonymous flood could then evict keyed windows.
-import type { StoreDescription } from './store.js'
 
 /** `ok`: answering from its own state; `fallback`: STORE_ON_ERROR=local or open answers while Redis fails; `down`: not answering. */
 export type StoreState = 'ok' | 'fallback' | 'down'
@@ -27,17 +26,8 @@ export const IN_PROCESS_HEALTH: StoreHealth = Object.freeze({
   maxmemoryPolicy: async () => undefined
 })
 
-/** `warning`: the maxmemory-policy can evict the limiter's keys under memory pressure. */
-export interface StoreReport extends StoreDescription { readonly state: StoreState, readonly warning?: string }
-
 /** Policies that may evict a key whatever its TTL; volatile-* and noeviction leave keys without a TTL alone. */
 export function evictionWarning (policy: string | undefined): string | undefined {
   if (policy === undefined || !policy.startsWith('allkeys-')) return undefined
   return `Redis maxmemory-policy ${policy} can evict rate-limit windows under memory pressure; use noeviction or volatile-*`
-}
-
-/** Readiness of the store: resolves with its report, rejects when it cannot answer requests. */
-export async function storeReport (description: StoreDescription, health: StoreHealth, warning: string | undefined): Promise<StoreReport> {
-  const state = await health.probe()
-  return { ...description, state, ...(warning === undefined ? {} : { warning }) }
 }

@@ -22,10 +22,7 @@ export interface ConsumeResult {
   readonly month?: WindowState
   /** Unix ms when the id's ban ends, on `key_banned` and `ban_started`; 0 otherwise. */
   readonly bannedUntil: number
-  /**
-   * How it was decided when not by a store call of its own: units this process already held
-   * (`grant`: no call), or the STORE_ON_ERROR policy while Redis did not answer (`fallback`).
-   */
+  /** Not by a store call of its own: units this process held (`grant`), or STORE_ON_ERROR (`fallback`). */
   readonly via?: 'grant' | 'fallback'
 }
 
@@ -72,10 +69,7 @@ export interface LimiterStore {
   readonly close: () => Promise<void>
 }
 
-/**
- * An ask of `limits` (a read of its windows when no ban policy and one unit). A month is counted
- * when a quota is enforced, or only rehearsed by a shadow (then it never refuses).
- */
+/** An ask of `limits`; a month is counted when a quota is enforced, or rehearsed by a shadow (never refusing). */
 export function askOf (limits: Limits, ban: BanPolicy | null = null, cost = 1): Ask {
   const monthLimit = limits.perMonth ?? limits.shadow?.perMonth ?? 0
   return { limits, ban, cost, monthLimit, overage: limits.perMonth === undefined || limits.overage === true }

@@ -61,6 +61,14 @@ local function adjust (key, R, j, delta, last, cur, total, old)
   return total + v - u, min(old or j, j), cur
 end
 
+-- Ring R moved on to bucket b from its newest `last`: what left the window leaves `total` and `old`.
+local function slide (key, R, b, last, total, old)
+  if not old or old > b - R.slots then return total, old end
+  if last <= b - R.slots then return 0, nil end
+  for _, u in pairs(read(key, old, b - R.slots, R)) do total = total - u end
+  return total, b - R.slots + 1
+end
+
 -- When ring R's oldest units leave the window (reset); when enough have left for `need` (retry).
 local function reset_of (old, total, R)
   if total > 0 and old then return (old + R.slots) * R.ms end
@@ -111,13 +119,7 @@ for i = 1, floor(#KEYS / 2) do
       mt, mn, mo = floor(f[1]), f[2] + 0, f[3] and floor(f[3])
       if mb == mt then cur = units(f[4], mb, MR)
       elseif mb < mt then m = mt; cur = units(redis.call('HGET', key, '' .. mt % MR.slots), mt, MR)
-      elseif mo and mo <= mb - MR.slots then
-        if mt <= mb - MR.slots then mn, mo = 0, nil
-        else
-          for _, u in pairs(read(key, mo, mb - MR.slots, MR)) do mn = mn - u end
-          mo = mb - MR.slots + 1
-        end
-      end
+      else mn, mo = slide(key, MR, mb, mt, mn, mo) end
     end
     -- The day ring at bucket d: bucket D's units move from c into the day hash as it ends.
     local dd, dn, do_, d, dcur, day_moved = db, 0, nil, db, 0, nil
@@ -125,14 +127,8 @@ for i = 1, floor(#KEYS / 2) do
       dd, dn, do_ = floor(f[5]), f[6] + 0, f[7] and floor(f[7])
       if db <= dd then d, dcur = dd, (f[8] or 0) + 0
       else
-        if (f[8] or 0) + 0 > 0 then day_moved = { '' .. dd % DR.slots, (dd % DR.mod) * DR.scale + f[8] } end
-        if do_ and do_ <= db - DR.slots then
-          if dd <= db - DR.slots then dn, do_, day_moved = 0, nil, nil
-          else
-            for _, u in pairs(read(dkey, do_, min(dd - 1, db - DR.slots), DR)) do dn = dn - u end
-            do_ = db - DR.slots + 1
-          end
-        end
+        if (f[8] or 0) + 0 > 0 and dd > db - DR.slots then day_moved = { '' .. dd % DR.slots, (dd % DR.mod) * DR.scale + f[8] } end
+        dn, do_ = slide(dkey, DR, db, dd, dn, do_) -- bucket dd is in c, never read: dd > db - DR.slots here
       end
     end
     local qc, q_on = 0, ql > 0

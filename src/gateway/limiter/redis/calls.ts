@@ -94,7 +94,7 @@ export function createCalls (deps: CallDeps) {
   }
 
   /** The reserve for `a`: only when busy this second and the last (a lone burst races for the whole window). */
-    function reserveWant (a: Account, x: number): number {
+  function reserveWant (a: Account, x: number): number {
     if (policy !== 'local' || x - a.lastSeen > IDLE_MS || a.seenBefore === 0) return 0
     const r = acct.rate(a, x)
     const room = acct.roomSeen(a)
@@ -103,7 +103,7 @@ export function createCalls (deps: CallDeps) {
     return Math.min(Math.ceil(r * RESERVE_SECONDS), Math.floor(room / 4))
   }
 
-    function extraWant (a: Account, x: number, waiting: number): number {
+  function extraWant (a: Account, x: number, waiting: number): number {
     const r = acct.rate(a, x)
     if (r < HOT_RATE) return 0
     const latest = clockOf(a).latest(x) ?? x
@@ -115,7 +115,7 @@ export function createCalls (deps: CallDeps) {
    * One entry's reply: its units join the pool, its requests are admitted from it or rejected. Units
    * too late for their bucket are given back; their requests ask again after it (the delay returned).
    */
-    function answer (a: Account, r: GrantReply, group: Waiting[], redisNow: number, received: number, answered: boolean): number {
+  function answer (a: Account, r: GrantReply, group: Waiting[], redisNow: number, received: number, answered: boolean): number {
     if (r.bannedAt > 0) deps.onBan(a.id, r.bannedUntil)
     if (r.outcome === 'key_banned') {
       if (!answered) for (const w of group) w.resolve(consumeResult(a, 'key_banned', redisNow, 'store', r.bannedUntil))
@@ -150,7 +150,7 @@ export function createCalls (deps: CallDeps) {
   }
 
   /** The job of one write call for `a`, built at its turn's end with everything then waiting. */
-    function writeJob (a: Account): Job {
+  function writeJob (a: Account): Job {
     let groups: Waiting[][] = []
     let sent: GrantEntry['adjustments'] = []
     let timedOut = false

@@ -16,7 +16,7 @@ export const GRANT = load('grant')
 export const EPOCH = load('epoch')
 
 /** Fields of one grant entry's reply, after the call's leading Redis time. */
-export const GRANT_REPLY_FIELDS = 16
+const GRANT_REPLY_FIELDS = 16
 
 /** One adjustment: add `delta` (negative: give back) to these buckets; 0 skips a window. */
 export interface Adjustment { readonly minute: number, readonly day: number, readonly month: number, readonly delta: number }
@@ -49,18 +49,6 @@ export interface GrantReply {
   readonly bannedUntil: number
 }
 
-const policyArgs = new WeakMap<BanPolicy, string>()
-/** The script's ban argument, built once per policy object. */
-export function banArg (ban: BanPolicy | null): string {
-  if (ban === null) return ''
-  let arg = policyArgs.get(ban)
-  if (arg === undefined) {
-    arg = `${ban.threshold},${ban.windowSeconds * 1000},${ban.durationSeconds * 1000},${ban.maxDurationSeconds * 1000}`
-    policyArgs.set(ban, arg)
-  }
-  return arg
-}
-
 /** KEYS of a grant call: two per entry, the id's hash and its day ring's. */
 export function grantKeys (entries: readonly GrantEntry[]): string[] {
   return entries.flatMap((e) => [e.key, e.key + ':d'])
@@ -73,7 +61,7 @@ export function grantArgs (holder: string, entries: readonly GrantEntry[]): stri
   let k = 1
   for (const e of entries) {
     args[k++] = `${e.minuteLimit} ${e.dayLimit} ${e.monthLimit} ${e.requests} ${e.cost} ${e.extra} ${e.reserve} ${e.write ? 1 : 0} ${e.monthSoft ? 1 : 0}`
-    args[k++] = banArg(e.ban)
+    args[k++] = e.ban === null ? '' : `${e.ban.threshold},${e.ban.windowSeconds * 1000},${e.ban.durationSeconds * 1000},${e.ban.maxDurationSeconds * 1000}`
     args[k++] = e.adjustments.length === 0 ? '' : e.adjustments.map((a) => `${a.minute},${a.day},${a.month},${a.delta}`).join(';')
   }
   return args
@@ -91,10 +79,4 @@ export function readGrantReply (raw: unknown, entries: number): { now: number, r
     replies.push({ outcome: OUTCOMES[r[k]!] ?? 'rate_limited', admitted: r[k + 1]!, bannedAt: r[k + 2]!, extra: r[k + 3]!, reserve: r[k + 4]!, held: r[k + 5]!, minute: w(k + 6), day: w(k + 9), month: w(k + 12), bannedUntil: r[k + 15]! })
   }
   return { now: r[0]!, replies }
-}
-
-/** The epoch mark: its value, when it was set and Redis's time, Unix ms. */
-export function readEpochReply (raw: unknown): { value: string, at: number, now: number } {
-  const r = raw as [string, number, number]
-  return { value: String(r[0]), at: Number(r[1]), now: Number(r[2]) }
 }

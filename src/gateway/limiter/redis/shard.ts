@@ -7,7 +7,7 @@
 import { createShardClock, type ShardClock } from './clock.js'
 import { withinBudget } from './outage.js'
 import type { RedisPort, Runtime } from './port.js'
-import { EPOCH, readEpochReply } from './scripts.js'
+import { EPOCH } from './scripts.js'
 
 export type ShardState = 'recovering' | 'up' | 'down'
 
@@ -63,7 +63,8 @@ export function createShards (opts: ShardOptions) {
     set(s, 'recovering', 'answering again')
     try {
       const sent = runtime.now()
-      const mark = readEpochReply(await bounded(port.run(EPOCH, [port.epochKey(s.name)], [runtime.randomId()])))
+      const [value, at, now] = await bounded(port.run(EPOCH, [port.epochKey(s.name)], [runtime.randomId()])) as [string, number, number]
+      const mark = { value: String(value), at: Number(at), now: Number(now) }
       const received = runtime.now()
       s.clock.learn(mark.now, sent, received)
       if (run !== s.run) return
