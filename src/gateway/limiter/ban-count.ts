@@ -9,24 +9,18 @@ export const DEFAULT_BAN_COUNT_REFRESH_MS = 15_000
 
 export function createBanCount (listBans: () => Promise<BanEntry[]>, refreshMs = DEFAULT_BAN_COUNT_REFRESH_MS) {
   let value: number | undefined
-  let running: Promise<void> | undefined
+  let running = false
   let again = false
   let closed = false
 
   function refresh (): void {
-    if (closed) return
-    if (running !== undefined) {
-      again = true
-      return
-    }
-    running = listBans().then((bans) => { value = bans.length }, () => { /* the store is unreachable: keep the last count */ })
-      .finally(() => {
-        running = undefined
-        if (again) {
-          again = false
-          refresh()
-        }
-      })
+    again = running // asked while counting: once more after
+    if (closed || running) return
+    running = true
+    listBans().then((bans) => { value = bans.length }, () => { /* the store is unreachable: keep the last count */ }).finally(() => {
+      running = false
+      if (again) refresh()
+    })
   }
 
   const timer = setInterval(refresh, refreshMs)

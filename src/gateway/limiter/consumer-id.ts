@@ -1,6 +1,5 @@
 // Which limiter id a request is counted against: its consumer (every credential of one consumer
-// shares windows, bans and escalation), or, without a valid key, its client address. The anonymous
-// id is built in this one place, so how addresses are normalised changes in one line.
+// shares windows, bans and escalation), or, without a valid key, its client address.
 import type { KeyRecord } from '../config/types.js'
 import { ANONYMOUS_ID_PREFIX, anonymousClientKey } from '../edge/client-address.js'
 

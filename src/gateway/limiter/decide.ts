@@ -83,11 +83,7 @@ export function bannedDecision (until: number, now: number, limits: Limits, poli
 export function unavailableHeaders (limits: Limits, now: number): Record<string, string> {
   const retry = DEFAULT_UNAVAILABLE_RETRY_SECONDS
   return {
-    'x-ratelimit-limit': String(limits.perMinute),
-    'x-ratelimit-remaining': '0',
-    'x-ratelimit-reset': String(Math.ceil(now / 1000) + retry),
-    'ratelimit-policy': policyField(limits, now),
-    ratelimit: `"minute";r=0;t=${retry}`,
-    'retry-after': String(retry)
+    'x-ratelimit-limit': String(limits.perMinute), 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': String(Math.ceil(now / 1000) + retry),
+    'ratelimit-policy': policyField(limits, now), ratelimit: `"minute";r=0;t=${retry}`, 'retry-after': String(retry)
   }
 }

@@ -21,18 +21,11 @@ import { routeCost } from './route-cost.js'
 import { evictionWarning } from './store-health.js'
 import { createMemoryStore } from './memory/store.js'
 
-export interface LimiterOptions {
-  /** A ready store (the gateway closes it), or settings to create one; neither: in-process store. */
-  store?: LimiterStore
-  settings?: StoreSettings
-}
+/** A ready store (the gateway closes it), or settings to create one; neither: the in-process store. */
+export interface LimiterOptions { store?: LimiterStore, settings?: StoreSettings }
 
-export interface LimiterPluginOptions extends LimiterOptions {
-  /** Where the store's readiness check is registered. */
-  readiness: ReadinessRegistry
-  /** Told each decision about a consumer (usage history, shadow records: history/plugin.ts). */
-  recorder?: DecisionRecorder | undefined
-}
+/** Where the store's readiness check is registered; who is told each decision about a consumer (history/plugin.ts). */
+export interface LimiterPluginOptions extends LimiterOptions { readiness: ReadinessRegistry, recorder?: DecisionRecorder | undefined }
 
 export interface Limiter {
   readonly store: LimiterStore

@@ -1,6 +1,5 @@
-// What a request spends in its consumer's windows: its route's `cost` in routes.yaml (default 1),
-// looked up by the route Fastify matched (routing runs before the limiter's onRequest hook) and
-// method, from an index built once per config snapshot.
+// What a request spends in its consumer's windows: its route's `cost` in routes.yaml (default 1), by
+// the route Fastify matched and the method, from an index built once per config snapshot.
 import type { ConfigSnapshot } from '../config/types.js'
 
 const indexes = new WeakMap<ConfigSnapshot, ReadonlyMap<string, number>>()

@@ -18,8 +18,6 @@ export function shadowRejection (result: ConsumeResult, shadow: ShadowLimits): W
 /** The shadow as further `RateLimit-Policy` items (`"next-minute";q=30;w=60`) when announced, else ''. */
 export function announcedPolicies (shadow: ShadowLimits | undefined): string {
   if (shadow?.announce !== true) return ''
-  const minute = shadow.perMinute === undefined ? '' : `, "next-minute";q=${shadow.perMinute};w=60`
-  const day = shadow.perDay === undefined ? '' : `, "next-day";q=${shadow.perDay};w=86400`
-  const month = shadow.perMonth === undefined ? '' : `, "next-month";q=${shadow.perMonth}`
-  return minute + day + month
+  const item = (name: string, q: number | undefined, w: string): string => q === undefined ? '' : `, "next-${name}";q=${q}${w}`
+  return item('minute', shadow.perMinute, ';w=60') + item('day', shadow.perDay, ';w=86400') + item('month', shadow.perMonth, '')
 }

@@ -7,9 +7,8 @@
 export type StoreState = 'ok' | 'fallback' | 'down'
 
 /**
- * Failed store calls so far; whether STORE_ON_ERROR answers for some ids or what it admitted is not
- * yet counted in Redis; a real contact (`ok` or `fallback`, rejects when `down`); Redis
- * `maxmemory-policy` (undefined: no Redis, or CONFIG not allowed).
+ * Failed store calls so far; whether STORE_ON_ERROR answers for some ids or its admissions are not yet
+ * counted in Redis; a real contact (rejects when `down`); Redis `maxmemory-policy` (undefined: unknown).
  */
 export interface StoreHealth {
   errors: () => number

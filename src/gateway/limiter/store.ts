@@ -56,9 +56,8 @@ export interface StoreAdmin {
 export interface LimiterStore {
   readonly describe: () => StoreDescription
   /**
-   * Atomically: a banned id is answered `key_banned` without counting; else the request is
-   * counted in every window if each has room for its cost (`ok`), or rejected without consuming
-   * anything (`rate_limited`), which under a ban policy counts a 429 and may start a ban (`ban_started`).
+   * Atomically: a banned id is `key_banned`, not counted; else counted in every window if each has
+   * room for its cost (`ok`), or not at all (`rate_limited`: a 429 counted toward a ban, `ban_started`).
    */
   readonly consume: (id: string, ask: Ask) => Promise<ConsumeResult>
   /** What `consume` would find now, changing nothing. */

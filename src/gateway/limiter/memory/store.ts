@@ -31,14 +31,8 @@ interface KeyState {
   rejections: number[]
 }
 
-export interface MemoryStoreOptions {
-  /** The gateway clock, Unix ms (default Date.now). */
-  now?: () => number
-  /** Key (consumer) states kept. */
-  maxKeys?: number
-  /** Anonymous (`ip:`) states kept, in a table of their own. */
-  maxAnonymousStates?: number
-}
+/** The gateway clock (Unix ms, default Date.now); key states kept; anonymous (`ip:`) states kept, in a table of their own. */
+export interface MemoryStoreOptions { now?: () => number, maxKeys?: number, maxAnonymousStates?: number }
 
 const DESCRIPTION = Object.freeze({ kind: 'memory' as const, nodes: [] })
 const NO_READING: WindowReading = Object.freeze({ count: 0, resetAt: 0, retryAt: 0 })
@@ -111,11 +105,7 @@ export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore 
     admin: {
       async listBans () {
         const t = now()
-        const bans: BanEntry[] = []
-        for (const states of [keyed, anonymous]) {
-          for (const [id, state] of states.entries()) if (state.banUntil > t) bans.push({ id, until: state.banUntil })
-        }
-        return bans
+        return [...keyed.entries(), ...anonymous.entries()].filter(([, s]) => s.banUntil > t).map(([id, s]): BanEntry => ({ id, until: s.banUntil }))
       },
       async liftBan (id) {
         const state = tableOf(id).get(id)

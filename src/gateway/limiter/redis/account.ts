@@ -2,12 +2,13 @@
 // (units Redis counted for this process in one minute bucket, spent until that bucket ends by the
 // shard's clock, then given back), the reserve (units Redis keeps back for this process, spent only
 // while the shard does not answer, written back after), the ledger (what it admitted per bucket
-// still in a window, re-seeded into a shard that lost its data), the requests waiting for a call.
+// still in a window, re-seeded into a shard that lost its data), the requests waiting for a call,
+// and the answers built from them.
 import type { BanPolicy, Limits } from '../../config/types.js'
 import { calendarMonth, DAY_BUCKET_MS, DAY_WINDOW, MINUTE_BUCKET_MS, MINUTE_WINDOW } from '../arithmetic.js'
-import type { ConsumeResult } from '../store.js'
+import type { ConsumeOutcome, ConsumeResult, WindowState } from '../store.js'
 import type { ShardClock } from './clock.js'
-import type { Adjustment, GrantReply } from './scripts.js'
+import type { Adjustment, GrantEntry, GrantReply, WindowReply } from './scripts.js'
 
 /** How long Redis keeps a reserve after the call that set it (grant.lua's RESERVE_TTL_MS). */
 export const RESERVE_TTL_MS = 120_000
@@ -17,12 +18,7 @@ export const RESERVE_COVER_MS = 62_000
 export const SPEND_MARGIN_MS = 2
 
 /** A request waiting for a grant call; `attempts`: calls whose units came too late to spend for it. */
-export interface Waiting {
-  readonly cost: number
-  readonly resolve: (result: ConsumeResult) => void
-  readonly reject: (err: Error) => void
-  attempts: number
-}
+export interface Waiting { readonly cost: number, readonly resolve: (result: ConsumeResult) => void, readonly reject: (err: Error) => void, attempts: number }
 
 export class Account {
   limits: Limits = { perMinute: 0, perDay: 0 }
@@ -156,4 +152,40 @@ export function roomSeen (a: Account): number {
   let room = Math.min(a.limits.perMinute - used(v.minute), a.limits.perDay - used(v.day))
   if (a.monthLimit > 0 && !a.monthSoft) room = Math.min(room, a.monthLimit - used(v.month))
   return Math.max(0, room)
+}
+
+/** One grant entry of `a`: its limits and ban policy, with what this call asks and settles. */
+export function entryOf (a: Account, requests: number, cost: number, extra: number, reserve: number, adjustments: GrantEntry['adjustments'], write = true): GrantEntry {
+  return { key: a.key, minuteLimit: a.limits.perMinute, dayLimit: a.limits.perDay, monthLimit: a.monthLimit, monthSoft: a.monthSoft, requests, cost, extra, reserve, write, ban: a.ban, adjustments }
+}
+
+// The answers in the store contract's shape: what the last reply said of the windows, less the units
+// this process holds unspent, so headers count down request by request between calls; a rejection
+// shows the units counted with what is kept back (why there was no room).
+function window (w: WindowReply | undefined, pool: number, kept: number, rejected: boolean, now: number, length: number): WindowState {
+  if (w === undefined) return { count: 0, resetAt: now + length, retryAt: 0 }
+  return { count: Math.max(0, rejected ? w.used + kept : w.used - pool), resetAt: w.resetAt, retryAt: rejected ? w.retryAt : 0 }
+}
+
+/** `outcome` 'peek': read from `reply` (a read call), as a decision would find the windows now. */
+export function consumeResult (a: Account, outcome: ConsumeOutcome | 'peek', now: number, via: 'store' | 'grant' | 'fallback', bannedUntil = 0, reply?: GrantReply): ConsumeResult {
+  const view = reply ?? a.view
+  // Units counted and not spent yet are not used; reserve admissions not yet counted are.
+  const pool = reply === undefined ? a.pool - unwrittenUnits(a) : 0
+  const kept = view?.held ?? 0
+  let decided: ConsumeOutcome = outcome === 'peek' ? 'ok' : outcome
+  if (outcome === 'peek' && view !== undefined) {
+    const full = view.minute.used + kept >= a.limits.perMinute || view.day.used + kept >= a.limits.perDay || (a.monthLimit > 0 && !a.monthSoft && view.month.used + kept >= a.monthLimit)
+    decided = bannedUntil > now ? 'key_banned' : full ? 'rate_limited' : 'ok'
+  }
+  const rejected = decided === 'rate_limited'
+  return {
+    outcome: decided,
+    now,
+    minute: window(view?.minute, pool, kept, rejected, now, 60 * MINUTE_BUCKET_MS),
+    day: window(view?.day, pool, kept, rejected, now, 96 * DAY_BUCKET_MS),
+    month: a.monthLimit > 0 ? window(view?.month, pool, kept, rejected, now, 0) : undefined,
+    bannedUntil: decided === 'key_banned' || decided === 'ban_started' ? bannedUntil : 0,
+    via: via === 'store' ? undefined : via
+  }
 }

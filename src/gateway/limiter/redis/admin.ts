@@ -8,11 +8,9 @@ import { Cluster, type Redis } from 'ioredis'
 import { waitReady, type RedisClient } from '../../redis/connection.js'
 import { dayKey, limiterKey } from '../../redis/keys.js'
 import type { Ask, BanEntry } from '../store.js'
-import { Account } from './account.js'
-import { entryOf } from './calls.js'
+import { Account, consumeResult, entryOf } from './account.js'
 import { ioredisPort } from './ioredis-port.js'
 import { withinBudget } from './outage.js'
-import { consumeResult } from './results.js'
 import { GRANT, grantArgs, grantKeys, readGrantReply } from './scripts.js'
 
 export const BAN_LIFT_CHANNEL = 'petstore:ban-lifted'
@@ -28,8 +26,8 @@ function parseBan (fields: Array<string | null>): { until: number, lastEnd: numb
   return until === null || until === undefined ? undefined : { until: Number(until), lastEnd: Number(lastEnd ?? 0), level: Number(level ?? -1) }
 }
 
-/** `client`: the decisions' connection; ops get a duplicate of it. */
-export function createRedisAdmin (client: RedisClient, timeoutMs = DEFAULT_ADMIN_TIMEOUT_MS) {
+/** `client`: the decisions' connection (ops get a duplicate); `forget`: drops what this process holds for an id. */
+export function createRedisAdmin (client: RedisClient, forget: (id: string) => void, timeoutMs = DEFAULT_ADMIN_TIMEOUT_MS) {
   const admin = client.duplicate() as RedisClient
   admin.on('error', () => { /* the decisions' connection reports connection errors */ })
   const port = ioredisPort(admin)
@@ -85,6 +83,7 @@ export function createRedisAdmin (client: RedisClient, timeoutMs = DEFAULT_ADMIN
       return ban === undefined || ban.lastEnd + ESCALATION_MEMORY_MS <= now ? -1 : ban.level
     }),
     reset: (id: string) => bounded(async () => {
+      forget(id)
       const deleted = await admin.del(limiterKey(id), dayKey(id))
       await lifted(id)
       return deleted > 0
@@ -98,7 +97,11 @@ export function createRedisAdmin (client: RedisClient, timeoutMs = DEFAULT_ADMIN
         : client.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: null })
       subscriber = sub
       sub.on('error', () => { /* the main client reports connection errors */ })
-      sub.on('message', (channel: string, id: string) => { if (channel === BAN_LIFT_CHANNEL) onLift(id) })
+      sub.on('message', (channel: string, id: string) => {
+        if (channel !== BAN_LIFT_CHANNEL) return
+        forget(id)
+        onLift(id)
+      })
       const forgetAll = (): void => { onLift(undefined) }
       sub.on('ready', forgetAll)
       if (sub instanceof Cluster) {

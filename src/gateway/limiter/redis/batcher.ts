@@ -5,7 +5,6 @@
 // counted, and is handed to its entries as it is (they spend or give back what it counted).
 import type { RedisPort, Runtime } from './port.js'
 import { GRANT, grantArgs, grantKeys, readGrantReply, type GrantEntry, type GrantReply } from './scripts.js'
-import type { Shards } from './shard.js'
 
 /** Entries one grant call carries at most (Redis runs a script alone: a long one delays the rest). */
 export const BATCH_MAX = 100
@@ -25,10 +24,14 @@ export interface Job {
   failed: (err: Error) => void
 }
 
-export function createBatcher (port: RedisPort, runtime: Runtime, shards: Shards, holder: string, timeoutMs: number): { add: (job: Job) => void } {
-  let queued: Map<string, Job[]> | undefined
+/** Jobs sent in one call, their entries, and how many each job built. */
+interface Batch { jobs: Job[], entries: GrantEntry[], sizes: number[] }
 
-  function send (jobs: Job[], entries: GrantEntry[], owners: number[]): void {
+export function createBatcher (port: RedisPort, runtime: Runtime, shards: { fail: (shard: string, reason: string) => void, answered: (shard: string) => void }, holder: string, timeoutMs: number): { add: (job: Job) => void } {
+  let queued: Map<string, Job[]> | undefined
+  const empty = (): Batch => ({ jobs: [], entries: [], sizes: [] })
+
+  function send ({ jobs, entries, sizes }: Batch): void {
     const shard = port.shardOf(jobs[0]!.key)
     const sent = runtime.now()
     let done = false
@@ -50,9 +53,8 @@ export function createBatcher (port: RedisPort, runtime: Runtime, shards: Shards
       const { now, replies } = readGrantReply(raw, entries.length)
       if (late) shards.answered(shard)
       const info: Sent = { redisNow: now, sent, received }
-      const byJob = jobs.map((): GrantReply[] => [])
-      replies.forEach((reply, i) => { byJob[owners[i]!]!.push(reply) })
-      jobs.forEach((job, j) => { job.replied(byJob[j]!, info) })
+      let k = 0
+      jobs.forEach((job, j) => { job.replied(replies.slice(k, k += sizes[j]!), info) })
     }, (err: unknown) => {
       done = true
       cancel()
@@ -65,24 +67,20 @@ export function createBatcher (port: RedisPort, runtime: Runtime, shards: Shards
   function flush (): void {
     const groups = queued
     queued = undefined
-    if (groups === undefined) return
-    for (const jobs of groups.values()) {
-      let batch: Job[] = []
-      let entries: GrantEntry[] = []
-      let owners: number[] = []
+    for (const jobs of groups?.values() ?? []) {
+      let batch = empty()
       for (const job of jobs) {
         const built = job.build()
         if (built.length === 0) { job.replied([], undefined); continue }
-        if (entries.length + built.length > BATCH_MAX && entries.length > 0) {
-          send(batch, entries, owners)
-          batch = []
-          entries = []
-          owners = []
+        if (batch.entries.length + built.length > BATCH_MAX && batch.entries.length > 0) {
+          send(batch)
+          batch = empty()
         }
-        for (const entry of built) { entries.push(entry); owners.push(batch.length) }
-        batch.push(job)
+        batch.jobs.push(job)
+        batch.entries.push(...built)
+        batch.sizes.push(built.length)
       }
-      if (entries.length > 0) send(batch, entries, owners)
+      if (batch.entries.length > 0) send(batch)
     }
   }
 

@@ -1,16 +1,16 @@
-// The write call of one id (at most one in flight per id): what it asks — every request waiting, by
-// cost, a block for the rest of the second when the id is busy, the reserve it wants, give-backs and
-// reserve admissions to count — and what its reply does: units join the pool, waiting requests are
-// admitted from it or rejected. A reply after the call's budget ran out still fills the pool.
+// The calls of each id, at most one in flight: requests wait for it unless the pool serves them or
+// the shard is down (then STORE_ON_ERROR answers). A call asks for every request waiting, by cost, a
+// block for the rest of the second when the id is busy, the reserve it wants, and settles give-backs
+// and reserve admissions; its reply fills the pool — even after its budget ran out: it was counted.
 import { MINUTE_BUCKET_MS } from '../arithmetic.js'
 import * as acct from './account.js'
+import { consumeResult, entryOf } from './account.js'
 import type { Account, Waiting } from './account.js'
 import type { Job } from './batcher.js'
 import type { ShardClock } from './clock.js'
 import { StoreUnavailableError, type StoreOnError } from './outage.js'
 import type { Runtime } from './port.js'
 import type { ConsumeResult } from '../store.js'
-import { consumeResult } from './results.js'
 import type { GrantEntry, GrantReply } from './scripts.js'
 import type { Shards } from './shard.js'
 
@@ -32,10 +32,6 @@ export interface CallDeps {
   readonly shards: Shards
   readonly batcher: { add: (job: Job) => void }
   onBan: (id: string, until: number) => void
-}
-
-export function entryOf (a: Account, requests: number, cost: number, extra: number, reserve: number, adjustments: GrantEntry['adjustments'], write = true): GrantEntry {
-  return { key: a.key, minuteLimit: a.limits.perMinute, dayLimit: a.limits.perDay, monthLimit: a.monthLimit, monthSoft: a.monthSoft, requests, cost, extra, reserve, write, ban: a.ban, adjustments }
 }
 
 /** The write calls of every id, and what answers a request without one. */

@@ -7,34 +7,28 @@
 /** How fast the two clocks may drift apart: 1 ms per second (1,000 ppm), far above real clocks. */
 export const DRIFT = 0.001
 
-export interface ShardClock {
-  /** Learns from a reply: Redis time `redisNow`, call sent at local `sent`, read at local `received`. */
-  learn: (redisNow: number, sent: number, received: number) => void
-  /** Upper bound of Redis time at local `x`; undefined before the first reply. */
-  latest: (x: number) => number | undefined
-  /** Lower bound of Redis time at local `x`; undefined before the first reply. */
-  earliest: (x: number) => number | undefined
-}
+export type ShardClock = ReturnType<typeof createShardClock>
 
-export function createShardClock (): ShardClock {
+export function createShardClock () {
   let hi = Infinity
   let hiAt = 0
   let lo = -Infinity
   let loAt = 0
   return {
-    learn (redisNow, sent, received) {
-      const widenedHi = hi + DRIFT * (received - hiAt)
-      if (redisNow - sent <= widenedHi) {
+    /** Learns from a reply: Redis time `redisNow`, call sent at local `sent`, read at local `received`. */
+    learn (redisNow: number, sent: number, received: number): void {
+      if (redisNow - sent <= hi + DRIFT * (received - hiAt)) {
         hi = redisNow - sent
         hiAt = received
       }
-      const widenedLo = lo - DRIFT * (received - loAt)
-      if (redisNow - received >= widenedLo) {
+      if (redisNow - received >= lo - DRIFT * (received - loAt)) {
         lo = redisNow - received
         loAt = received
       }
     },
-    latest: (x) => hi === Infinity ? undefined : x + hi + DRIFT * Math.max(0, x - hiAt),
-    earliest: (x) => lo === -Infinity ? undefined : x + lo - DRIFT * Math.max(0, x - loAt)
+    /** Upper bound of Redis time at local `x`; undefined before the first reply. */
+    latest: (x: number): number | undefined => hi === Infinity ? undefined : x + hi + DRIFT * Math.max(0, x - hiAt),
+    /** Lower bound of Redis time at local `x`; undefined before the first reply. */
+    earliest: (x: number): number | undefined => lo === -Infinity ? undefined : x + lo - DRIFT * Math.max(0, x - loAt)
   }
 }

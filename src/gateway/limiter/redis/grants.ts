@@ -11,14 +11,12 @@ import { limiterKey } from '../../redis/keys.js'
 import { ANONYMOUS_ID_PREFIX } from '../../edge/client-address.js'
 import type { Ask, ConsumeResult } from '../store.js'
 import * as acct from './account.js'
-import type { Account } from './account.js'
+import { consumeResult, entryOf, type Account } from './account.js'
 import { BATCH_MAX, createBatcher } from './batcher.js'
-import { createCalls, entryOf, IDLE_MS } from './calls.js'
+import { createCalls, IDLE_MS } from './calls.js'
 import type { StoreOnError } from './outage.js'
-import type { RedisPort, Runtime } from './port.js'
-import { consumeResult } from './results.js'
 import { GRANT, grantArgs, grantKeys, readGrantReply, type GrantEntry } from './scripts.js'
-import { createShards, type ShardState } from './shard.js'
+import { createShards, type ShardOptions } from './shard.js'
 
 export const SWEEP_MS = 1_000
 /** ANONYMOUS_STATE_MAX: anonymous clients whose grants and ledger a process keeps. */
@@ -26,16 +24,11 @@ export const DEFAULT_ANONYMOUS_ACCOUNTS = 100_000
 /** An id unseen this long, holding nothing, is forgotten (its ledger has left every window). */
 const FORGET_MS = 25 * 3_600_000
 
-export interface GrantsOptions {
-  port: RedisPort
-  runtime: Runtime
+export interface GrantsOptions extends Omit<ShardOptions, 'reseed'> {
   /** This process's name in Redis (its reserves). */
   holder: string
-  timeoutMs: number
   policy: StoreOnError
-  barrierMs?: number | undefined
   anonymousMax?: number | undefined
-  onShardChange?: (shard: string, state: ShardState, reason: string) => void
   /** A reply said a ban started. */
   onBan?: (id: string, until: number) => void
 }
@@ -48,7 +41,7 @@ export function createGrants (opts: GrantsOptions) {
   const anonymous = new LRUCache<string, Account>({ max: opts.anonymousMax ?? DEFAULT_ANONYMOUS_ACCOUNTS })
   /** Ids whose re-seed is in flight: their requests wait for it (what the reserve is then is unknown). */
   const reseeding = new Set<Account>()
-  const shards = createShards({ port, runtime, timeoutMs: opts.timeoutMs, barrierMs: opts.barrierMs, reseed, onChange: opts.onShardChange })
+  const shards = createShards({ ...opts, reseed })
   const batcher = createBatcher(port, runtime, shards, holder, opts.timeoutMs)
   const { clockOf, up, call, next, outage } = createCalls({ runtime, policy, shards, batcher, onBan: (id, until) => { opts.onBan?.(id, until) } })
   let cancelSweep = runtime.after(SWEEP_MS, function tick () {

@@ -2,7 +2,6 @@
 // `local` — this process's reserve, kept back in Redis for it; `open` — admitted, nothing counted;
 // `closed` — refused. A request nothing can answer is refused with StoreUnavailableError, which the
 // limiter answers 503 `unavailable` with Retry-After.
-import type { Runtime } from './port.js'
 
 export const STORE_ON_ERROR_POLICIES = ['local', 'open', 'closed'] as const
 export type StoreOnError = (typeof STORE_ON_ERROR_POLICIES)[number]
@@ -15,7 +14,7 @@ export class StoreUnavailableError extends Error {
   }
 }
 
-/** Node's timers, unref'd (nothing of the limiter keeps a process alive): Runtime['after']. */
+/** Node's timers, unref'd (nothing of the limiter keeps a process alive), as Runtime.after. */
 export function unrefAfter (ms: number, fn: () => void): () => void {
   const timer = setTimeout(fn, ms)
   timer.unref()
@@ -23,7 +22,7 @@ export function unrefAfter (ms: number, fn: () => void): () => void {
 }
 
 /** `call`, or StoreUnavailableError once it has taken `ms` (on real timers unless `after` is given). */
-export function withinBudget<T> (call: Promise<T>, ms: number, after: Runtime['after'] = unrefAfter): Promise<T> {
+export function withinBudget<T> (call: Promise<T>, ms: number, after: (ms: number, fn: () => void) => () => void = unrefAfter): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const cancel = after(ms, () => { reject(new StoreUnavailableError(`limiter store did not answer within ${ms} ms`)) })
     call.then((v) => { cancel(); resolve(v) }, (e: unknown) => { cancel(); reject(e instanceof Error ? e : new Error(String(e))) })

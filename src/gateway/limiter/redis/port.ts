@@ -3,11 +3,7 @@
 // fault simulator (test/helpers/sim/), so the code simulated is the code that runs in production.
 
 /** A Lua script as Redis knows it: its source and SHA-1. */
-export interface Script {
-  readonly name: string
-  readonly lua: string
-  readonly sha: string
-}
+export interface Script { readonly name: string, readonly lua: string, readonly sha: string }
 
 export interface RedisPort {
   /** Runs `script` on the shard holding `keys[0]` (all keys share its slot); rejects on any failure. */

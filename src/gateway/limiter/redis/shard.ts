@@ -38,7 +38,7 @@ export interface ShardOptions {
   /** Re-seeds this process's admissions on `shard`, which lost its data; rejects if it could not. */
   reseed: (shard: string) => Promise<void>
   /** Every change of state, and why (logs, metrics). */
-  onChange?: ((shard: string, state: ShardState, reason: string) => void) | undefined
+  onShardChange?: ((shard: string, state: ShardState, reason: string) => void) | undefined
 }
 
 export type Shards = ReturnType<typeof createShards>
@@ -53,7 +53,7 @@ export function createShards (opts: ShardOptions) {
   function set (s: Shard, state: ShardState, reason: string): void {
     if (s.state === state) return
     s.state = state
-    opts.onChange?.(s.name, state, reason)
+    opts.onShardChange?.(s.name, state, reason)
   }
 
   const bounded = <T>(call: Promise<T>): Promise<T> => withinBudget(call, opts.timeoutMs, runtime.after)

@@ -26,7 +26,7 @@ export function createRedisStore (client: RedisClient, opts: RedisStoreOptions):
   const policy = opts.policy ?? 'local'
   const timeoutMs = opts.timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS
   let errors = 0
-  const admin = createRedisAdmin(client)
+  const admin = createRedisAdmin(client, (id) => { grants.forget(id) })
   const grants = createGrants({
     ...opts,
     timeoutMs,
@@ -42,21 +42,7 @@ export function createRedisStore (client: RedisClient, opts: RedisStoreOptions):
     consume: (id, ask) => grants.consume(id, ask),
     peek: (id, ask) => admin.peek(id, ask),
     settled: (ms) => grants.settled(ms),
-    admin: {
-      listBans: admin.listBans,
-      liftBan: admin.liftBan,
-      escalationLevel: admin.escalationLevel,
-      async reset (id) {
-        grants.forget(id)
-        return await admin.reset(id)
-      },
-      watchLifts (onLift) {
-        admin.watchLifts((id) => {
-          if (id !== undefined) grants.forget(id)
-          onLift(id)
-        })
-      }
-    },
+    admin,
     health: {
       errors: () => errors,
       fallbackActive: () => grants.degraded(),
