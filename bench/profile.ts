@@ -1,19 +1,22 @@
-// `npm run bench:profile`: where the gateway's CPU goes under load. Runs the real entry point
-// (src/gateway/server.ts, Redis store, info logs, metrics) under `node --cpu-prof` behind the same
-// backend and Redis as `npm run bench`, loads it for BENCH_SECONDS, stops it (the profile is written
-// at exit) and summarizes the top self-time frames and the self time per package. Writes
-// bench/results/gateway-redis.cpuprofile (open it in Chrome DevTools or speedscope) and
-// bench/results/<target>-profile.md. Env: BENCH_SECONDS [10] BENCH_CONNECTIONS [32]
+// `npm run bench:profile`: where the gateway's CPU goes under load, at steady state. Runs the real
+// entry point (src/gateway/server.ts, Redis store, info logs, metrics) under `node --cpu-prof` behind
+// the same backend and Redis as `npm run bench`, warms it up, loads it for BENCH_SECONDS, stops it
+// (the profile is written at exit) and summarizes the top self-time frames and the self time per
+// package of the measured run alone (start-up and warm-up cut out of the profile). Writes
+// bench/results/<name>.cpuprofile (open it in Chrome DevTools or speedscope) and <name>-profile.md.
+// Env: BENCH_SECONDS [10] BENCH_CONNECTIONS [32] PROFILE_WARMUP_SECONDS [5]
 // PROFILE_TARGET=redis (default) | memory (in-process store) | bare (bench/servers/bare-proxy.ts, to compare)
-// PROFILE_KEYS [1]: more than 1 uses that many keys in turn, one per request (the bench's cold-key workload).
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+// PROFILE_WORKLOAD=hot (default) | keys | zipf: the bench's workloads (bench/lib/workloads.ts).
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { writeConfigWithKeys } from './config-load.js'
 import { throughput } from './lib/load.js'
-import { firstLine, freePort, REPO_ROOT, startBackend, startNode, startRedis, stop, stopAll, unboundPlans, waitForHttp, writeSingleKeyConfig } from './lib/processes.js'
+import { firstLine, freePort, REPO_ROOT, startBackend, startNode, startRedis, stop, stopAll, unboundPlans, waitForHttp } from './lib/processes.js'
+import { buildWorkloads, CONFIG_KEYS, selectWorkloads } from './lib/workloads.js'
 
 export const DEFAULT_PROFILE_SECONDS = 10
+export const DEFAULT_PROFILE_WARMUP_SECONDS = 5
 export const DEFAULT_TOP_FRAMES = 25
 const RESULTS_DIR = join(REPO_ROOT, 'bench', 'results')
 
@@ -31,6 +34,22 @@ function owner (url: string): string {
   if (url.startsWith('node:')) return 'node core'
   const src = url.indexOf('/src/')
   return src >= 0 ? url.slice(src + 1) : url
+}
+
+/** The samples of the `lengthUs` ending `beforeEndUs` before the profile's end (the measured run alone). */
+export function profileWindow (profile: CpuProfile, beforeEndUs: number, lengthUs: number): CpuProfile {
+  const to = profile.endTime - beforeEndUs
+  const from = to - lengthUs
+  const samples: number[] = []
+  const timeDeltas: number[] = []
+  let t = profile.startTime
+  profile.samples.forEach((id, i) => {
+    t += profile.timeDeltas[i] ?? 0
+    if (t < from || t > to) return
+    samples.push(id)
+    timeDeltas.push(profile.timeDeltas[i] ?? 0)
+  })
+  return { ...profile, samples, timeDeltas, startTime: from, endTime: to }
 }
 
 /** µs the profiled thread was not idle. */
@@ -135,15 +154,12 @@ async function main (): Promise<void> {
     const { url: backendUrl } = await startBackend(work)
     const configDir = join(work, 'config')
     mkdirSync(configDir)
-    const keyCount = Number(process.env.PROFILE_KEYS ?? 1)
-    let tokens: string[]
-    if (keyCount > 1) {
-      writeConfigWithKeys(keyCount, configDir)
-      unboundPlans(configDir)
-      tokens = Array.from({ length: keyCount }, (_, i) => `bench-key-${i}`)
-    } else {
-      tokens = [writeSingleKeyConfig(configDir).key]
-    }
+    const workloadId = process.env.PROFILE_WORKLOAD ?? 'hot'
+    const workload = buildWorkloads(selectWorkloads(workloadId))[0]!
+    writeConfigWithKeys(CONFIG_KEYS, configDir)
+    unboundPlans(configDir)
+    const { tokens, order } = workload
+    const warmupSeconds = Number(process.env.PROFILE_WARMUP_SECONDS ?? DEFAULT_PROFILE_WARMUP_SECONDS)
     const profDir = join(work, 'prof')
     const port = await freePort()
     const nodeArgs = ['--cpu-prof', `--cpu-prof-dir=${profDir}`]
@@ -164,19 +180,22 @@ async function main (): Promise<void> {
       url = `http://127.0.0.1:${port}/v1/pets?limit=10`
     }
     await waitForHttp(url)
-    const warm = await throughput({ url, seconds: 2, connections, tokens })
-    const run = await throughput({ url, seconds, connections, tokens })
+    await throughput({ url, seconds: warmupSeconds, connections, tokens, order })
+    const run = await throughput({ url, seconds, connections, tokens, order })
+    const ranUntil = performance.now()
     await stop(gateway)
+    const stoppedAfterUs = (performance.now() - ranUntil) * 1000
     const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'))
     if (file === undefined) throw new Error('no profile written')
-    const profile = JSON.parse(readFileSync(join(profDir, file), 'utf8')) as CpuProfile
+    const whole = JSON.parse(readFileSync(join(profDir, file), 'utf8')) as CpuProfile
+    const profile = profileWindow(whole, stoppedAfterUs, seconds * 1e6)
     mkdirSync(RESULTS_DIR, { recursive: true })
-    const name = `${target === 'bare' ? 'bare-proxy' : `gateway-${target}`}${keyCount > 1 ? `-${keyCount}-keys` : ''}`
-    copyFileSync(join(profDir, file), join(RESULTS_DIR, `${name}.cpuprofile`))
+    const name = `${target === 'bare' ? 'bare-proxy' : `gateway-${target}`}-${workload.id}`
+    writeFileSync(join(RESULTS_DIR, `${name}.cpuprofile`), JSON.stringify(profile))
     const busyUs = busyMicros(profile)
     const md = [`# CPU profile: ${target === 'bare' ? 'bare @fastify/http-proxy' : `gateway (${useRedis ? 'Redis' : 'in-process store'}, info logs, metrics)`}`, '',
-      `${seconds} s at ${connections} connections after 2 s of warm-up (the profile covers start-up, warm-up and the run): ${Math.round(run.requestsPerSecond)} req/s. File: bench/results/${name}.cpuprofile.`,
-      `CPU busy (not idle) over the whole profile ÷ requests answered: ${(busyUs / (run.total + warm.total)).toFixed(1)} µs per request (includes start-up).`, '',
+      `Workload: ${workload.title}. ${seconds} s at ${connections} connections after ${warmupSeconds} s of warm-up; the profile is the measured run alone (start-up and warm-up cut out): ${Math.round(run.requestsPerSecond)} req/s. File: bench/results/${name}.cpuprofile.`,
+      `CPU busy (not idle) in the run ÷ requests answered: ${(busyUs / run.total).toFixed(1)} µs per request.`, '',
       ...summarizeProfile(profile), '',
       '| policy layer: self time, % of busy | |', '|---|---:|',
       ...[...policyShares(profile)].sort((x, y) => y[1] - x[1]).map(([k, v]) => `| ${k} | ${v.toFixed(2)} |`), '']

@@ -22,7 +22,7 @@
 //      BENCH_QUICK=1 (2 s runs, 1 s warm-ups, the three throughput workloads only — no latency, tracing or
 //                   scale section unless forced: ~2–3 min) BENCH_SCALE=0|1 (force the scale section off/on)
 //      BENCH_LOADER=autocannon (default wrk when installed)
-//      BENCH_GATEWAY_ENV="K=V,K=V"  extra environment for every gateway (e.g. STORE_LEASES=off)
+//      BENCH_GATEWAY_ENV="K=V,K=V"  extra environment for every gateway (e.g. STORE_TIMEOUT_MS=100)
 //      BENCH_VARIANTS="name:K=V,K=V;name2:K=V"  more gateway-on-Redis configurations, each with its env
 //      BENCH_WORKERS=1  also the gateway with GATEWAY_WORKERS=2 (it cannot be pinned to one core)
 //      BENCH_BASELINE=<dir>  also the in-process gateway of another checkout (e.g. `git archive` of an
@@ -293,7 +293,7 @@ async function main (): Promise<void> {
       `${p.rounds} interleaved rounds × ${p.seconds} s per workload, ${p.connections} connections, ${loaderName()}; medians. ` +
       'Ratio columns: this row ÷ the named row (ratio of median req/s). CPU columns: µs per request served, medians of the rounds — ' +
       '"process": utime+stime of the server process (the backend for "direct"); "Redis": of redis-server; "cmds": Redis commands the server sent per request (INFO commandstats; a script\'s inner calls are not counted again); ' +
-      '"decisions per script call": requests served ÷ script calls (EVALSHA, EVAL, FCALL …) over all rounds — a lease or a batch makes it more than 1; "spread": (max − min) ÷ median of the rounds, per row.',
+      '"decisions per script call": requests served ÷ script calls (EVALSHA, EVAL, FCALL …) over all rounds — units held from an earlier call (a grant) or a batch make it more than 1; "spread": (max − min) ÷ median of the rounds, per row.',
       pinned ? `Pinned with taskset: servers under test on CPU ${SERVER_CPUS}; the backend, Redis and the load generator on CPU ${REST_CPUS}.` : 'Not pinned (no taskset, one core, or BENCH_PIN=0).', '')
     for (const w of workloads) {
       const loadAtStart = loadavg()

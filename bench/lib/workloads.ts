@@ -1,6 +1,6 @@
 // The throughput workloads of `npm run bench` and what the gateway is held to on each: one hot
-// key (what leases are for), keys used in turn (no consumer hot: every request a decision in
-// Redis), and many consumers drawn by a Zipf law (real API traffic: a few busy, a long tail of
+// key (served from grants: units counted ahead for the rest of a second), keys used in turn (no
+// consumer hot: every request waits for a grant call), and many consumers drawn by a Zipf law (real API traffic: a few busy, a long tail of
 // quiet ones). Selected with BENCH_WORKLOADS=hot,keys,zipf. Also: how many script calls a run made,
 // so the report can say how many decisions each call carried.
 import { DEFAULT_ZIPF_CONSUMERS, DEFAULT_ZIPF_EXPONENT, DEFAULT_ZIPF_SEED, DEFAULT_ZIPF_SEQUENCE_LENGTH, sequenceShape, zipfSequence, type SequenceShape } from './zipf.js'

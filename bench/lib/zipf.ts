@@ -56,7 +56,7 @@ export interface SequenceShape {
   top1: number
   top10: number
   top100: number
-  /** Consumers that send at least this share of the requests (1 / threshold) — to set against a lease threshold. */
+  /** Consumers that send at least this share of the requests (1 / threshold) — to set against the grant threshold (HOT_RATE). */
   atLeastOnePerThousand: number
 }
 

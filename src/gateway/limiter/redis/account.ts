@@ -97,15 +97,19 @@ export function fillPool (a: Account, units: number, redisNow: number): void {
   a.pool += units
 }
 
-/** Records an admission of `cost` units in buckets for a re-seed, dropping what left every window. */
+/** Records an admission of `cost` units in its buckets, for a re-seed. */
 function record (a: Account, minute: number, day: number, month: number, cost: number): void {
   const { ledger } = a
   ledger.minute.set(minute, (ledger.minute.get(minute) ?? 0) + cost)
   ledger.day.set(day, (ledger.day.get(day) ?? 0) + cost)
   if (month > 0) ledger.month.set(month, (ledger.month.get(month) ?? 0) + cost)
-  for (const b of ledger.minute.keys()) if (b <= minute - MINUTE_WINDOW.slots) ledger.minute.delete(b)
-  if (ledger.day.size > 1) for (const b of ledger.day.keys()) if (b <= day - DAY_WINDOW.slots) ledger.day.delete(b)
-  if (ledger.month.size > 1) for (const m of ledger.month.keys()) if (m < month) ledger.month.delete(m)
+}
+
+/** Drops from the ledger what left every window by Redis time `t` at the earliest (the sweep's, once a second). */
+export function pruneLedger ({ ledger }: Account, t: number): void {
+  for (const b of ledger.minute.keys()) if (b <= Math.floor(t / MINUTE_BUCKET_MS) - MINUTE_WINDOW.slots) ledger.minute.delete(b)
+  for (const b of ledger.day.keys()) if (b <= Math.floor(t / DAY_BUCKET_MS) - DAY_WINDOW.slots) ledger.day.delete(b)
+  if (ledger.month.size > 0) for (const m of ledger.month.keys()) if (m < calendarMonth(t).index) ledger.month.delete(m)
 }
 
 /** The ledger as adjustments: each window's buckets on their own. */

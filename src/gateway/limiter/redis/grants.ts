@@ -101,9 +101,11 @@ export function createGrants (opts: GrantsOptions) {
     for (const table of [consumers, anonymous]) {
       for (const [id, a] of table.entries()) {
         acct.expirePool(a, clockOf(a), x)
+        const earliest = clockOf(a).earliest(x)
+        if (earliest !== undefined) acct.pruneLedger(a, earliest)
         const idle = x - a.lastSeen > IDLE_MS
         if (!a.calling && up(a) && (a.returns.length > 0 || a.unwritten.length > 0 || (idle && a.reserve > 0))) call(a)
-        if (x - a.lastSeen > FORGET_MS && !a.calling && a.reserve === 0 && a.ledger.day.size === 0) table.delete(id)
+        if (x - a.lastSeen > FORGET_MS && !a.calling && a.reserve === 0 && a.ledger.day.size + a.ledger.month.size === 0) table.delete(id)
       }
     }
   }
