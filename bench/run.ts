@@ -331,7 +331,7 @@ async function main (): Promise<void> {
         ratios[g] = r
         checks.push(
           { target: `${w.name}: ${g} ≥ 1.2 × the better stock assembly (req/s)`, value: r.overBetterStock.ofMedians, ok: r.overBetterStock.ofMedians >= 1.2 },
-          { target: `${w.name}: ${g} ≥ 0.85 × bare proxy (req/s)`, value: r.overBare.ofMedians, ok: r.overBare.ofMedians >= 0.85 },
+          { target: `${w.name}: ${g} ≥ 0.95 × bare proxy (req/s)`, value: r.overBare.ofMedians, ok: r.overBare.ofMedians >= 0.95 },
           { target: `${w.name}: ${g} ≥ 0.40 × direct (req/s)`, value: r.overDirect.ofMedians, ok: r.overDirect.ofMedians >= 0.40 },
           { target: `${w.name}: ${g} process + Redis CPU per request ≤ 0.8 × the better stock assembly's`, value: r.cpuOverBetterStock, ok: r.cpuOverBetterStock <= 0.8 },
           { target: `${w.name}: ${g} Redis commands per request ≤ ${maxCommands}`, value: row?.redisCommands ?? NaN, ok: (row?.redisCommands ?? Infinity) <= maxCommands }
@@ -366,6 +366,8 @@ async function main (): Promise<void> {
     // ---- latency at a constant rate --------------------------------------------------------
     if (section('BENCH_LATENCY') && !tracingOnly) {
       log(`latency: ${p.rate} req/s constant, ${p.rounds} rounds × ${p.seconds} s`)
+      // The Zipf traffic: its long tail waits for grant calls, which is where latency could be added.
+      const zipf = buildWorkloads(new Set(['zipf']))[0]!
       const latencyTargets = targets.filter((t) => t.name === direct || t.name === bare || t.name.startsWith(gwMemory) || stocks.includes(t.name) || redisGateways.includes(t.name))
       const rateRuns = new Map<string, Array<RateRun & { processUs: number, redisUs: number }>>(latencyTargets.map((t) => [t.name, []]))
       await interleave(latencyTargets, p, async (t) => {
@@ -373,7 +375,7 @@ async function main (): Promise<void> {
         // the cheaper per-request cost of bigger event-loop batches by being faster.
         const cpuBefore = cpuMicros(t.pid)
         const redisBefore = cpuMicros(redisPid)
-        const run = await fixedRate({ url: `${t.url}${DEFAULT_PATH}`, seconds: p.seconds, connections: DEFAULT_RATE_CONNECTIONS, tokens: ['bench-key-0'], rate: p.rate })
+        const run = await fixedRate({ url: `${t.url}${DEFAULT_PATH}`, seconds: p.seconds, connections: DEFAULT_RATE_CONNECTIONS, tokens: zipf.tokens, order: zipf.order, rate: p.rate })
         const n = Math.max(1, run.total)
         const measured = { ...run, processUs: (cpuMicros(t.pid) - cpuBefore) / n, redisUs: (cpuMicros(redisPid) - redisBefore) / n }
         rateRuns.get(t.name)?.push(measured)
@@ -393,7 +395,7 @@ async function main (): Promise<void> {
       const directLatency = latencyRows.find((r) => r.name === direct)
       const addedP99 = (name: string): number => round3((latencyRows.find((r) => r.name === name)?.p99 ?? NaN) - (directLatency?.p99 ?? NaN))
       report.latency = { rate: p.rate, rows: latencyRows, addedP99Ms: Object.fromEntries(latencyTargets.filter((t) => t.name !== direct).map((t) => [t.name, addedP99(t.name)])) }
-      md.push(`## Latency at a constant ${p.rate} req/s (hot key)`, '',
+      md.push(`## Latency at a constant ${p.rate} req/s (${zipf.name})`, '',
         `${DEFAULT_RATE_CONNECTIONS} connections, autocannon, exact per-request latencies (ms); medians of ${p.rounds} rounds.`, '',
         '| configuration | achieved req/s | p50 | p90 | p99 | p99.9 | p99 added over direct | process µs/req | Redis µs/req |', '|---|---:|---:|---:|---:|---:|---:|---:|---:|')
       for (const r of latencyRows) md.push(`| ${r.name} | ${r.achievedRps} | ${r.p50} | ${r.p90} | ${r.p99} | ${r.p999} | ${r.name === direct ? '—' : addedP99(r.name).toFixed(3)} | ${fmt(r.processUs, 1)} | ${fmt(r.redisUs, 1)} |`)

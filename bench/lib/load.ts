@@ -97,13 +97,15 @@ export interface RateRun extends Run { rate: number, latencyP90Ms: number, laten
 /** `rate` requests per second over `connections`, latency of every answer kept exactly (ms, float). */
 export async function fixedRate (opts: LoadOptions & { rate: number }): Promise<RateRun> {
   const samples: number[] = []
+  const requests = requestsOption(opts.tokens, opts.order)
   const result = await new Promise<autocannon.Result>((resolve, reject) => {
     const instance = autocannon({
       url: opts.url,
       connections: opts.connections,
       duration: opts.seconds,
       overallRate: opts.rate,
-        headers: { authorization: `Bearer ${opts.tokens[0] ?? ''}` }
+      headers: opts.tokens.length === 1 ? { authorization: `Bearer ${opts.tokens[0] ?? ''}` } : {},
+      ...(requests === undefined ? {} : { requests })
     }, (err, res) => { if (err !== null && err !== undefined) reject(err); else resolve(res) })
     instance.on('response', (_client: unknown, _status: number, _bytes: number, ms: number) => { samples.push(ms) })
   })

@@ -11,7 +11,7 @@ export const WORKLOAD_IDS = ['hot', 'keys', 'zipf'] as const
 export type WorkloadId = typeof WORKLOAD_IDS[number]
 
 /** Redis commands a gateway may send per request on each workload (issue 21's targets). */
-export const MAX_COMMANDS_PER_REQUEST: Record<WorkloadId, number> = { hot: 0.1, keys: 0.5, zipf: 0.3 }
+export const MAX_COMMANDS_PER_REQUEST: Record<WorkloadId, number> = { hot: 0.05, keys: 0.5, zipf: 0.3 }
 
 /** Commands that run a script: each one call, however many decisions it carries. */
 export const SCRIPT_COMMANDS = ['evalsha', 'eval', 'evalsha_ro', 'eval_ro', 'fcall', 'fcall_ro'] as const
