@@ -165,15 +165,15 @@ for i = 1, floor(#KEYS / 2) do
     end
     local keep = max(0, min(mine - written, want))
     local room = min(ml - mn, dl - dn) - others - keep
-    -- A month out of room refuses (quota_exceeded), and such a refusal is no abuse: no 429 counted.
-    local quota_out = q_on and not soft and ql - qc - others - keep < cost
     if q_on and not soft then room = min(room, ql - qc - others - keep) end
-    local admitted, granted, reserve = 0, 0, keep
+    local admitted, granted, reserve, spared = 0, 0, keep, 0
     if write then
       if cost <= room then admitted = min(n, floor(room / cost)) end
       room = room - admitted * cost
       granted = max(0, min(extra, floor(room / (holders + 2))))
       room = room - granted
+      -- Requests refused only because units are kept back (the window is not full) are no abuse.
+      spared = min(n - admitted, floor(max(0, room + others + keep) / cost))
       if want > keep then reserve = keep + max(0, min(want - keep, floor(room / (holders + 2)))) end
       local add = admitted * cost + granted
       if add > 0 then
@@ -182,8 +182,10 @@ for i = 1, floor(#KEYS / 2) do
       if reserve > 0 then kept[#kept + 1] = fmt('%s,%d,%.0f', ARGV[1], reserve, now + RESERVE_TTL_MS) end
       r_changed = r_changed or reserve ~= mine
     end
+    -- A month out of room (this call's admissions counted) refuses: quota_exceeded, no abuse either.
+    local quota_out = q_on and not soft and ql - qc < cost
     local banned_at = 0
-    if write and admitted < n and policy ~= '' and not quota_out then
+    if write and admitted + spared < n and policy ~= '' and not quota_out then
       -- The rejected requests count as 429s: banned once more than `threshold` fall in the window.
       local threshold, window, base_ms, max_ms = string.match(policy, '^(%d+),(%d+),(%d+),(%d+)$')
       threshold, window, base_ms, max_ms = threshold + 0, window + 0, base_ms + 0, max_ms + 0
@@ -193,9 +195,9 @@ for i = 1, floor(#KEYS / 2) do
       for at, c in string.gmatch(k[1] or '', '(%d+):(%d+)') do
         if at + 0 > now - window then recent, events[#events + 1] = recent + c, at .. ':' .. c end
       end
-      local rejected = n - admitted
+      local rejected = n - admitted - spared
       if recent + rejected > threshold then
-        banned_at = max(1, threshold - recent + 1)
+        banned_at = spared + max(1, threshold - recent + 1)
         level = now - last_end < ESCALATION_MS and level + 1 or 0
         ban_until, changed = now + (level < 40 and min(base_ms * 2 ^ level, max_ms) or max_ms), true
         redis.call('HSET', key, 'b', fmt('%.0f', ban_until), 'e', fmt('%.0f', ban_until), 'l', level, 'k', '')
