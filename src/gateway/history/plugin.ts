@@ -17,7 +17,7 @@ import { createRedisClient, type RedisSettings } from '../redis/connection.js'
 import { dayOf, daysOfMonth, hourOf } from './days.js'
 import { settlesWithin } from './deadline.js'
 import { createMemoryHistory } from './memory-history.js'
-import { createQuotaWatch } from './quota-watch.js'
+import { createQuotaWatch, type NearLimit } from './quota-watch.js'
 import { createRedisHistory } from './redis-history.js'
 import { SHADOW_WINDOW_HOURS, USAGE_HISTORY_DAYS, USAGE_KEY_KEEP_DAYS, type HistoryStore } from './store.js'
 import { DecisionTally, EMPTY_BATCH, isEmpty, mergeBatches, type Batch } from './tally.js'
@@ -51,8 +51,8 @@ export interface History {
   readonly recorder: DecisionRecorder
   /** Writes this process's counts now (an admin read does, so its own process is never behind); waits DEFAULT_HISTORY_WAIT_MS at most. */
   flush: () => Promise<void>
-  /** Per plan, consumers decided in the last hour at or over 90 % of their month's quota at the latest flush (quota-watch.ts). */
-  nearLimit: (now: number) => Map<string, number>
+  /** Consumers decided in the last hour at or over 90 % of their month's quota at the latest flush (quota-watch.ts). */
+  nearLimit: (now: number) => NearLimit[]
 }
 
 declare module 'fastify' {

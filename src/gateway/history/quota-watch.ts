@@ -15,40 +15,49 @@ export const NEAR_LIMIT_SHARE = 0.9
 /** …when this process decided it within this long. */
 export const NEAR_LIMIT_RECENT_MS = 3_600_000
 
-interface Entry {
+/** A consumer near its quota: its month's units at the latest count, against its quota. */
+export interface NearLimit {
+  readonly consumerId: string
   readonly plan: string
+  /** `203001` */
   readonly month: string
-  readonly share: number
+  readonly units: number
+  readonly quota: number
+  /** Unix ms of its latest decision counted. */
   readonly last: number
 }
 
 export interface QuotaWatch {
   /** A month cell written, with the consumer's units of that month once it was added. */
   readonly note: (cell: MonthCell, units: number) => void
-  /** Per plan, the consumers decided in the last hour whose month is at or over NEAR_LIMIT_SHARE of their quota. */
-  readonly nearLimit: (now: number) => Map<string, number>
+  /** The consumers decided in the last hour whose month is at or over NEAR_LIMIT_SHARE of their quota, most used first. */
+  readonly nearLimit: (now: number) => NearLimit[]
+}
+
+/** Per plan, how many of `near` there are: what the gauge reads. */
+export function countByPlan (near: readonly NearLimit[]): Map<string, number> {
+  const byPlan = new Map<string, number>()
+  for (const entry of near) byPlan.set(entry.plan, (byPlan.get(entry.plan) ?? 0) + 1)
+  return byPlan
 }
 
 export function createQuotaWatch (): QuotaWatch {
-  const entries = new Map<string, Entry>()
+  const entries = new Map<string, NearLimit>()
   return {
     note (cell, units) {
       const known = entries.get(cell.consumerId)
       // A retried cell of an older month (or an older decision) never replaces a newer count.
       if (known !== undefined && known.last > cell.last) return
-      entries.set(cell.consumerId, { plan: cell.plan, month: cell.month, share: cell.quota > 0 ? units / cell.quota : 0, last: cell.last })
+      entries.set(cell.consumerId, { consumerId: cell.consumerId, plan: cell.plan, month: cell.month, units, quota: cell.quota, last: cell.last })
     },
     nearLimit (now) {
       const month = monthOf(dayOf(now)).month
-      const byPlan = new Map<string, number>()
+      const near: NearLimit[] = []
       for (const [id, entry] of entries) {
-        if (entry.last < now - NEAR_LIMIT_RECENT_MS) {
-          entries.delete(id)
-          continue
-        }
-        if (entry.month === month && entry.share >= NEAR_LIMIT_SHARE) byPlan.set(entry.plan, (byPlan.get(entry.plan) ?? 0) + 1)
+        if (entry.last < now - NEAR_LIMIT_RECENT_MS) entries.delete(id)
+        else if (entry.month === month && entry.units >= NEAR_LIMIT_SHARE * entry.quota) near.push(entry)
       }
-      return byPlan
+      return near.sort((a, b) => b.units / b.quota - a.units / a.quota || (a.consumerId < b.consumerId ? -1 : 1))
     }
   }
 }
