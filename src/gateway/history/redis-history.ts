@@ -96,7 +96,7 @@ export function createRedisHistory (client: Redis | Cluster, opts: RedisHistoryO
     const key = usageKey(cell.consumerId, month)
     const commands: Command[] = []
     for (const { field, n, alone } of usageFields(cell, dayOfMonth)) {
-      commands.push({ key, send: (p) => p.hincrby(key, field, n), failed: () => retry.push(alone) })
+      commands.push({ key, send: (p) => p.hincrby(key, field, n), failed: () => retry.push(alone()) })
     }
     expireOnce(commands, key, usageExpiry(nextMonth), () => retry.push({ ...cell, admitted: 0, units: 0, rejected: 0, overage: 0 }))
     return commands

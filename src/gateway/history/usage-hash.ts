@@ -18,19 +18,19 @@ export function dayField (dayOfMonth: number): string {
 
 /**
  * The HINCRBYs a usage cell makes (the counts that are not 0), each with the cell to send again
- * should that one command fail: it holds that command's count only, so a retry never adds another twice.
+ * should that one command fail (made only then): it holds that command's count alone, so a retry
+ * never adds another count twice.
  */
-export function usageFields (cell: UsageCell, dayOfMonth: number): Array<{ field: string, n: number, alone: UsageCell }> {
+export function usageFields (cell: UsageCell, dayOfMonth: number): Array<{ field: string, n: number, alone: () => UsageCell }> {
   const dd = dayField(dayOfMonth)
-  const only = (counts: Partial<UsageCell>): UsageCell => ({ ...usageCell(cell.consumerId, cell.day), ...counts })
+  const only = (counts: Partial<UsageCell>) => (): UsageCell => ({ ...usageCell(cell.consumerId, cell.day), ...counts })
+  const fields = []
+  if (cell.admitted > 0) fields.push({ field: `${dd}a`, n: cell.admitted, alone: only({ admitted: cell.admitted, units: cell.admitted }) })
   const extra = cell.units - cell.admitted
-  const fields = [
-    { field: `${dd}a`, n: cell.admitted, alone: only({ admitted: cell.admitted, units: cell.admitted }) },
-    { field: `${dd}x`, n: extra, alone: only({ units: extra }) },
-    { field: `${dd}r`, n: cell.rejected, alone: only({ rejected: cell.rejected }) },
-    { field: `${dd}o`, n: cell.overage, alone: only({ overage: cell.overage }) }
-  ]
-  return fields.filter((f) => f.n > 0)
+  if (extra > 0) fields.push({ field: `${dd}x`, n: extra, alone: only({ units: extra }) })
+  if (cell.rejected > 0) fields.push({ field: `${dd}r`, n: cell.rejected, alone: only({ rejected: cell.rejected }) })
+  if (cell.overage > 0) fields.push({ field: `${dd}o`, n: cell.overage, alone: only({ overage: cell.overage }) })
+  return fields
 }
 
 /** A day's counts in a month's usage hash (the fields of day `dd`). */
