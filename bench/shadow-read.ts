@@ -49,7 +49,7 @@ async function populate (root: string, redis: RedisServer, consumers: number): P
   const started = performance.now()
   for (let from = 0; from < consumers; from += WRITE_BATCH) {
     const shadow = Array.from({ length: Math.min(WRITE_BATCH, consumers - from) }, (_, k) => cell(from + k, nowHour))
-    const left = await history.write({ usage: [], shadow })
+    const left = await history.write({ usage: [], shadow, months: [] })
     if (left.shadow.length > 0) throw new Error(`${left.shadow.length} cells not written`)
   }
   const ms = Math.round(performance.now() - started)

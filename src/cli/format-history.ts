@@ -1,7 +1,9 @@
-// Tables (and CSV) from the admin API's history answers: `keys usage` (a consumer's usage per UTC
-// day), the day-by-day lines of `keys show`, and `plans shadow` (who a plan's shadow limits would
-// have rejected). Reads defensively like format-consumer.ts: a missing field prints as "?".
-export interface UsageDayView { date?: string, admitted?: number, rejected?: number, total?: number }
+// Tables (and CSV) from the admin API's history answers: `keys usage` (a consumer's requests and
+// units per UTC day, with the overage of a soft quota, and the months those days are in), the
+// day-by-day lines of `keys show`, and `plans shadow` (who a plan's shadow limits would have
+// rejected). Reads defensively like format-consumer.ts: a missing field prints as "?".
+export interface UsageDayView { date?: string, admitted?: number, units?: number, rejected?: number, total?: number, overage?: number }
+interface UsageMonthView { month?: string, units?: number, overage?: number }
 export interface UsageView {
   consumerId?: string
   plan?: string
@@ -10,7 +12,10 @@ export interface UsageView {
   from?: string
   to?: string
   days?: UsageDayView[]
-  total?: { admitted?: number, rejected?: number, total?: number }
+  total?: UsageDayView
+  months?: UsageMonthView[]
+  perMonth?: number | null
+  overageAllowed?: boolean
 }
 interface ShadowRow { consumerId?: string, rejections?: number, admitted?: number, first?: string, last?: string }
 interface ShadowView {
@@ -40,29 +45,45 @@ export function table (header: readonly string[], rows: ReadonlyArray<readonly s
   return [line(header), ...rows.map(line)]
 }
 
+const USAGE_HEADER = ['date', 'admitted', 'units', 'rejected', 'total', 'overage'] as const
+
+function usageRow (first: string, d: UsageDayView | undefined): string[] {
+  return [first, text(d?.admitted), text(d?.units), text(d?.rejected), text(d?.total), text(d?.overage)]
+}
+
 function dayRows (view: UsageView): string[][] {
-  return (view.days ?? []).map((d) => [text(d.date), text(d.admitted), text(d.rejected), text(d.total)])
+  return (view.days ?? []).map((d) => usageRow(text(d.date), d))
+}
+
+/** `month 2030-03: 26 units of a quota of 20/month, 6 over (overage allowed: billed)` */
+function monthLine (m: UsageMonthView, view: UsageView): string {
+  const units = `month ${text(m.month)}: ${text(m.units)} unit${m.units === 1 ? '' : 's'}`
+  if (view.perMonth === null || view.perMonth === undefined) return `${units} (no monthly quota)`
+  const over = (m.overage ?? 0) > 0 ? `, ${text(m.overage)} over (overage allowed: billed)` : view.overageAllowed === true ? ' (overage allowed)' : ''
+  return `${units} of a quota of ${view.perMonth}/month${over}`
 }
 
 export function formatUsage (body: Record<string, unknown>): string[] {
   const view = body as UsageView
   return [
-    `consumer ${text(view.consumerId)} (plan ${text(view.plan)}): requests per UTC day, ${text(view.from)} to ${text(view.to)}; counts of ${text(view.counts)}`,
-    ...table(['date', 'admitted', 'rejected', 'total'], [
-      ...dayRows(view),
-      ['total', text(view.total?.admitted), text(view.total?.rejected), text(view.total?.total)]
-    ])
+    `consumer ${text(view.consumerId)} (plan ${text(view.plan)}): requests and units per UTC day, ${text(view.from)} to ${text(view.to)}; counts of ${text(view.counts)}`,
+    ...table(USAGE_HEADER, [...dayRows(view), usageRow('total', view.total)]),
+    ...(view.months ?? []).map((m) => monthLine(m, view))
   ]
 }
 
 const csvCell = (value: string): string => /[",\n]/.test(value) ? `"${value.replaceAll('"', '""')}"` : value
 
-/** For billing: one line per day, the consumer on every line, no total line. */
+/**
+ * For billing: one line per day, the consumer on every line, no total line. The columns added with
+ * costs and soft quotas come last (units spent, units over the month's quota), so a reader of the
+ * first six columns reads them as before.
+ */
 export function usageCsv (body: Record<string, unknown>): string[] {
   const view = body as UsageView
   return [
-    'date,consumer,plan,admitted,rejected,total',
-    ...(view.days ?? []).map((d) => [text(d.date), text(view.consumerId), text(view.plan), text(d.admitted), text(d.rejected), text(d.total)].map(csvCell).join(','))
+    'date,consumer,plan,admitted,rejected,total,units,overage',
+    ...(view.days ?? []).map((d) => [d.date, view.consumerId, view.plan, d.admitted, d.rejected, d.total, d.units, d.overage].map((v) => csvCell(text(v))).join(','))
   ]
 }
 
@@ -70,7 +91,7 @@ export function usageCsv (body: Record<string, unknown>): string[] {
 export function formatUsageDays (body: Record<string, unknown>, days: number): string[] {
   const view = body as UsageView
   const rows = dayRows(view).slice(-days).map(([date, ...rest]) => [`  ${date ?? ''}`, ...rest])
-  return [`usage by UTC day (${text(view.counts)}):`, ...table(['  date', 'admitted', 'rejected', 'total'], rows)]
+  return [`usage by UTC day (${text(view.counts)}):`, ...table(['  date', ...USAGE_HEADER.slice(1)], rows)]
 }
 
 function limitsText (view: ShadowView): string {

@@ -1,8 +1,10 @@
 // `plans diff DIR`: what a changed config directory would change in the limits of the running
 // gateway, before it is shipped — per plan, the limits in force and the new ones (shadow included)
 // and how many consumers DIR configures on that plan; per consumer of a custom plan (limits of its
-// own), the same. The running side is read through the admin API (`/admin/config`, and
-// `/admin/consumers/:id` for custom plans), the new side is DIR loaded as the gateway would load it.
+// own), the same; and each route whose cost (units a request spends, routes.yaml) changes. Limits
+// include the month's quota and its overage rule. The running side is read through the admin API
+// (`/admin/config`, and `/admin/consumers/:id` for custom plans), the new side is DIR loaded as the
+// gateway would load it.
 import { limitsText, sameLimits } from '../gateway/config/limits.js'
 import type { ConfigSnapshot, KeyRecord, Limits } from '../gateway/config/types.js'
 import { CommandError } from './errors.js'
@@ -12,6 +14,8 @@ export interface RunningConfig {
   version?: string
   plans?: Record<string, Limits | 'custom'>
   anonymous?: Limits
+  /** `METHOD /path` → units, for the routes that do not cost 1 (absent from a gateway older than costs). */
+  costs?: Record<string, number>
 }
 
 /** A consumer's limits on the running gateway; undefined when it does not know the consumer. */
@@ -42,6 +46,21 @@ async function customPlanLines (plan: string, consumers: ReadonlyMap<string, Key
   }
   const head = `  ${plan} (custom: limits per consumer): ${lines.length === 0 ? 'unchanged' : `${lines.length} of ${consumersText(consumers.size)} change`}`
   return [head, ...lines]
+}
+
+/** A line per route whose cost changes (every route not listed costs 1). */
+function costLines (running: Record<string, number> | undefined, next: ConfigSnapshot): string[] {
+  const after = new Map(next.routes.filter((r) => r.cost !== 1).map((r) => [`${r.method} ${r.path}`, r.cost]))
+  if (running === undefined) {
+    return after.size === 0 ? [] : [`  route costs: the running gateway does not say its own; the new config sets ${[...after].map(([route, cost]) => `${route} ${cost}`).join(', ')}`]
+  }
+  const lines: string[] = []
+  for (const route of new Set([...Object.keys(running), ...after.keys()])) {
+    const before = running[route] ?? 1
+    const now = after.get(route) ?? 1
+    if (before !== now) lines.push(`  route cost: ${route} ${before} → ${now} unit${now === 1 ? '' : 's'} per request`)
+  }
+  return lines
 }
 
 /** The lines `plans diff` prints, and whether anything changes. */
@@ -84,5 +103,8 @@ export async function plansDiff (running: RunningConfig, next: ConfigSnapshot, r
     changed = true
     lines.push(`  anonymous (per client address): ${limitsText(anonymous)} → ${limitsText(next.anonymous)}`)
   }
+  const costs = costLines(running.costs, next)
+  changed ||= costs.length > 0
+  lines.push(...costs)
   return { lines, changed }
 }

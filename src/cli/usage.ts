@@ -53,16 +53,18 @@ export const COMMANDS: readonly CommandHelp[] = [
   {
     name: 'keys show',
     args: 'ID [--json] [--admin URL]',
-    summary: 'a consumer (or key) on the running gateway: credentials, usage, ban, the last 7 days',
+    summary: 'a consumer (or key) on the running gateway: credentials, usage (the month against its quota), ban, the last 7 days',
     details: ['  --json           the admin API\'s answer as it is', ADMIN_OPTION]
   },
   {
     name: 'keys usage',
     args: 'ID [--from YYYY-MM-DD] [--to YYYY-MM-DD] [--csv | --json] [--admin URL]',
-    summary: 'a consumer\'s requests admitted and rejected per UTC day (the last 35 days are kept)',
+    summary: 'a consumer\'s requests admitted and rejected, units and overage per UTC day (the last 35 days are kept)',
     details: [
       '  --from, --to     UTC days, at most 35 of them (default: the last 35 days up to today)',
-      '  --csv            date,consumer,plan,admitted,rejected,total: one line per day, for billing',
+      '  --csv            date,consumer,plan,admitted,rejected,total,units,overage: one line per day, for billing',
+      '                   (units: what the admitted requests spent, a route\'s cost each; overage: units past',
+      '                   the month\'s quota on a plan with overage: allow)',
       '  --json           the admin API\'s answer as it is',
       ADMIN_OPTION
     ]

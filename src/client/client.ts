@@ -1,6 +1,7 @@
 // A typed client for the Pet Store interface that calls it the way the interface asks: on 429 it
 // waits Retry-After and backs off exponentially with jitter (bounded), never retries a banned key
-// before its ban ends, reports the rate-limit headers, warns once per deprecated operation, and warns
+// before its ban ends nor a used-up monthly quota at all (quota_exceeded: it renews at 00:00 UTC on
+// the 1st), reports the rate-limit headers (and the overage past a soft quota), warns once per deprecated operation, and warns
 // once when the API key has less than a week left (`X-API-Key-Expires`).
 // Types come from openapi-types.ts, generated from the gateway's OpenAPI document (`npm run openapi`).
 import createClient from 'openapi-fetch'
@@ -30,8 +31,10 @@ export interface RateLimitInfo {
   readonly remaining: number
   /** Unix seconds when that window next frees capacity. */
   readonly reset: number
-  /** The IETF `RateLimit-Policy` field, as sent. */
+  /** The IETF `RateLimit-Policy` field, as sent (with a `month` policy for a key with a monthly quota). */
   readonly policy: string | undefined
+  /** `X-Quota-Overage`: units used past the monthly quota this month on a plan that admits overage (billed); undefined within it. */
+  readonly overage: number | undefined
 }
 
 export interface LifecycleInfo {
@@ -155,7 +158,7 @@ export function rateLimitInfo (headers: Headers): RateLimitInfo | undefined {
   const remaining = integerHeader(headers, 'x-ratelimit-remaining')
   const reset = integerHeader(headers, 'x-ratelimit-reset')
   if (limit === undefined || remaining === undefined || reset === undefined) return undefined
-  return { limit, remaining, reset, policy: headers.get('ratelimit-policy') ?? undefined }
+  return { limit, remaining, reset, policy: headers.get('ratelimit-policy') ?? undefined, overage: integerHeader(headers, 'x-quota-overage') }
 }
 
 export function lifecycleInfo (headers: Headers): LifecycleInfo {
@@ -275,7 +278,10 @@ export class PetStoreClient {
       const text = await response.text()
       const replay = new Response(text, { status: response.status, statusText: response.statusText, headers: response.headers })
       const retryAfter = integerHeader(response.headers, 'retry-after')
-      const banned = codeOf(text) === 'key_banned'
+      const code = codeOf(text)
+      // A used-up month is not waited out by a client: it is handed back at once, to be told to a person.
+      if (code === 'quota_exceeded') return replay
+      const banned = code === 'key_banned'
       // A ban is waited out exactly (nothing sent before it ends, and no extra delay is useful);
       // a rate limit adds exponential backoff with full jitter, so many clients do not retry in step.
       const backoff = banned ? 0 : Math.floor(this.options.random() * Math.min(maxBackoffMs, baseDelayMs * 2 ** (attempts.count - 1)))

@@ -177,12 +177,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -192,8 +192,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -201,6 +201,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -223,12 +228,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -238,8 +243,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -247,6 +252,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -269,12 +279,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -284,8 +294,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -293,6 +303,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description The bearer challenge; with `error="invalid_token"` when a token was presented (and `error_description="The API key expired"` for an expired one), `error="insufficient_scope"` on a 403
                      * @example Bearer realm="petstore"
@@ -320,12 +335,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -335,8 +350,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -344,6 +359,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -371,12 +391,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit"?: number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining"?: number;
@@ -386,8 +406,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset"?: number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy"?: string;
                     /**
@@ -395,6 +415,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit?: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -411,18 +436,18 @@ export interface operations {
                     };
                 };
             };
-            /** @description `rate_limited`: Over the rate limit: wait `Retry-After` seconds before retrying, and back off exponentially; `key_banned`: The API key is temporarily banned for continuing after 429s: wait `Retry-After` seconds */
+            /** @description `rate_limited`: Over the rate limit: wait `Retry-After` seconds before retrying, and back off exponentially; `key_banned`: The API key is temporarily banned for continuing after 429s: wait `Retry-After` seconds; `quota_exceeded`: The monthly quota is used up until it renews at 00:00 UTC on the 1st: wait `Retry-After` seconds (then, or later when a shorter window is full too); retrying sooner never helps */
             429: {
                 headers: {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -432,8 +457,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -441,6 +466,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -456,7 +486,7 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
-                        code?: "rate_limited" | "key_banned";
+                        code?: "rate_limited" | "key_banned" | "quota_exceeded";
                         /** @constant */
                         status?: 429;
                     };
@@ -468,12 +498,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit"?: number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining"?: number;
@@ -483,8 +513,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset"?: number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy"?: string;
                     /**
@@ -492,6 +522,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit?: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -514,12 +549,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit"?: number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining"?: number;
@@ -529,8 +564,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset"?: number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy"?: string;
                     /**
@@ -538,6 +573,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit?: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -560,12 +600,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -575,8 +615,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -584,6 +624,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -606,12 +651,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id"?: string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit"?: number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining"?: number;
@@ -621,8 +666,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset"?: number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy"?: string;
                     /**
@@ -630,6 +675,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit?: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -652,12 +702,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -667,8 +717,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -676,6 +726,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -713,12 +768,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -728,8 +783,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -737,6 +792,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -759,12 +819,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -774,8 +834,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -783,6 +843,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -805,12 +870,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -820,8 +885,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -829,6 +894,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description The bearer challenge; with `error="invalid_token"` when a token was presented (and `error_description="The API key expired"` for an expired one), `error="insufficient_scope"` on a 403
                      * @example Bearer realm="petstore"
@@ -856,12 +926,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -871,8 +941,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -880,6 +950,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -907,12 +982,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit"?: number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining"?: number;
@@ -922,8 +997,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset"?: number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy"?: string;
                     /**
@@ -931,6 +1006,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit?: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -953,12 +1033,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -968,8 +1048,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -977,6 +1057,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -999,12 +1084,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -1014,8 +1099,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -1023,6 +1108,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -1039,18 +1129,18 @@ export interface operations {
                     };
                 };
             };
-            /** @description `rate_limited`: Over the rate limit: wait `Retry-After` seconds before retrying, and back off exponentially; `key_banned`: The API key is temporarily banned for continuing after 429s: wait `Retry-After` seconds */
+            /** @description `rate_limited`: Over the rate limit: wait `Retry-After` seconds before retrying, and back off exponentially; `key_banned`: The API key is temporarily banned for continuing after 429s: wait `Retry-After` seconds; `quota_exceeded`: The monthly quota is used up until it renews at 00:00 UTC on the 1st: wait `Retry-After` seconds (then, or later when a shorter window is full too); retrying sooner never helps */
             429: {
                 headers: {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -1060,8 +1150,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -1069,6 +1159,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -1084,7 +1179,7 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
-                        code?: "rate_limited" | "key_banned";
+                        code?: "rate_limited" | "key_banned" | "quota_exceeded";
                         /** @constant */
                         status?: 429;
                     };
@@ -1096,12 +1191,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit"?: number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining"?: number;
@@ -1111,8 +1206,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset"?: number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy"?: string;
                     /**
@@ -1120,6 +1215,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit?: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -1142,12 +1242,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit"?: number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining"?: number;
@@ -1157,8 +1257,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset"?: number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy"?: string;
                     /**
@@ -1166,6 +1266,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit?: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -1188,12 +1293,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -1203,8 +1308,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -1212,6 +1317,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -1234,12 +1344,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id"?: string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit"?: number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining"?: number;
@@ -1249,8 +1359,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset"?: number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy"?: string;
                     /**
@@ -1258,6 +1368,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit?: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -1280,12 +1395,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -1295,8 +1410,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -1304,6 +1419,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -1340,12 +1460,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -1355,8 +1475,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -1364,6 +1484,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -1396,12 +1521,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -1411,8 +1536,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -1420,6 +1545,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description RFC 9745: deprecated since this Unix time
                      * @example @1795219200
@@ -1457,12 +1587,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -1472,8 +1602,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -1481,6 +1611,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description The bearer challenge; with `error="invalid_token"` when a token was presented (and `error_description="The API key expired"` for an expired one), `error="insufficient_scope"` on a 403
                      * @example Bearer realm="petstore"
@@ -1508,12 +1643,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -1523,8 +1658,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -1532,6 +1667,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -1559,12 +1699,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -1574,8 +1714,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -1583,6 +1723,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description RFC 9745: deprecated since this Unix time
                      * @example @1795219200
@@ -1620,12 +1765,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit"?: number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining"?: number;
@@ -1635,8 +1780,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset"?: number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy"?: string;
                     /**
@@ -1644,6 +1789,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit?: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -1666,12 +1816,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -1681,8 +1831,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -1690,6 +1840,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description RFC 9745: deprecated since this Unix time
                      * @example @1795219200
@@ -1721,18 +1876,18 @@ export interface operations {
                     };
                 };
             };
-            /** @description `rate_limited`: Over the rate limit: wait `Retry-After` seconds before retrying, and back off exponentially; `key_banned`: The API key is temporarily banned for continuing after 429s: wait `Retry-After` seconds */
+            /** @description `rate_limited`: Over the rate limit: wait `Retry-After` seconds before retrying, and back off exponentially; `key_banned`: The API key is temporarily banned for continuing after 429s: wait `Retry-After` seconds; `quota_exceeded`: The monthly quota is used up until it renews at 00:00 UTC on the 1st: wait `Retry-After` seconds (then, or later when a shorter window is full too); retrying sooner never helps */
             429: {
                 headers: {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -1742,8 +1897,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -1751,6 +1906,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -1766,7 +1926,7 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
-                        code?: "rate_limited" | "key_banned";
+                        code?: "rate_limited" | "key_banned" | "quota_exceeded";
                         /** @constant */
                         status?: 429;
                     };
@@ -1778,12 +1938,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit"?: number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining"?: number;
@@ -1793,8 +1953,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset"?: number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy"?: string;
                     /**
@@ -1802,6 +1962,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit?: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -1824,12 +1989,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit"?: number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining"?: number;
@@ -1839,8 +2004,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset"?: number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy"?: string;
                     /**
@@ -1848,6 +2013,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit?: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description RFC 9745: deprecated since this Unix time
                      * @example @1795219200
@@ -1885,12 +2055,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -1900,8 +2070,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -1909,6 +2079,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description RFC 9745: deprecated since this Unix time
                      * @example @1795219200
@@ -1946,12 +2121,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id"?: string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit"?: number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining"?: number;
@@ -1961,8 +2136,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset"?: number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy"?: string;
                     /**
@@ -1970,6 +2145,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit?: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -1992,12 +2172,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -2007,8 +2187,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -2016,6 +2196,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description RFC 9745: deprecated since this Unix time
                      * @example @1795219200
@@ -2069,12 +2254,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -2084,8 +2269,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -2093,6 +2278,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -2120,12 +2310,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -2135,8 +2325,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -2144,6 +2334,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description Stability mark: may change without a new version
                      * @example experimental
@@ -2171,12 +2366,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -2186,8 +2381,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -2195,6 +2390,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description The bearer challenge; with `error="invalid_token"` when a token was presented (and `error_description="The API key expired"` for an expired one), `error="insufficient_scope"` on a 403
                      * @example Bearer realm="petstore"
@@ -2222,12 +2422,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -2237,8 +2437,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -2246,6 +2446,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -2273,12 +2478,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit"?: number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining"?: number;
@@ -2288,8 +2493,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset"?: number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy"?: string;
                     /**
@@ -2297,6 +2502,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit?: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -2313,18 +2523,18 @@ export interface operations {
                     };
                 };
             };
-            /** @description `rate_limited`: Over the rate limit: wait `Retry-After` seconds before retrying, and back off exponentially; `key_banned`: The API key is temporarily banned for continuing after 429s: wait `Retry-After` seconds */
+            /** @description `rate_limited`: Over the rate limit: wait `Retry-After` seconds before retrying, and back off exponentially; `key_banned`: The API key is temporarily banned for continuing after 429s: wait `Retry-After` seconds; `quota_exceeded`: The monthly quota is used up until it renews at 00:00 UTC on the 1st: wait `Retry-After` seconds (then, or later when a shorter window is full too); retrying sooner never helps */
             429: {
                 headers: {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -2334,8 +2544,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -2343,6 +2553,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -2358,7 +2573,7 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"] & {
                         /** @enum {unknown} */
-                        code?: "rate_limited" | "key_banned";
+                        code?: "rate_limited" | "key_banned" | "quota_exceeded";
                         /** @constant */
                         status?: 429;
                     };
@@ -2370,12 +2585,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit"?: number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining"?: number;
@@ -2385,8 +2600,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset"?: number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy"?: string;
                     /**
@@ -2394,6 +2609,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit?: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -2416,12 +2636,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit"?: number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining"?: number;
@@ -2431,8 +2651,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset"?: number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy"?: string;
                     /**
@@ -2440,6 +2660,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit?: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description Stability mark: may change without a new version
                      * @example experimental
@@ -2467,12 +2692,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -2482,8 +2707,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -2491,6 +2716,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description Stability mark: may change without a new version
                      * @example experimental
@@ -2518,12 +2748,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id"?: string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit"?: number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining"?: number;
@@ -2533,8 +2763,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset"?: number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy"?: string;
                     /**
@@ -2542,6 +2772,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit?: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description When the API key used expires (IMF-fixdate); sent only for a key with an expiry date. From then on the key is answered `401 key_expired`: rotate it before.
                      * @example Wed, 02 Jan 2030 03:04:05 GMT
@@ -2564,12 +2799,12 @@ export interface operations {
                     /** @description Identifier of this request, for support and logs */
                     "X-Request-Id": string;
                     /**
-                     * @description The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)
+                     * @description The limit of the window that binds now (the one with the fewest units left; ties → the shorter window), in units: a request spends its operation's cost (1 unless the operation says otherwise)
                      * @example 60
                      */
                     "X-RateLimit-Limit": number;
                     /**
-                     * @description Requests left in that window
+                     * @description Units left in that window
                      * @example 59
                      */
                     "X-RateLimit-Remaining": number;
@@ -2579,8 +2814,8 @@ export interface operations {
                      */
                     "X-RateLimit-Reset": number;
                     /**
-                     * @description Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds
-                     * @example "minute";q=60;w=60, "day";q=1000;w=86400
+                     * @description Every window as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day`, and `month` for a key with a monthly quota, with quota `q` (units) and window `w` in seconds. The month is the calendar month in UTC (from 00:00 on the 1st), so its `w` is the length of the current month: 2419200 to 2678400
+                     * @example "minute";q=60;w=60, "day";q=1000;w=86400, "month";q=20000;w=2678400
                      */
                     "RateLimit-Policy": string;
                     /**
@@ -2588,6 +2823,11 @@ export interface operations {
                      * @example "minute";r=59;t=60
                      */
                     RateLimit: string;
+                    /**
+                     * @description On a plan whose monthly quota admits overage: the units used past the quota this month (billed as overage); absent while within it
+                     * @example 25
+                     */
+                    "X-Quota-Overage"?: number;
                     /**
                      * @description Stability mark: may change without a new version
                      * @example experimental

@@ -39,7 +39,7 @@ export const ERROR_CODES = {
   unsupported_media_type: { status: 415, description: 'The request body is not `application/json`' },
   rate_limited: { status: 429, description: 'Over the rate limit: wait `Retry-After` seconds before retrying, and back off exponentially' },
   key_banned: { status: 429, description: 'The API key is temporarily banned for continuing after 429s: wait `Retry-After` seconds' },
-  quota_exceeded: { status: 429, description: 'The monthly quota is used up: `Retry-After` is the start of next month (UTC)' },
+  quota_exceeded: { status: 429, description: 'The monthly quota is used up until it renews at 00:00 UTC on the 1st: wait `Retry-After` seconds (then, or later when a shorter window is full too); retrying sooner never helps' },
   headers_too_large: { status: 431, description: 'The request headers are over the size limit' },
   internal_error: { status: 500, description: 'Unexpected error' },
   upstream_unavailable: { status: 502, description: 'The pet store service is unavailable' },
@@ -133,7 +133,7 @@ export const gatewayErrors = {
   rateLimited: (retryAfterSeconds: number, window: string) =>
     new ApiError('rate_limited', `Rate limit exceeded for the ${window} window; retry after ${retryAfterSeconds} s`, { 'retry-after': String(retryAfterSeconds) }),
   quotaExceeded: (retryAfterSeconds: number) =>
-    new ApiError('quota_exceeded', `Monthly quota used up; it renews in ${retryAfterSeconds} s, at the start of next month (UTC)`, { 'retry-after': String(retryAfterSeconds) }),
+    new ApiError('quota_exceeded', `Monthly quota used up (it renews at 00:00 UTC on the 1st); retry after ${retryAfterSeconds} s`, { 'retry-after': String(retryAfterSeconds) }),
   keyBanned: (retryAfterSeconds: number) =>
     new ApiError('key_banned', `API key is temporarily banned for continuing after 429s; retry after ${retryAfterSeconds} s`, { 'retry-after': String(retryAfterSeconds) }),
   endpointRemoved: (method: string, path: string, successor: string | undefined) =>

@@ -21,18 +21,20 @@ t.test('keys usage: a table per UTC day with a total, --csv one line per day; ke
   const usage = await cliInProcess(['keys', 'usage', 'demo-free', '--from', '2030-01-30', '--to', '2030-02-01', ...admin])
   t.equal(usage.code, 0, usage.stderr)
   t.equal(usage.stdout, [
-    'consumer demo-free (plan free): requests per UTC day, 2030-01-30 to 2030-02-01; counts of this gateway process only, since it started (in-process limiter store)',
-    'date        admitted  rejected  total',
-    '2030-01-30         0         0      0',
-    '2030-01-31         2         1      3',
-    '2030-02-01         1         0      1',
-    'total              3         1      4',
+    'consumer demo-free (plan free): requests and units per UTC day, 2030-01-30 to 2030-02-01; counts of this gateway process only, since it started (in-process limiter store)',
+    'date        admitted  units  rejected  total  overage',
+    '2030-01-30         0      0         0      0        0',
+    '2030-01-31         2      2         1      3        0',
+    '2030-02-01         1      1         0      1        0',
+    'total              3      3         1      4        0',
+    'month 2030-01: 2 units (no monthly quota)',
+    'month 2030-02: 1 unit (no monthly quota)',
     ''
   ].join('\n'))
 
   const csv = await cliInProcess(['keys', 'usage', 'demo-free', '--from', '2030-01-31', '--to', '2030-02-01', '--csv', ...admin])
   t.equal(csv.code, 0, csv.stderr)
-  t.equal(csv.stdout, 'date,consumer,plan,admitted,rejected,total\n2030-01-31,demo-free,free,2,1,3\n2030-02-01,demo-free,free,1,0,1\n')
+  t.equal(csv.stdout, 'date,consumer,plan,admitted,rejected,total,units,overage\n2030-01-31,demo-free,free,2,1,3,2,0\n2030-02-01,demo-free,free,1,0,1,1,0\n')
 
   const json = await cliInProcess(['keys', 'usage', 'demo-free', '--json', ...admin])
   t.match(JSON.parse(json.stdout), { consumerId: 'demo-free', from: '2029-12-29', to: '2030-02-01', total: { admitted: 3, rejected: 1 } })
@@ -43,14 +45,14 @@ t.test('keys usage: a table per UTC day with a total, --csv one line per day; ke
   const at = lines.indexOf('usage by UTC day (this gateway process only, since it started (in-process limiter store)):')
   t.ok(at > 0, 'keys show has the day-by-day section')
   t.same(lines.slice(at + 1, at + 9), [
-    '  date        admitted  rejected  total',
-    '  2030-01-26         0         0      0',
-    '  2030-01-27         0         0      0',
-    '  2030-01-28         0         0      0',
-    '  2030-01-29         0         0      0',
-    '  2030-01-30         0         0      0',
-    '  2030-01-31         2         1      3',
-    '  2030-02-01         1         0      1'
+    '  date        admitted  units  rejected  total  overage',
+    '  2030-01-26         0      0         0      0        0',
+    '  2030-01-27         0      0         0      0        0',
+    '  2030-01-28         0      0         0      0        0',
+    '  2030-01-29         0      0         0      0        0',
+    '  2030-01-30         0      0         0      0        0',
+    '  2030-01-31         2      2         1      3        0',
+    '  2030-02-01         1      1         0      1        0'
   ])
 
   const refusals: Array<[string[], string]> = [

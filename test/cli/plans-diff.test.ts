@@ -53,3 +53,44 @@ t.test('plans diff: which limits change, shadow included, and for how many consu
   t.match(bad.stderr, 'petstore-gateway: plans.yaml: plans.free.shadow.perMinute: 60 equals the enforced perMinute')
   t.equal(bad.stdout, '')
 })
+
+t.test('plans diff covers the month: a quota added, its overage rule, an Enterprise key\'s own quota, and the routes\' cost', async (t) => {
+  const gw = await startGateway(t)
+  const admin = ['--admin', gw.adminUrl]
+  const dir = t.testdir()
+  cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
+  const plans = readFileSync(join(dir, 'plans.yaml'), 'utf8')
+    .replace('free:       { perMinute: 60,   perDay: 1000 }', 'free: { perMinute: 60, perDay: 1000, perMonth: 20000 }')
+    .replace('pro:        { perMinute: 300,  perDay: 10000 }', 'pro: { perMinute: 300, perDay: 10000, perMonth: 200000, overage: allow }')
+  writeFileSync(join(dir, 'plans.yaml'), plans)
+  const keys = readFileSync(join(dir, 'keys.yaml'), 'utf8')
+    .replace('limits: { perMinute: 5000, perDay: 2000000 }', 'limits: { perMinute: 5000, perDay: 2000000, perMonth: 50000000 }')
+  writeFileSync(join(dir, 'keys.yaml'), keys)
+  writeFileSync(join(dir, 'routes.yaml'), `${readFileSync(join(dir, 'routes.yaml'), 'utf8')}  - { method: POST, path: /v1/pets, cost: 5 }\n`)
+
+  const diff = await cliInProcess(['plans', 'diff', dir, ...admin])
+  t.equal(diff.code, 0, diff.stderr)
+  t.equal(diff.stdout, [
+    `${dir} against the running gateway (config version ${gw.app.gatewayConfig.current.version}):`,
+    '  free: 60/min, 1000/day → 60/min, 1000/day, 20000/month (1 consumer in the new config)',
+    '  pro: 300/min, 10000/day → 300/min, 10000/day, 200000/month (overage allowed) (1 consumer in the new config)',
+    '  business: unchanged, 1000/min, 100000/day (1 consumer in the new config)',
+    '  enterprise (custom: limits per consumer): 1 of 1 consumer change',
+    '    demo-enterprise: 5000/min, 2000000/day → 5000/min, 2000000/day, 50000000/month',
+    '  route cost: POST /v1/pets 1 → 5 units per request',
+    ''
+  ].join('\n'))
+
+  // The same directory against a gateway running it: nothing changes, the quota and the cost included.
+  const running = await startGateway(t, { reload: { dir, watch: false } })
+  const same = await cliInProcess(['plans', 'diff', dir, '--admin', running.adminUrl])
+  t.equal(same.code, 0, same.stderr)
+  t.match(same.stdout, / {2}pro: unchanged, 300\/min, 10000\/day, 200000\/month \(overage allowed\)/)
+  t.notMatch(same.stdout, /route cost/)
+  t.match(same.stdout, /no limit changes\n$/)
+
+  // Only the overage rule changes: block → allow is a change.
+  writeFileSync(join(dir, 'plans.yaml'), plans.replace('perMonth: 20000 }', 'perMonth: 20000, overage: allow }'))
+  const soft = await cliInProcess(['plans', 'diff', dir, '--admin', running.adminUrl])
+  t.match(soft.stdout, / {2}free: 60\/min, 1000\/day, 20000\/month → 60\/min, 1000\/day, 20000\/month \(overage allowed\)/)
+})

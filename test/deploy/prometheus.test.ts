@@ -15,7 +15,8 @@ const REQUIRED_METRICS = [
   'gateway_requests_total', 'gateway_request_duration_seconds', 'gateway_upstream_duration_seconds',
   'gateway_ratelimit_rejections_total', 'gateway_bans_total', 'gateway_banned_keys',
   'gateway_deprecated_requests_total', 'gateway_store_errors_total', 'gateway_store_fallback_active',
-  'gateway_config_reloads_total', 'gateway_keys_expiring', 'gateway_keys_expired', 'gateway_shadow_rejections_total'
+  'gateway_config_reloads_total', 'gateway_keys_expiring', 'gateway_keys_expired', 'gateway_shadow_rejections_total',
+  'gateway_quota_overage_total', 'gateway_quota_consumers_near_limit'
 ]
 
 function promtool (args: string[], input?: string): { code: number | null, output: string } {
@@ -82,7 +83,8 @@ t.test('promtool check rules: the alert rules, one per operational concern', asy
     ['backend latency', 'gateway_upstream_duration_seconds_bucket'],
     ['load shed (503)', 'gateway_shed_requests_total'],
     ['a rehearsed plan change (shadow limits)', 'alert: GatewayShadowLimitWouldReject'],
-    ['keys expiring soon', 'alert: GatewayKeysExpiringSoon\n        expr: max(gateway_keys_expiring{within="7d"}) > 0']
+    ['keys expiring soon', 'alert: GatewayKeysExpiringSoon\n        expr: max(gateway_keys_expiring{within="7d"}) > 0'],
+    ['consumers near their monthly quota', 'alert: GatewayQuotaNearLimit\n        expr: max by (plan) (gateway_quota_consumers_near_limit) > 0']
   ]
   for (const [concern, metric] of concerns) t.ok(text.includes(metric), `an alert on ${concern} (${metric})`)
 })
@@ -115,6 +117,52 @@ t.test('the shadow alert fires for a plan whose shadow would reject over 5 % of 
   ].join('\n'))
   const res = promtool(['test', 'rules', join(dir, 'shadow-test.yml')])
   t.equal(res.code, 0, res.output)
+})
+
+t.test('the quota alert fires for a plan with a consumer above 90 % of its month for 10 minutes, once per plan however many gateways count it (promtool test rules)', async (t) => {
+  const dir = t.testdir()
+  // free: two gateways each count the same consumer from minute 5 on; pro: one blip of 5 minutes; business: none.
+  writeFileSync(join(dir, 'quota-test.yml'), [
+    'rule_files: [' + JSON.stringify(join(DEPLOY, 'prometheus', 'alerts.yml')) + ']',
+    'evaluation_interval: 1m',
+    'tests:',
+    '  - interval: 1m',
+    '    input_series:',
+    '      - { series: \'gateway_quota_consumers_near_limit{plan="free",instance="a"}\', values: "0x4 1x40" }',
+    '      - { series: \'gateway_quota_consumers_near_limit{plan="free",instance="b"}\', values: "0x4 1x40" }',
+    '      - { series: \'gateway_quota_consumers_near_limit{plan="pro",instance="a"}\', values: "0x4 2x4 0x30" }',
+    '      - { series: \'gateway_quota_consumers_near_limit{plan="business",instance="a"}\', values: "0x44" }',
+    '    alert_rule_test:',
+    '      - eval_time: 12m',
+    '        alertname: GatewayQuotaNearLimit',
+    '        exp_alerts: []',
+    '      - eval_time: 20m',
+    '        alertname: GatewayQuotaNearLimit',
+    '        exp_alerts:',
+    '          - exp_labels: { severity: info, plan: free }',
+    '            exp_annotations:',
+    '              summary: "Plan free: 1 consumers above 90 % of their monthly quota"',
+    '              description: "They will be answered 429 quota_exceeded once it is used up (billed overage instead on a plan with overage: allow), until the month renews at 00:00 UTC on the 1st. Who: GET /admin/quotas/near-limit on a gateway admin port; one consumer: petstore-gateway keys show ID. Offer a bigger plan, or raise perMonth."',
+    ''
+  ].join('\n'))
+  const res = promtool(['test', 'rules', join(dir, 'quota-test.yml')])
+  t.equal(res.code, 0, res.output)
+})
+
+t.test('the dashboard has the quota panels: overage units and quota refusals by plan, consumers near their month', async (t) => {
+  const queries = dashboardQueries()
+  const overage = queries.find((q) => q.expr.includes('gateway_quota_overage_total'))
+  t.match(overage?.expr, /^sum by \(plan\) \(rate\(gateway_quota_overage_total\{instance=~"\$instance"\}\[\$__rate_interval\]\)\)$/)
+  const refusals = queries.find((q) => q.expr.includes('window="month"'))
+  t.match(refusals?.expr, /^sum by \(plan\) \(rate\(gateway_ratelimit_rejections_total\{instance=~"\$instance",window="month"\}\[\$__rate_interval\]\)\)$/)
+  t.match(refusals?.title, /quota_exceeded/)
+  const near = queries.find((q) => q.expr.includes('gateway_quota_consumers_near_limit'))
+  t.match(near?.expr, /^max by \(plan\) \(gateway_quota_consumers_near_limit\{instance=~"\$instance"\}\)$/)
+  const dashboard = JSON.parse(readFileSync(join(DEPLOY, 'grafana', 'dashboards', 'gateway.json'), 'utf8')) as { panels: Array<{ id: number, type: string, title: string, gridPos: { x: number, y: number, w: number, h: number } }> }
+  const row = dashboard.panels.find((p) => p.type === 'row' && p.title === 'Quotas')
+  t.ok(row, 'a Quotas row')
+  const quota = dashboard.panels.filter((p) => p.gridPos.y === (row?.gridPos.y ?? -1) + 1)
+  t.same(quota.map((p) => p.gridPos.x + p.gridPos.w).sort((a, b) => a - b), [10, 19, 24], 'its three panels side by side under it, filling the row')
 })
 
 t.test('the dashboard has the shadow rejections panel, by plan and window', async (t) => {

@@ -1,10 +1,11 @@
 // The admin API ops use on a running gateway (admin port only): what config is in force (never a
-// digest), reload it now, list and lift bans, a consumer's credentials, usage and ban state, and a
-// consumer reset after an incident. The limiter counts per consumer, so every id a route takes may
+// digest), reload it now, list and lift bans, a consumer's credentials, usage (the calendar month
+// against its quota included) and ban state, and a consumer reset after an incident. The limiter counts per consumer, so every id a route takes may
 // name a consumer or one of its credentials; state-changing calls write an audit log line.
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { adminErrors } from '../../interface/errors.js'
+import type { Limits } from '../config/types.js'
 import { askOf, type ConsumeResult } from '../limiter/store.js'
 import { resolveConsumer, type Consumer } from './consumers.js'
 
@@ -36,6 +37,26 @@ function secondsLeft (until: number, now: number): number {
 
 function windowView (state: ConsumeResult['minute'], limit: number): Record<string, unknown> {
   return { count: state.count, limit, remaining: Math.max(0, limit - state.count), resetAt: iso(state.resetAt) }
+}
+
+/**
+ * The calendar month (UTC) as the limiter counts it, when a month applies: units against the quota
+ * (and the overage past it on a plan with overage: allow), or only counted for a shadow perMonth
+ * being rehearsed (no limit); null when neither.
+ */
+function monthView (usage: ConsumeResult, limits: Limits): Record<string, unknown> | null {
+  const month = usage.month
+  if (month === undefined) return null
+  const limit = limits.perMonth
+  return {
+    count: month.count,
+    limit: limit ?? null,
+    remaining: limit === undefined ? null : Math.max(0, limit - month.count),
+    resetAt: iso(month.resetAt),
+    overageAllowed: limits.overage === true,
+    overage: limit === undefined || limits.overage !== true ? 0 : Math.max(0, month.count - limit),
+    shadow: limits.shadow?.perMonth ?? null
+  }
 }
 
 function banView (usage: ConsumeResult, escalationLevel: number): Record<string, unknown> {
@@ -93,7 +114,9 @@ export const adminApi = fp<AdminApiOptions>(async function adminApi (app, { gate
       anonymous: snapshot.anonymous,
       ban: snapshot.ban,
       keys: { total: snapshot.keysById.size, disabled, byPlan },
-      routes: snapshot.routes.length
+      routes: snapshot.routes.length,
+      // What a request of each route spends when it is not 1 (routes.yaml `cost`): `plans diff` compares them.
+      costs: Object.fromEntries(snapshot.routes.filter((r) => r.cost !== 1).map((r) => [`${r.method} ${r.path}`, r.cost]))
     }
   })
 
@@ -138,6 +161,7 @@ export const adminApi = fp<AdminApiOptions>(async function adminApi (app, { gate
       disabled: key.disabled,
       minute: windowView(usage.minute, key.limits.perMinute),
       day: windowView(usage.day, key.limits.perDay),
+      month: monthView(usage, key.limits),
       bannedUntil: usage.bannedUntil > usage.now ? iso(usage.bannedUntil) : null
     }
   })
@@ -163,7 +187,8 @@ export const adminApi = fp<AdminApiOptions>(async function adminApi (app, { gate
       })),
       usage: {
         minute: windowView(usage.minute, first.limits.perMinute),
-        day: windowView(usage.day, first.limits.perDay)
+        day: windowView(usage.day, first.limits.perDay),
+        month: monthView(usage, first.limits)
       },
       ban: banView(usage, level)
     }
@@ -178,7 +203,8 @@ export const adminApi = fp<AdminApiOptions>(async function adminApi (app, { gate
       gateway.limiter.store.admin.escalationLevel(consumer.id)
     ]))
     await fromStore(() => gateway.limiter.reset(consumer.id))
-    const cleared = { minute: usage.minute.count, day: usage.day.count, ban: banView(usage, level) }
+    // The month's units go too: a reset gives the consumer its whole monthly quota back.
+    const cleared = { minute: usage.minute.count, day: usage.day.count, month: usage.month?.count ?? null, ban: banView(usage, level) }
     audit(request, 'consumer reset', { consumerId: consumer.id, cleared })
     return { consumerId: consumer.id, reset: true, cleared }
   })

@@ -1,11 +1,14 @@
-// The admin API's reads of the history (history/plugin.ts): a consumer's usage per UTC day, and the
-// consumers a plan's shadow limits would have rejected in the last 24 h. Both flush this process's
+// The admin API's reads of the history (history/plugin.ts): a consumer's usage per UTC day (requests
+// admitted and rejected, units spent, overage units) with the totals of the months those days are in,
+// the consumers a plan's shadow limits would have rejected in the last 24 h, and the consumers near
+// their monthly quota (this process's quota watch: what gateway_quota_consumers_near_limit counts). Both flush this process's
 // counts first, so the answer is never behind its own traffic; other processes' counts arrive with
 // their next flush. `scope` says whether the answer is every gateway's (Redis) or this process's.
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { adminErrors, requestErrors, type ApiError } from '../../interface/errors.js'
-import { dayOf, HOUR_MS, hourOf, isoDay, parseIsoDay } from '../history/days.js'
+import { dayOf, HOUR_MS, hourOf, isoDay, isoMonth, monthOf, parseIsoDay } from '../history/days.js'
+import { NEAR_LIMIT_RECENT_MS, NEAR_LIMIT_SHARE } from '../history/quota-watch.js'
 import { SHADOW_KEEP_PER_HOUR, SHADOW_WINDOW_HOURS, USAGE_HISTORY_DAYS } from '../history/store.js'
 import { resolveConsumer } from './consumers.js'
 
@@ -68,14 +71,22 @@ export const adminHistoryRoutes = fp<{ gateway: FastifyInstance }>(async functio
     if (to > today) throw invalid(`to (${isoDay(to)}) is after today (${isoDay(today)}, UTC)`)
     if (from > to) throw invalid(`from (${isoDay(from)}) is after to (${isoDay(to)})`)
     if (from < oldest) throw invalid(`the usage history keeps the last ${USAGE_HISTORY_DAYS} days: from must be ${isoDay(oldest)} or later, got ${isoDay(from)}`)
-    const days = await fromHistory(() => gateway.history.store.usage(consumer.id, from, to))
+    // Every month the range touches (35 days can touch three).
+    const monthNames = [...new Set(Array.from({ length: to - from + 1 }, (_, i) => monthOf(from + i).month))]
+    const [days, months] = await fromHistory(async () => await Promise.all([
+      gateway.history.store.usage(consumer.id, from, to),
+      gateway.history.store.months(consumer.id, monthNames)
+    ]))
     const scope = gateway.history.store.scope
-    let admitted = 0
-    let rejected = 0
+    const total = { admitted: 0, units: 0, rejected: 0, total: 0, overage: 0 }
     for (const day of days) {
-      admitted += day.admitted
-      rejected += day.rejected
+      total.admitted += day.admitted
+      total.units += day.units
+      total.rejected += day.rejected
+      total.total += day.admitted + day.rejected
+      total.overage += day.overage
     }
+    const limits = consumer.credentials[0]?.limits
     return {
       consumerId: consumer.id,
       plan: consumer.credentials[0]?.plan,
@@ -83,8 +94,33 @@ export const adminHistoryRoutes = fp<{ gateway: FastifyInstance }>(async functio
       counts: SCOPE_NOTES[scope],
       from: isoDay(from),
       to: isoDay(to),
-      days: days.map((d) => ({ date: isoDay(d.day), admitted: d.admitted, rejected: d.rejected, total: d.admitted + d.rejected })),
-      total: { admitted, rejected, total: admitted + rejected }
+      // `units`: what the admitted requests spent (a route's cost, routes.yaml); `overage`: units past the month's quota (overage: allow).
+      days: days.map((d) => ({ date: isoDay(d.day), admitted: d.admitted, units: d.units, rejected: d.rejected, total: d.admitted + d.rejected, overage: d.overage })),
+      total,
+      // Each month the range touches, every day of it (not only the days asked for); the consumer's quota now.
+      months: months.map((m) => ({ month: isoMonth(m.month), units: m.units, overage: m.overage })),
+      perMonth: limits?.perMonth ?? null,
+      overageAllowed: limits?.overage === true
+    }
+  })
+
+  app.get('/admin/quotas/near-limit', async () => {
+    const now = gateway.clock()
+    const near = gateway.history.nearLimit(now)
+    return {
+      // Consumers this process decided; another gateway process may know others.
+      scope: 'process',
+      share: NEAR_LIMIT_SHARE,
+      decidedSince: iso(now - NEAR_LIMIT_RECENT_MS),
+      consumers: near.map((c) => ({
+        consumerId: c.consumerId,
+        plan: c.plan,
+        month: isoMonth(c.month),
+        units: c.units,
+        perMonth: c.quota,
+        share: Math.floor(c.units * 1000 / c.quota) / 1000,
+        lastDecision: iso(c.last)
+      }))
     }
   })
 

@@ -1,7 +1,8 @@
 // UTC days and hours as the usage history and the shadow records count them: a decision belongs to
 // the UTC day (and hour) of its own `now` — Redis TIME on a Redis store, so every gateway process
 // files it under the same day whatever its own clock says. Days are numbered from 1970-01-01 (day
-// 0), hours likewise; dates are written `YYYY-MM-DD`, months `YYYYMM` (the usage keys' suffix).
+// 0), hours likewise; dates are written `YYYY-MM-DD`, months `YYYYMM` (the usage keys' suffix) and
+// `YYYY-MM` in answers. A calendar month is the limiter's too: UTC, from 00:00 on the 1st.
 export const DAY_MS = 86_400_000
 export const HOUR_MS = 3_600_000
 
@@ -49,4 +50,16 @@ export function monthOf (day: number): MonthOfDay {
     dayOfMonth: date.getUTCDate(),
     nextMonth: Date.UTC(year, month + 1, 1) / DAY_MS
   }
+}
+
+/** The first day of the month `YYYYMM` and the first day of the next one. */
+export function daysOfMonth (month: string): { first: number, next: number } {
+  const year = Number(month.slice(0, 4))
+  const index = Number(month.slice(4, 6)) - 1
+  return { first: Date.UTC(year, index, 1) / DAY_MS, next: Date.UTC(year, index + 1, 1) / DAY_MS }
+}
+
+/** `203001` → `2030-01` */
+export function isoMonth (month: string): string {
+  return `${month.slice(0, 4)}-${month.slice(4, 6)}`
 }

@@ -1,16 +1,18 @@
 // The history of a gateway on the in-process limiter store: the same counts as in Redis, kept in this
 // process's memory, so per process (GATEWAY_WORKERS > 1 keeps one per worker) and gone with it — the
 // admin API answers `scope: "process"`. Bounded like the Redis layout: a consumer keeps its last
-// USAGE_HISTORY_DAYS days, a plan its last SHADOW_WINDOW_HOURS + 1 hours, older ones are dropped at
-// each write; an hour's shadow records keep its heaviest SHADOW_KEEP_PER_HOUR consumers, dropping
+// USAGE_HISTORY_DAYS days and its months' totals as long as Redis keeps a month's hash, a plan its
+// last SHADOW_WINDOW_HOURS + 1 hours, older ones are dropped at each write; an hour's shadow records keep its heaviest SHADOW_KEEP_PER_HOUR consumers, dropping
 // the lightest as Redis does (shadow-top.ts), so a read sums at most that many per hour; only
 // configured consumers reach it.
-import { dayOf, hourOf } from './days.js'
+import { dayOf, daysOfMonth, hourOf, monthOf } from './days.js'
 import { lightest, sumHours, topOf } from './shadow-top.js'
-import { daysFrom, SHADOW_KEEP_PER_HOUR, SHADOW_WINDOW_HOURS, sumShadow, USAGE_HISTORY_DAYS, type HistoryStore, type ShadowCounts } from './store.js'
+import { daysFrom, SHADOW_KEEP_PER_HOUR, SHADOW_WINDOW_HOURS, sumShadow, USAGE_HISTORY_DAYS, USAGE_KEY_KEEP_DAYS, type HistoryStore, type ShadowCounts } from './store.js'
 import { EMPTY_BATCH } from './tally.js'
 
-interface DayCounts { admitted: number, rejected: number }
+interface DayCounts { admitted: number, units: number, rejected: number, overage: number }
+/** A month's units and overage (every day of it), and the units counted under a month quota (Redis's `u`). */
+interface MonthCounts { units: number, overage: number, quotaUnits: number }
 
 export interface MemoryHistoryOptions {
   /** The gateway clock, Unix ms: what is old enough to drop. */
@@ -42,6 +44,8 @@ function inner<K, K2, V> (outer: Map<K, Map<K2, V>>, key: K): Map<K2, V> {
 export function createMemoryHistory (opts: MemoryHistoryOptions): HistoryStore {
   /** consumer → day → counts */
   const usage = new Map<string, Map<number, DayCounts>>()
+  /** consumer → month (`YYYYMM`) → its totals */
+  const months = new Map<string, Map<string, MonthCounts>>()
   /** plan → hour → its records */
   const shadow = new Map<string, Map<number, ShadowHour>>()
   /** plan → consumer → the latest hour it had a shadow rejection in (every one, dropped or not: the exact count of consumers) */
@@ -69,11 +73,26 @@ export function createMemoryHistory (opts: MemoryHistoryOptions): HistoryStore {
     }
   }
 
+  function monthOfConsumer (consumerId: string, month: string): MonthCounts {
+    const byMonth = inner(months, consumerId)
+    let counts = byMonth.get(month)
+    if (counts === undefined) {
+      counts = { units: 0, overage: 0, quotaUnits: 0 }
+      byMonth.set(month, counts)
+    }
+    return counts
+  }
+
   function prune (): void {
-    const firstDay = dayOf(opts.now()) - USAGE_HISTORY_DAYS + 1
+    const today = dayOf(opts.now())
+    const firstDay = today - USAGE_HISTORY_DAYS + 1
     for (const [consumerId, days] of usage) {
       for (const day of days.keys()) if (day < firstDay) days.delete(day)
       if (days.size === 0) usage.delete(consumerId)
+    }
+    for (const [consumerId, byMonth] of months) {
+      for (const month of byMonth.keys()) if (daysOfMonth(month).next + USAGE_KEY_KEEP_DAYS <= today) byMonth.delete(month)
+      if (byMonth.size === 0) months.delete(consumerId)
     }
     const firstHour = hourOf(opts.now()) - SHADOW_WINDOW_HOURS
     for (const [plan, hours] of shadow) {
@@ -88,15 +107,25 @@ export function createMemoryHistory (opts: MemoryHistoryOptions): HistoryStore {
 
   return {
     scope: 'process',
-    async write (batch) {
+    async write (batch, onMonth) {
       for (const cell of batch.usage) {
         const days = inner(usage, cell.consumerId)
         const counts = days.get(cell.day)
-        if (counts === undefined) days.set(cell.day, { admitted: cell.admitted, rejected: cell.rejected })
+        if (counts === undefined) days.set(cell.day, { admitted: cell.admitted, units: cell.units, rejected: cell.rejected, overage: cell.overage })
         else {
           counts.admitted += cell.admitted
+          counts.units += cell.units
           counts.rejected += cell.rejected
+          counts.overage += cell.overage
         }
+        const month = monthOfConsumer(cell.consumerId, monthOf(cell.day).month)
+        month.units += cell.units
+        month.overage += cell.overage
+      }
+      for (const cell of batch.months) {
+        const month = monthOfConsumer(cell.consumerId, cell.month)
+        month.quotaUnits += cell.units
+        onMonth?.(cell, month.quotaUnits)
       }
       const touched = new Set<ShadowHour>()
       for (const cell of batch.shadow) {
@@ -116,6 +145,10 @@ export function createMemoryHistory (opts: MemoryHistoryOptions): HistoryStore {
     async usage (consumerId, fromDay, toDay) {
       const days = usage.get(consumerId)
       return daysFrom(fromDay, toDay, (day) => days?.get(day))
+    },
+    async months (consumerId, wanted) {
+      const byMonth = months.get(consumerId)
+      return wanted.map((month) => ({ month, units: byMonth?.get(month)?.units ?? 0, overage: byMonth?.get(month)?.overage ?? 0 }))
     },
     async shadow (plan, fromHour, toHour, top) {
       const hours = [...shadow.get(plan) ?? []].filter(([hour]) => hour >= fromHour && hour <= toHour).map(([, records]) => records)
@@ -140,6 +173,7 @@ export function createMemoryHistory (opts: MemoryHistoryOptions): HistoryStore {
     },
     async close () {
       usage.clear()
+      months.clear()
       shadow.clear()
       seen.clear()
     }

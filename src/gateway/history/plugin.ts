@@ -9,14 +9,17 @@
 // has two connections of its own, neither the limiter's, so nothing it does or waits for counts
 // against the limiter's timeouts, breaker or fallback: flushes on one (no command timeout: a write
 // is never sent twice), admin reads on the other (each command DEFAULT_HISTORY_READ_TIMEOUT_MS at most).
+// Each flush also tells the quota watch (quota-watch.ts) the month's units of the consumers with a
+// month quota it wrote, for gateway_quota_consumers_near_limit.
 import fp from 'fastify-plugin'
 import type { DecisionRecorder } from '../limiter/decision.js'
 import { createRedisClient, type RedisSettings } from '../redis/connection.js'
-import { dayOf, hourOf } from './days.js'
+import { dayOf, daysOfMonth, hourOf } from './days.js'
 import { settlesWithin } from './deadline.js'
 import { createMemoryHistory } from './memory-history.js'
+import { createQuotaWatch, type NearLimit } from './quota-watch.js'
 import { createRedisHistory } from './redis-history.js'
-import { SHADOW_WINDOW_HOURS, USAGE_HISTORY_DAYS, type HistoryStore } from './store.js'
+import { SHADOW_WINDOW_HOURS, USAGE_HISTORY_DAYS, USAGE_KEY_KEEP_DAYS, type HistoryStore } from './store.js'
 import { DecisionTally, EMPTY_BATCH, isEmpty, mergeBatches, type Batch } from './tally.js'
 
 /** How often a process writes what it counted: the most a crash can lose, and how late another process's counts show. */
@@ -48,6 +51,8 @@ export interface History {
   readonly recorder: DecisionRecorder
   /** Writes this process's counts now (an admin read does, so its own process is never behind); waits DEFAULT_HISTORY_WAIT_MS at most. */
   flush: () => Promise<void>
+  /** Consumers decided in the last hour at or over 90 % of their month's quota at the latest flush (quota-watch.ts). */
+  nearLimit: (now: number) => NearLimit[]
 }
 
 declare module 'fastify' {
@@ -73,6 +78,7 @@ export const historyPlugin = fp<HistoryPluginOptions>(async function historyPlug
   const now = app.clock
   const store = storeOf(opts, now)
   const tally = new DecisionTally()
+  const watch = createQuotaWatch()
   let unsent: Batch = EMPTY_BATCH
   let chain = Promise.resolve()
 
@@ -80,12 +86,13 @@ export const historyPlugin = fp<HistoryPluginOptions>(async function historyPlug
     const at = now()
     const batch = mergeBatches([unsent, tally.drain()], {
       day: (day) => day > dayOf(at) - USAGE_HISTORY_DAYS,
-      hour: (hour) => hour >= hourOf(at) - SHADOW_WINDOW_HOURS
+      hour: (hour) => hour >= hourOf(at) - SHADOW_WINDOW_HOURS,
+      month: (month) => daysOfMonth(month).next + USAGE_KEY_KEEP_DAYS > dayOf(at)
     })
     unsent = EMPTY_BATCH
     if (isEmpty(batch)) return
     try {
-      unsent = await store.write(batch)
+      unsent = await store.write(batch, watch.note)
     } catch (err) {
       unsent = batch
       app.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'history: write failed, kept for the next flush')
@@ -108,7 +115,7 @@ export const historyPlugin = fp<HistoryPluginOptions>(async function historyPlug
   // A write still waiting for Redis is not queued behind: the tally goes on counting meanwhile.
   const timer = setInterval(() => { if (queued === 0) void enqueue() }, opts.flushMs ?? DEFAULT_HISTORY_FLUSH_MS)
   timer.unref()
-  app.decorate('history', { store, recorder: tally, flush })
+  app.decorate('history', { store, recorder: tally, flush, nearLimit: watch.nearLimit })
   app.addHook('onClose', async () => {
     clearInterval(timer)
     await flush()

@@ -4,10 +4,11 @@
 // of the decisions; reads go to a second connection of the history's (with a command timeout) when
 // one is given, so a read never waits behind a flush either.
 //
-// Usage: one small hash per consumer and month, `rl:{consumer}:u:YYYYMM`, fields `DDa` (admitted)
-// and `DDr` (rejected) — under the consumer's hash tag, beside its windows (one Cluster slot), and
-// expiring USAGE_KEY_KEEP_DAYS after the month ends, so every day of the last USAGE_HISTORY_DAYS is
-// always there. HINCRBY from any number of processes adds up.
+// Usage: one small hash per consumer and month, `rl:{consumer}:u:YYYYMM`, a few fields per day and
+// one for the month (usage-hash.ts) — under the consumer's hash tag, beside its windows (one Cluster
+// slot), and expiring USAGE_KEY_KEEP_DAYS after the month ends, so every day of the last
+// USAGE_HISTORY_DAYS, and every day of a month still shown, is always there. HINCRBY from any number
+// of processes adds up.
 //
 // Shadow records: per plan and UTC hour, under the plan's own tag `rl:{shadow:<plan>}:<hour>:`, the
 // hour's heaviest consumers (at most SHADOW_KEEP_PER_HOUR) in four sorted sets, its totals and a
@@ -18,26 +19,26 @@ import calculateSlot from 'cluster-key-slot'
 import { Cluster, type ChainableCommander, type Redis } from 'ioredis'
 import { waitReady } from '../redis/connection.js'
 import { shadowKey, usageKey, type ShadowPart } from '../redis/keys.js'
-import { DAY_MS, HOUR_MS, monthOf } from './days.js'
+import { DAY_MS, daysOfMonth, HOUR_MS, monthOf } from './days.js'
 import { settlesWithin, within } from './deadline.js'
 import { readShadow } from './shadow-read.js'
 import { defineShadowScript, SHADOW_CELLS_PER_CALL } from './shadow-script.js'
-import { daysFrom, SHADOW_KEEP_PER_HOUR, SHADOW_WINDOW_HOURS, USAGE_HISTORY_DAYS, type HistoryStore } from './store.js'
-import { mergeBatches, type ShadowCell, type UsageCell } from './tally.js'
+import { daysFrom, SHADOW_KEEP_PER_HOUR, SHADOW_WINDOW_HOURS, USAGE_KEY_KEEP_DAYS, type HistoryStore } from './store.js'
+import { mergeBatches, type MonthCell, type ShadowCell, type UsageCell } from './tally.js'
+import { dayCounts, dayField, MONTH_UNITS_FIELD, monthTotals, usageFields } from './usage-hash.js'
 
-/** A month's usage hash lives this many days past the month's end: the days served, and a margin. */
-export const USAGE_KEY_KEEP_DAYS = USAGE_HISTORY_DAYS + 5
 /** An hour's shadow sets live this many hours past the hour's end. */
 export const SHADOW_KEY_KEEP_HOURS = SHADOW_WINDOW_HOURS + 2
 export const DEFAULT_READ_WAIT_MS = 2_000
 
-export { shadowKey, usageKey, type ShadowPart }
+export { shadowKey, usageKey, USAGE_KEY_KEEP_DAYS, type ShadowPart }
 
-/** One command of a flush: the key it writes (for a Cluster's grouping) and what to send again if it fails. */
+/** One command of a flush: the key it writes (for a Cluster's grouping), what to send again if it fails, and what to do with its reply. */
 interface Command {
   readonly key: string
   readonly send: (pipeline: ChainableCommander) => void
   readonly failed: () => void
+  readonly done?: (reply: unknown) => void
 }
 
 export interface RedisHistoryOptions {
@@ -87,14 +88,30 @@ export function createRedisHistory (client: Redis | Cluster, opts: RedisHistoryO
     for (const [key, at] of expiring) if (at < now) expiring.delete(key)
   }
 
+  const usageExpiry = (nextMonth: number): number => (nextMonth + USAGE_KEY_KEEP_DAYS) * DAY_MS / 1000
+
+  /** One HINCRBY per count of the cell that is not 0; one that fails comes back as a cell holding that count only. */
   function usageCommands (cell: UsageCell, retry: UsageCell[]): Command[] {
     const { month, dayOfMonth, nextMonth } = monthOf(cell.day)
     const key = usageKey(cell.consumerId, month)
-    const dd = String(dayOfMonth).padStart(2, '0')
     const commands: Command[] = []
-    if (cell.admitted > 0) commands.push({ key, send: (p) => p.hincrby(key, `${dd}a`, cell.admitted), failed: () => retry.push({ ...cell, rejected: 0 }) })
-    if (cell.rejected > 0) commands.push({ key, send: (p) => p.hincrby(key, `${dd}r`, cell.rejected), failed: () => retry.push({ ...cell, admitted: 0 }) })
-    expireOnce(commands, key, (nextMonth + USAGE_KEY_KEEP_DAYS) * DAY_MS / 1000, () => retry.push({ ...cell, admitted: 0, rejected: 0 }))
+    for (const { field, n, alone } of usageFields(cell, dayOfMonth)) {
+      commands.push({ key, send: (p) => p.hincrby(key, field, n), failed: () => retry.push(alone()) })
+    }
+    expireOnce(commands, key, usageExpiry(nextMonth), () => retry.push({ ...cell, admitted: 0, units: 0, rejected: 0, overage: 0 }))
+    return commands
+  }
+
+  /** The month's units of a consumer with a quota (`u`), its total after the HINCRBY told to `onMonth`. */
+  function monthCommands (cell: MonthCell, retry: MonthCell[], onMonth: ((cell: MonthCell, units: number) => void) | undefined): Command[] {
+    const key = usageKey(cell.consumerId, cell.month)
+    const commands: Command[] = [{
+      key,
+      send: (p) => p.hincrby(key, MONTH_UNITS_FIELD, cell.units),
+      failed: () => retry.push(cell),
+      done: (reply) => { onMonth?.(cell, Number(reply)) }
+    }]
+    expireOnce(commands, key, usageExpiry(daysOfMonth(cell.month).next), () => retry.push({ ...cell, units: 0 }))
     return commands
   }
 
@@ -139,8 +156,18 @@ export function createRedisHistory (client: Redis | Cluster, opts: RedisHistoryO
       } catch {
         replies = null // not sent at all (no connection): every command goes again
       }
-      group.forEach((command, i) => { if (replies === null || replies[i]?.[0] != null) command.failed() })
+      group.forEach((command, i) => {
+        const reply = replies?.[i]
+        if (reply === undefined || reply[0] !== null) command.failed()
+        else command.done?.(reply[1])
+      })
     }))
+  }
+
+  /** The usage hashes of `months` (an empty one for a month without any). */
+  async function readMonths (consumerId: string, months: readonly string[]): Promise<Map<string, Record<string, string>>> {
+    const read = Promise.all(months.map(async (month) => [month, await reader.hgetall(usageKey(consumerId, month))] as const))
+    return new Map(await within(read, readWaitMs, 'usage history read'))
   }
 
   /** A read on a connection still (re)connecting waits for it, as long as a read may take. */
@@ -150,28 +177,33 @@ export function createRedisHistory (client: Redis | Cluster, opts: RedisHistoryO
 
   return {
     scope: 'shared',
-    async write (batch) {
+    async write (batch, onMonth) {
       forgetPastExpiries()
       const usage: UsageCell[] = []
       const shadow: ShadowCell[] = []
+      const months: MonthCell[] = []
       const commands = [
         ...batch.usage.flatMap((cell) => usageCommands(cell, usage)),
+        ...batch.months.flatMap((cell) => monthCommands(cell, months, onMonth)),
         ...shadowCommands(batch.shadow, shadow)
       ]
       if (commands.length > 0) await send(commands)
       // A usage cell's failed commands each came back: one cell per consumer and day again.
-      return mergeBatches([{ usage, shadow }], { day: () => true, hour: () => true })
+      return mergeBatches([{ usage, shadow, months }], { day: () => true, hour: () => true })
     },
     async usage (consumerId, fromDay, toDay) {
       await connected('usage history read')
       const months = [...new Set(daysFrom(fromDay, toDay, () => undefined).map((d) => monthOf(d.day).month))]
-      const hashes = new Map(await within(Promise.all(months.map(async (month) => [month, await reader.hgetall(usageKey(consumerId, month))] as const)), readWaitMs, 'usage history read'))
+      const hashes = await readMonths(consumerId, months)
       return daysFrom(fromDay, toDay, (day) => {
         const { month, dayOfMonth } = monthOf(day)
-        const hash = hashes.get(month)
-        const dd = String(dayOfMonth).padStart(2, '0')
-        return { admitted: Number(hash?.[`${dd}a`] ?? 0), rejected: Number(hash?.[`${dd}r`] ?? 0) }
+        return dayCounts(hashes.get(month), dayField(dayOfMonth))
       })
+    },
+    async months (consumerId, months) {
+      await connected('usage history read')
+      const hashes = await readMonths(consumerId, months)
+      return months.map((month) => ({ month, ...monthTotals(hashes.get(month) ?? {}) }))
     },
     async shadow (plan, fromHour, toHour, top) {
       await connected('shadow records read')

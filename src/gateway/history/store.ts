@@ -1,12 +1,14 @@
-// The history store contract: where the usage history (per consumer and UTC day) and the shadow
-// records (per plan, consumer and UTC hour) live once a flush has written them. Redis when the
+// The history store contract: where the usage history (per consumer and UTC day, with each month's
+// totals) and the shadow records (per plan, consumer and UTC hour) live once a flush has written them. Redis when the
 // limiter is on Redis (redis-history.ts: every gateway process adds to the same counts, any one
 // answers for all), else this process's memory (memory-history.ts: per process, and the admin API
 // says so).
-import type { Batch } from './tally.js'
+import type { Batch, MonthCell } from './tally.js'
 
 /** Days of usage history served (so a month and its edges fit); older days are refused by the API and dropped by the stores. */
 export const USAGE_HISTORY_DAYS = 35
+/** A month's usage lives this many days past the month's end (a hash's expiry in Redis): the days served, and a margin. */
+export const USAGE_KEY_KEEP_DAYS = USAGE_HISTORY_DAYS + 5
 /** Hours of shadow records served: the last 24 h, the oldest hour counted whole (so 24 to 25 h). */
 export const SHADOW_WINDOW_HOURS = 24
 /**
@@ -19,11 +21,29 @@ export const SHADOW_KEEP_PER_HOUR = 1_000
 /** `shared`: one history for every gateway on the same Redis; `process`: this process's own, since it started. */
 export type HistoryScope = 'shared' | 'process'
 
-export interface UsageDay {
-  readonly day: number
+export interface UsageCounts {
+  /** Requests admitted. */
   readonly admitted: number
+  /** Units they spent (each its route's cost). */
+  readonly units: number
   readonly rejected: number
+  /** Of `units`, those admitted past the month's quota (overage: allow). */
+  readonly overage: number
 }
+
+export interface UsageDay extends UsageCounts {
+  readonly day: number
+}
+
+/** A consumer's units and overage units over one whole calendar month (UTC), as far as the history keeps it. */
+export interface UsageMonth {
+  /** `203001` */
+  readonly month: string
+  readonly units: number
+  readonly overage: number
+}
+
+export const NO_USAGE: UsageCounts = Object.freeze({ admitted: 0, units: 0, rejected: 0, overage: 0 })
 
 /** One consumer's shadow rejections over some hours of one plan. */
 export interface ShadowRecord {
@@ -59,10 +79,16 @@ export function sumShadow (a: ShadowCounts, b: ShadowCounts): ShadowCounts {
 
 export interface HistoryStore {
   readonly scope: HistoryScope
-  /** Adds a batch's counts. Answers what it could not write (to send with the next flush); an empty batch when all was written. */
-  write: (batch: Batch) => Promise<Batch>
+  /**
+   * Adds a batch's counts. Answers what it could not write (to send with the next flush); an empty
+   * batch when all was written. `onMonth` is told, for each month cell written, the consumer's units
+   * of that month once it is added (every process's, on Redis): what the quota watch reads.
+   */
+  write: (batch: Batch, onMonth?: (cell: MonthCell, units: number) => void) => Promise<Batch>
   /** The consumer's counts for each day from `fromDay` to `toDay`, in order; 0 for a day without any. */
   usage: (consumerId: string, fromDay: number, toDay: number) => Promise<UsageDay[]>
+  /** The consumer's totals of each month `YYYYMM` asked for, in order: every day of it the history still has. */
+  months: (consumerId: string, months: readonly string[]) => Promise<UsageMonth[]>
   /**
    * `plan`'s shadow rejections in the hours `fromHour` … `toHour`: totals, and the `top` consumers
    * with the most, each summed over those hours. Reads at most SHADOW_KEEP_PER_HOUR consumers per hour.
@@ -71,12 +97,12 @@ export interface HistoryStore {
   close: () => Promise<void>
 }
 
-/** Each day from `fromDay` to `toDay`, with the counts `get` has for it (0 and 0 for a day it does not know). */
-export function daysFrom (fromDay: number, toDay: number, get: (day: number) => { admitted: number, rejected: number } | undefined): UsageDay[] {
+/** Each day from `fromDay` to `toDay`, with the counts `get` has for it (zeros for a day it does not know). */
+export function daysFrom (fromDay: number, toDay: number, get: (day: number) => UsageCounts | undefined): UsageDay[] {
   const days: UsageDay[] = []
   for (let day = fromDay; day <= toDay; day++) {
-    const counts = get(day)
-    days.push({ day, admitted: counts?.admitted ?? 0, rejected: counts?.rejected ?? 0 })
+    const { admitted, units, rejected, overage } = get(day) ?? NO_USAGE
+    days.push({ day, admitted, units, rejected, overage })
   }
   return days
 }

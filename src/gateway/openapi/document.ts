@@ -8,6 +8,7 @@ import { errorBodySchema, interfaceSchemas, petIdParamsSchema, orderListQuerySch
 import type { ConfigSnapshot, RouteRule } from '../config/types.js'
 import { deprecationValue, successorLink, sunsetValue } from '../lifecycle/rules.js'
 import { OPERATIONS, type Operation } from '../proxy/operations.js'
+import { costNote, limitsParagraphs, RATE_LIMIT_HEADER_NAMES, RATE_LIMIT_HEADER_TEXT } from './limits.js'
 
 export const OPENAPI_VERSION = '3.1.0'
 export const DEFAULT_API_VERSION = '1.0.0'
@@ -87,7 +88,7 @@ const OPERATION_TEXT: Readonly<Record<string, OperationText>> = {
  */
 const COMMON_CODES: readonly ErrorCode[] = [
   'invalid_parameter', 'invalid_request', 'unauthorized', 'key_expired', 'insufficient_scope', 'request_timeout',
-  'rate_limited', 'key_banned', 'headers_too_large', 'internal_error', 'upstream_unavailable', 'unavailable', 'upstream_timeout'
+  'rate_limited', 'key_banned', 'quota_exceeded', 'headers_too_large', 'internal_error', 'upstream_unavailable', 'unavailable', 'upstream_timeout'
 ]
 /** Answered by Node's HTTP parser on the raw socket, before the gateway's pipeline: no rate-limit headers. */
 const RAW_SOCKET = new Set<ErrorCode>(['request_timeout', 'headers_too_large'])
@@ -96,7 +97,7 @@ const MAY_LACK_RATE_LIMIT_HEADERS = new Set<ErrorCode>(['internal_error', 'unava
 /** A 503 on shutdown has no request id. */
 const MAY_LACK_REQUEST_ID = new Set<ErrorCode>(['unavailable'])
 /** Answered before the lifecycle step, so without its headers: screening, authentication, the limiter, shutdown, the parser. */
-const BEFORE_LIFECYCLE = new Set<ErrorCode>(['invalid_request', 'unauthorized', 'key_expired', 'insufficient_scope', 'rate_limited', 'key_banned', 'unavailable', ...RAW_SOCKET])
+const BEFORE_LIFECYCLE = new Set<ErrorCode>(['invalid_request', 'unauthorized', 'key_expired', 'insufficient_scope', 'rate_limited', 'key_banned', 'quota_exceeded', 'unavailable', ...RAW_SOCKET])
 /** Answered before the lifecycle step or after it: a malformed URL is refused by the screen, a bad parameter by the backend. */
 const EITHER_SIDE_OF_LIFECYCLE = new Set<ErrorCode>(['invalid_parameter'])
 
@@ -155,11 +156,7 @@ function header (description: string, schema: JsonObject, example?: JsonValue): 
 
 // Inlined where used: a Reference Object cannot carry `required`, which differs per response.
 const HEADERS: Readonly<Record<string, JsonObject>> = {
-  'X-RateLimit-Limit': header('The limit of the window that binds now (the one with the fewest requests left; ties → the shorter window)', { type: 'integer', minimum: 0 }, 60),
-  'X-RateLimit-Remaining': header('Requests left in that window', { type: 'integer', minimum: 0 }, 59),
-  'X-RateLimit-Reset': header('Unix time (whole seconds, rounded up) when that window next frees capacity', { type: 'integer', minimum: 0 }, 1767225660),
-  'RateLimit-Policy': header('Both windows as draft-ietf-httpapi-ratelimit-headers-10 writes them: policies `minute` and `day` with quota `q` and window `w` in seconds', { type: 'string' }, '"minute";q=60;w=60, "day";q=1000;w=86400'),
-  RateLimit: header('The binding policy per draft-ietf-httpapi-ratelimit-headers-10: remaining `r` and seconds until reset `t`', { type: 'string' }, '"minute";r=59;t=60'),
+  ...RATE_LIMIT_HEADER_TEXT,
   'Retry-After': header('Seconds to wait before retrying (integer ≥ 1)', { type: 'integer', minimum: 1 }, 12),
   'X-Request-Id': header('Identifier of this request, for support and logs', { type: 'string' }),
   'WWW-Authenticate': header('The bearer challenge; with `error="invalid_token"` when a token was presented (and `error_description="The API key expired"` for an expired one), `error="insufficient_scope"` on a 403', { type: 'string' }, 'Bearer realm="petstore"'),
@@ -175,9 +172,9 @@ function use (name: string, required: boolean): JsonObject {
   return { ...found, required }
 }
 
+/** The rate-limit headers, and X-Quota-Overage (sent only past a soft quota) wherever they may be. */
 function rateLimitHeaders (required: boolean): JsonObject {
-  const names = ['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'RateLimit-Policy', 'RateLimit']
-  return Object.fromEntries(names.map((n) => [n, use(n, required)]))
+  return { ...Object.fromEntries(RATE_LIMIT_HEADER_NAMES.map((n) => [n, use(n, required)])), 'X-Quota-Overage': use('X-Quota-Overage', false) }
 }
 
 /** Deprecation / Sunset / Link / X-API-Stability of one route, with the values its config gives. */
@@ -282,6 +279,11 @@ function operationObject (op: Operation, text: OperationText, rule: RouteRule | 
     out.deprecated = true
     out['x-sunset'] = new Date(rule.deprecated.sunset).toISOString()
   }
+  const cost = costNote(rule)
+  if (cost !== undefined) {
+    notes.push(cost)
+    out['x-rate-limit-cost'] = rule?.cost ?? 1
+  }
   if (rule?.stability !== undefined) {
     notes.push(`**Stability: ${rule.stability}.** This operation may change without a new API version (\`X-API-Stability: ${rule.stability}\`).`)
     out['x-api-stability'] = rule.stability
@@ -305,25 +307,13 @@ export function openApiPath (fastifyPath: string): string {
   return relative.replace(/:([A-Za-z0-9_]+)/g, '{$1}')
 }
 
-function limitsDescription (snapshot: ConfigSnapshot): string {
-  const rows = [...snapshot.plans].map(([plan, limits]) =>
-    limits === undefined ? `| ${plan} | per key | per key |` : `| ${plan} | ${limits.perMinute} | ${limits.perDay} |`)
-  rows.push(`| without a valid key (per client IP) | ${snapshot.anonymous.perMinute} | ${snapshot.anonymous.perDay} |`)
-  return [
-    '| plan | per minute | per day |', '|---|---|---|', ...rows
-  ].join('\n')
-}
-
 function infoDescription (snapshot: ConfigSnapshot): string {
   return [
     'Catalogue of animals (pets) and orders of the store, behind an API gateway.',
     '**Authentication.** Every operation needs an API key sent as `Authorization: Bearer <key>`. Keys are issued by the operators of the gateway. ' +
       'A key with an expiry date says when on every response (`X-API-Key-Expires`) and is answered `401 key_expired` from then on. ' +
       'A key may be limited to reading (GET, HEAD: scope `read`) or writing (every other method: scope `write`); a method outside its scopes is `403 insufficient_scope`.',
-    '**Limits.** Windows are sliding (any rolling 60 s and 86,400 s).\n\n' + limitsDescription(snapshot),
-    'Every response carries `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` and the IETF `RateLimit-Policy` / `RateLimit` fields. ' +
-      'Over a limit the answer is `429 rate_limited` with `Retry-After` (seconds): wait that long, then back off exponentially. ' +
-      `A key that keeps sending after 429s (more than ${snapshot.ban.threshold} within ${snapshot.ban.windowSeconds} s) is banned for ${snapshot.ban.durationSeconds} s and more (\`429 key_banned\`).`,
+    ...limitsParagraphs(snapshot),
     '**Lifecycle.** Deprecated operations carry `Deprecation`, `Sunset` and a `Link` to their successor; after the sunset they answer `410`. Operations marked `experimental` or `beta` carry `X-API-Stability`.',
     '**Paging.** List operations take `limit` and an opaque `cursor`; the next page is announced by `Link: <…>; rel="next"`.'
   ].join('\n\n')

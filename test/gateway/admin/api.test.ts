@@ -18,7 +18,8 @@ t.test('GET /admin/config says what is in force, never a digest', async (t) => {
     anonymous: { perMinute: 30, perDay: 300, ipv6Prefix: 64 },
     ban: { threshold: 30, windowSeconds: 60, durationSeconds: 900, maxDurationSeconds: 86400 },
     keys: { total: 4, disabled: 0, byPlan: { free: 1, pro: 1, business: 1, enterprise: 1 } },
-    routes: 2
+    routes: 2,
+    costs: {}
   })
 })
 

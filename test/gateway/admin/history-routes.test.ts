@@ -52,11 +52,14 @@ t.test('usage per UTC day across midnight, shared by a consumer\'s credentials, 
     from: '2030-01-30',
     to: '2030-02-01',
     days: [
-      { date: '2030-01-30', admitted: 0, rejected: 0, total: 0 },
-      { date: '2030-01-31', admitted: 3, rejected: 1, total: 4 },
-      { date: '2030-02-01', admitted: 2, rejected: 0, total: 2 }
+      { date: '2030-01-30', admitted: 0, units: 0, rejected: 0, total: 0, overage: 0 },
+      { date: '2030-01-31', admitted: 3, units: 3, rejected: 1, total: 4, overage: 0 },
+      { date: '2030-02-01', admitted: 2, units: 2, rejected: 0, total: 2, overage: 0 }
     ],
-    total: { admitted: 5, rejected: 1, total: 6 }
+    total: { admitted: 5, units: 5, rejected: 1, total: 6, overage: 0 },
+    months: [{ month: '2030-01', units: 3, overage: 0 }, { month: '2030-02', units: 2, overage: 0 }],
+    perMonth: null,
+    overageAllowed: false
   })
   const byCredential = await admin(gw, '/admin/consumers/acme-1/usage?from=2030-01-30&to=2030-02-01')
   t.same(byCredential.body.days, usage.body.days, 'a credential id names its consumer\'s one history')
@@ -65,7 +68,7 @@ t.test('usage per UTC day across midnight, shared by a consumer\'s credentials, 
   t.match(defaults.body, { from: '2029-12-29', to: '2030-02-01' }, 'default: the last 35 days up to the gateway\'s today')
   t.equal((defaults.body.days as unknown[]).length, 35)
   const pro = await admin(gw, '/admin/consumers/demo-pro/usage?from=2030-02-01&to=2030-02-01')
-  t.same(pro.body.total, { admitted: 0, rejected: 0, total: 0 }, 'another consumer\'s history is its own')
+  t.same(pro.body.total, { admitted: 0, units: 0, rejected: 0, total: 0, overage: 0 }, 'another consumer\'s history is its own')
 })
 
 t.test('a bad range is a 400 that says what is wrong; an unknown consumer or plan is a 404', async (t) => {

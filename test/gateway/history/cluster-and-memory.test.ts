@@ -7,12 +7,13 @@ import { createMemoryHistory } from '../../../src/gateway/history/memory-history
 import { createRedisHistory } from '../../../src/gateway/history/redis-history.js'
 import { DAY_MS, dayOf, HOUR_MS, hourOf } from '../../../src/gateway/history/days.js'
 import { USAGE_HISTORY_DAYS } from '../../../src/gateway/history/store.js'
+import type { UsageCell } from '../../../src/gateway/history/tally.js'
 import { startRedisCluster } from '../../helpers/redis.js'
 
 const NOW = Date.UTC(2030, 3, 10, 12)
 
-function usageCell (consumerId: string, day: number, admitted: number, rejected = 0): { consumerId: string, day: number, admitted: number, rejected: number } {
-  return { consumerId, day, admitted, rejected }
+function usageCell (consumerId: string, day: number, admitted: number, rejected = 0): UsageCell {
+  return { consumerId, day, admitted, units: admitted, rejected, overage: 0 }
 }
 
 function shadowCell (consumerId: string, hour: number, rejections: number): { plan: string, consumerId: string, hour: number, rejections: number, admitted: number, first: number, last: number } {
@@ -28,13 +29,14 @@ t.test('a Cluster: one flush of 60 consumers spread over every master, read back
   const ids = Array.from({ length: 60 }, (_, i) => `tenant-${i}`)
   const unsent = await history.write({
     usage: ids.map((id, i) => usageCell(id, dayOf(NOW), i + 1, i % 2)),
-    shadow: ids.map((id, i) => shadowCell(id, hourOf(NOW), i + 1))
+    shadow: ids.map((id, i) => shadowCell(id, hourOf(NOW), i + 1)),
+    months: []
   })
-  t.same(unsent, { usage: [], shadow: [] }, 'every node took its part')
+  t.same(unsent, { usage: [], shadow: [], months: [] }, 'every node took its part')
   const masters = await Promise.all(cluster.ports.map(async (port) => Number(await cluster.cli(port, 'DBSIZE'))))
   t.ok(masters.filter((n) => n > 0).length >= 2, `keys on several masters (${masters.join(', ')})`)
   for (const [i, id] of ids.entries()) {
-    t.same(await history.usage(id, dayOf(NOW), dayOf(NOW)), [{ day: dayOf(NOW), admitted: i + 1, rejected: i % 2 }], id)
+    t.same(await history.usage(id, dayOf(NOW), dayOf(NOW)), [{ day: dayOf(NOW), admitted: i + 1, units: i + 1, rejected: i % 2, overage: 0 }], id)
   }
   const summary = await history.shadow('free', hourOf(NOW) - 24, hourOf(NOW), 100)
   t.equal(summary.consumers, 60)
@@ -49,19 +51,20 @@ t.test('in process memory: what is older than the days and hours served is dropp
   const today = dayOf(NOW)
   await history.write({
     usage: [usageCell('acme', today - USAGE_HISTORY_DAYS + 1, 5), usageCell('acme', today, 7)],
-    shadow: [shadowCell('acme', hourOf(NOW) - 24, 2), shadowCell('acme', hourOf(NOW), 3)]
+    shadow: [shadowCell('acme', hourOf(NOW) - 24, 2), shadowCell('acme', hourOf(NOW), 3)],
+    months: []
   })
-  t.same(await history.usage('acme', today - USAGE_HISTORY_DAYS + 1, today - USAGE_HISTORY_DAYS + 1), [{ day: today - USAGE_HISTORY_DAYS + 1, admitted: 5, rejected: 0 }])
+  t.same(await history.usage('acme', today - USAGE_HISTORY_DAYS + 1, today - USAGE_HISTORY_DAYS + 1), [{ day: today - USAGE_HISTORY_DAYS + 1, admitted: 5, units: 5, rejected: 0, overage: 0 }])
   t.same((await history.shadow('free', hourOf(NOW) - 24, hourOf(NOW), 5)).top[0]?.rejections, 5)
 
   clock = NOW + DAY_MS
-  await history.write({ usage: [], shadow: [] })
+  await history.write({ usage: [], shadow: [], months: [] })
   const oldest = today - USAGE_HISTORY_DAYS + 1
-  t.same(await history.usage('acme', oldest, oldest), [{ day: oldest, admitted: 0, rejected: 0 }], 'the 36th day back is gone')
-  t.same(await history.usage('acme', today, today), [{ day: today, admitted: 7, rejected: 0 }], 'a day still served stays')
+  t.same(await history.usage('acme', oldest, oldest), [{ day: oldest, admitted: 0, units: 0, rejected: 0, overage: 0 }], 'the 36th day back is gone')
+  t.same(await history.usage('acme', today, today), [{ day: today, admitted: 7, units: 7, rejected: 0, overage: 0 }], 'a day still served stays')
   const shadow = await history.shadow('free', hourOf(NOW) - 48, hourOf(NOW), 5)
   t.same(shadow.top.map((r) => r.rejections), [3], 'the hour now 48 h old is gone, even when asked for; the one 24 h old stays')
   t.match(shadow, { consumers: 1, rejections: 3 })
   await history.close()
-  t.same(await history.usage('acme', today, today), [{ day: today, admitted: 0, rejected: 0 }], 'closed: nothing kept')
+  t.same(await history.usage('acme', today, today), [{ day: today, admitted: 0, units: 0, rejected: 0, overage: 0 }], 'closed: nothing kept')
 })

@@ -43,11 +43,11 @@ t.test('decisions either side of midnight (and of a month\'s end) land in their 
   note(tally, acme, midnight, 1)
   note(tally, acme, midnight + 100, 2)
   note(tally, acme, midnight + 200, 3)
-  t.same(await history.write(tally.drain()), { usage: [], shadow: [] }, 'all written')
+  t.same(await history.write(tally.drain()), { usage: [], shadow: [], months: [] }, 'all written')
 
   t.same(await history.usage('acme', day('2030-01-31'), day('2030-02-01')), [
-    { day: day('2030-01-31'), admitted: 2, rejected: 1 },
-    { day: day('2030-02-01'), admitted: 3, rejected: 0 }
+    { day: day('2030-01-31'), admitted: 2, units: 2, rejected: 1, overage: 0 },
+    { day: day('2030-02-01'), admitted: 3, units: 3, rejected: 0, overage: 0 }
   ])
   t.same(await redis.cli('HGETALL', usageKey('acme', '203001')), '31a\n2\n31r\n1', 'January\'s hash: fields DDa / DDr')
   t.same(await redis.cli('HGETALL', usageKey('acme', '203002')), '01a\n3')
@@ -73,7 +73,7 @@ t.test('two processes\' flushes add up; first and last stay the earliest and lat
   note(tb, bob, now + 9_000, 6, false)
   await b.write(tb.drain())
   await a.write(ta.drain())
-  t.same(await a.usage('bob', dayOf(now), dayOf(now)), [{ day: dayOf(now), admitted: 3, rejected: 1 }])
+  t.same(await a.usage('bob', dayOf(now), dayOf(now)), [{ day: dayOf(now), admitted: 3, units: 3, rejected: 1, overage: 0 }])
   t.same((await b.shadow('free', hourOf(now) - 24, hourOf(now), 20)).top, [{ consumerId: 'bob', rejections: 4, admitted: 3, first: now + 1_000, last: now + 9_000 }])
   t.ok(Number(await redis.cli('TTL', shadowKey('free', hourOf(now), 'n'))) > 0, 'shadow sets expire')
 })
@@ -96,7 +96,7 @@ t.test('a flush while Redis is down answers what it could not write; the next on
     left = await history.write(left)
     if (left.usage.length > 0) await new Promise((resolve) => setTimeout(resolve, 50))
   }
-  t.same(await history.usage('carol', dayOf(now), dayOf(now)), [{ day: dayOf(now), admitted: 2, rejected: 0 }])
+  t.same(await history.usage('carol', dayOf(now), dayOf(now)), [{ day: dayOf(now), admitted: 2, units: 2, rejected: 0, overage: 0 }])
 
   // Redis comes back empty (no persistence): the key made again must get its expiry again.
   await redis.stop()
@@ -107,7 +107,7 @@ t.test('a flush while Redis is down answers what it could not write; the next on
     again = await history.write(again)
     if (again.usage.length > 0) await new Promise((resolve) => setTimeout(resolve, 50))
   }
-  t.same(await history.usage('carol', dayOf(now), dayOf(now)), [{ day: dayOf(now), admitted: 1, rejected: 0 }])
+  t.same(await history.usage('carol', dayOf(now), dayOf(now)), [{ day: dayOf(now), admitted: 1, units: 1, rejected: 0, overage: 0 }])
   t.ok(Number(await redis.cli('TTL', usageKey('carol', '203006'))) > 0, 'the usage hash made again expires')
 })
 

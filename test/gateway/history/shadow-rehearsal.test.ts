@@ -100,5 +100,5 @@ t.test('two gateway processes rehearse a lower Free limit: all admitted, plans s
   t.equal(shadowTotal, 20, 'the metric, summed over the processes, counts the same 20')
 
   const csv = await cliInProcess(['keys', 'usage', 'tenant-c', '--csv', '--from', new Date().toISOString().slice(0, 10), ...adminOf(gateways[1]!)])
-  t.match(csv.stdout, /^date,consumer,plan,admitted,rejected,total\n\d{4}-\d\d-\d\d,tenant-c,free,25,0,25\n$/, 'usage history: both processes\' requests, read from either')
+  t.match(csv.stdout, /^date,consumer,plan,admitted,rejected,total,units,overage\n\d{4}-\d\d-\d\d,tenant-c,free,25,0,25,25,0\n$/, 'usage history: both processes\' requests, read from either')
 })

@@ -90,8 +90,9 @@ t.test('every response of docs/decisions.md §6 that applies, each with the Erro
   t.same(operation(doc, 'listPets').responses['401'].content['application/json'].schema.allOf[1].properties.code, { enum: ['unauthorized', 'key_expired'] })
   t.same(operation(doc, 'createPet').responses['403'].content['application/json'].schema.allOf[1], { properties: { code: { enum: ['insufficient_scope'] }, status: { const: 403 } } })
   t.same(operation(doc, 'listPets').responses['429'].content['application/json'].schema, {
-    allOf: [{ $ref: '#/components/schemas/Error' }, { properties: { code: { enum: ['rate_limited', 'key_banned'] }, status: { const: 429 } } }]
+    allOf: [{ $ref: '#/components/schemas/Error' }, { properties: { code: { enum: ['rate_limited', 'key_banned', 'quota_exceeded'] }, status: { const: 429 } } }]
   })
+  t.match(operation(doc, 'listPets').responses['429'].description, /`quota_exceeded`: The monthly quota is used up until it renews at 00:00 UTC on the 1st/)
   t.same(doc.security, [{ bearerAuth: [] }])
   t.same(doc.components.securitySchemes, { bearerAuth: { type: 'http', scheme: 'bearer', description: 'The API key as a bearer token: `Authorization: Bearer <key>`' } })
 })
@@ -104,6 +105,7 @@ t.test('rate-limit headers on every response, Retry-After on 429, WWW-Authentica
         // 500 and 503 may be answered before the limiter decided; 408 and 431 on the raw socket, before the pipeline.
         t.equal(headers[name]?.required, !['408', '431', '500', '503'].includes(status), `${op.operationId as string} ${status} ${name}`)
       }
+      t.equal(headers['X-Quota-Overage']?.required, false, `${op.operationId as string} ${status} X-Quota-Overage (only past a soft quota)`)
       t.equal(headers['Retry-After']?.required, status === '429' ? true : undefined)
       t.equal(headers['WWW-Authenticate']?.required, status === '401' || status === '403' ? true : undefined)
       t.equal(headers['X-API-Key-Expires']?.required, status === '401' ? undefined : false, `${op.operationId as string} ${status} X-API-Key-Expires`)
@@ -158,6 +160,29 @@ t.test('another config snapshot gives another document: marks, sunset and limits
   t.equal(operation(other, 'listOrders')['x-api-stability'], 'beta')
   t.match(other.info.description, /\| free \| 7 \| 70 \|\n\| pro \| 8 \| 80 \|\n\| business \| 9 \| 90 \|\n\| enterprise \| per key \| per key \|/)
   t.match(other.info.description, /\| without a valid key \(per client IP\) \| 3 \| 9 \|/)
+})
+
+t.test('monthly quotas and costs: the month policy and X-Quota-Overage described, a per-month column once a quota is configured, an operation\'s cost', async (t) => {
+  const headers = operation(doc, 'listPets').responses['200'].headers
+  t.match(headers['RateLimit-Policy'].description, /`month` for a key with a monthly quota.*calendar month in UTC \(from 00:00 on the 1st\), so its `w` is the length of the current month: 2419200 to 2678400/)
+  t.match(headers['X-Quota-Overage'], { required: false, schema: { type: 'integer', minimum: 1 }, description: /units used past the quota this month/ })
+  t.match(doc.info.description, /`429 quota_exceeded` \(whenever the month is used up, even if a shorter window is too\)/)
+  t.match(doc.info.description, /\| plan \| per minute \| per day \|\n/, 'no quota configured: no month column')
+  t.equal(operation(doc, 'createPet')['x-rate-limit-cost'], undefined)
+
+  const metered = buildOpenApiDocument(testConfig({
+    'plans.yaml': 'plans:\n  free: { perMinute: 7, perDay: 70, perMonth: 700 }\n  pro: { perMinute: 8, perDay: 80, perMonth: 800, overage: allow }\n  business: { perMinute: 9, perDay: 90 }\n  enterprise: { custom: true }\nanonymous: { perMinute: 3, perDay: 9 }\n',
+    'routes.yaml': 'routes:\n  - { method: POST, path: /v1/pets, cost: 5 }\n'
+  })) as Doc
+  t.match(metered.info.description, [
+    '| plan | per minute | per day | per month |', '|---|---|---|---|', '| free | 7 | 70 | 700 |', '| pro | 8 | 80 | 800 (overage allowed) |',
+    '| business | 9 | 90 | — |', '| enterprise | per key | per key | per key |', '| without a valid key (per client IP) | 3 | 9 | — |'
+  ].join('\n'))
+  t.match(metered.info.description, /1 unless the operation says otherwise; `POST \/v1\/pets` costs 5\)/)
+  const createPet = operation(metered, 'createPet')
+  t.equal(createPet['x-rate-limit-cost'], 5)
+  t.match(createPet.description, /\*\*Cost: 5 units\*\* of every window \(minute, day, month\)/)
+  t.equal(operation(metered, 'listPets')['x-rate-limit-cost'], undefined)
 })
 
 t.test('docs/openapi.json and src/client/openapi-types.ts are what `npm run openapi` writes now', async (t) => {

@@ -4,6 +4,7 @@
 // limiter plugin) when a limiter is registered, and stay at 0 when not.
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
+import { countByPlan } from '../../history/quota-watch.js'
 import { routeUrlOf } from '../route-url.js'
 import { ANONYMOUS_PLAN } from '../../../shared/labels.js'
 import type { LimiterStatus } from './limiter-status.js'
@@ -60,6 +61,7 @@ export const metricsPlugin = fp<MetricsPluginOptions>(async function metricsPlug
     keyExpiry: { snapshot: () => app.gatewayConfig.current, now: () => app.clock() },
     traceSpans: () => app.hasDecorator('tracing') ? app.tracing.counts : undefined,
     shedding: sheddingOf(app),
+    quotaNearLimit: () => app.hasDecorator('history') ? countByPlan(app.history.nearLimit(app.clock())) : undefined,
     defaultMetrics: enabled
   })
   app.decorate('metrics', metrics)
@@ -76,7 +78,8 @@ export const metricsPlugin = fp<MetricsPluginOptions>(async function metricsPlug
     if (decision?.shadowRejectedBy !== undefined) metrics.shadowRejections.inc({ plan: decision.policy, window: decision.shadowRejectedBy })
     if (decision !== null && decision.overageUnits > 0) metrics.quotaOverage.inc({ plan: decision.policy }, decision.overageUnits)
     if (decision && decision.outcome !== 'ok') {
-      const window = decision.outcome === 'key_banned' ? 'ban' : decision.rejectedBy ?? decision.window
+      // window="month" is every quota_exceeded (the month used up), whichever full window frees last.
+      const window = decision.outcome === 'key_banned' ? 'ban' : decision.outcome === 'quota_exceeded' ? 'month' : decision.rejectedBy ?? decision.window
       metrics.rateLimitRejections.inc({ plan: decision.policy, window })
       if (decision.banStarted) metrics.bans.inc({ plan: decision.policy })
     }

@@ -6,6 +6,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { OPERATIONS, type Operation } from '../../proxy/operations.js'
 import { registerKeyExpiryGauges, type KeyExpirySource } from './key-expiry-gauges.js'
 import type { LimiterStatus } from './limiter-status.js'
+import { registerQuotaGauges, type NearLimitSource } from './quota-gauges.js'
 import { ANONYMOUS_PLAN, UNMATCHED_ROUTE } from '../../../shared/labels.js'
 import { DROP_REASONS, type SpanCounts } from '../../../shared/tracing/span-counts.js'
 
@@ -182,6 +183,8 @@ export interface MetricsOptions {
   traceSpans?: () => SpanCounts | undefined
   /** Load shedding and the upstream gate, read at scrape time; absent: the counters stay at 0. */
   shedding?: SheddingStatus
+  /** Consumers near their monthly quota per plan, read at scrape time (quota-gauges.ts); absent: 0. */
+  quotaNearLimit?: NearLimitSource
 }
 
 function successStatus (op: Operation): number {
@@ -229,7 +232,7 @@ export function createGatewayMetrics (opts: MetricsOptions): GatewayMetrics {
   })
   const rateLimitRejections = new Counter<'plan' | 'window'>({
     name: 'gateway_ratelimit_rejections_total',
-    help: 'Requests answered 429 by the limiter (rate_limited or key_banned), by plan and binding window',
+    help: 'Requests answered 429 by the limiter, by plan and window: the full window that admits again last (rate_limited), month for every quota_exceeded, ban for key_banned',
     labelNames: ['plan', 'window'],
     registers
   })
@@ -391,6 +394,7 @@ export function createGatewayMetrics (opts: MetricsOptions): GatewayMetrics {
   }
   for (const result of RELOAD_RESULTS) configReloads.inc({ result }, 0)
   if (opts.keyExpiry !== undefined) registerKeyExpiryGauges(registry, opts.keyExpiry)
+  registerQuotaGauges(registry, plans.filter((plan) => plan !== ANONYMOUS_PLAN), opts.quotaNearLimit ?? (() => undefined))
 
   return { registry, requests, requestDuration, upstreamDuration, rateLimitRejections, bans, shadowRejections, quotaOverage, deprecatedRequests, configReloads }
 }

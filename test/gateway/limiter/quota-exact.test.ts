@@ -1,0 +1,30 @@
+// Exact across processes and through a Redis pause: a consumer with a monthly quota gets exactly its
+// quota, never one more and never one less, though its requests are spread over two gateway
+// processes and Redis is frozen (SIGSTOP) twice while they run — once past STORE_TIMEOUT_MS, so the
+// shards go down and STORE_ON_ERROR=local (the shipped default) answers from reserves kept back in
+// Redis. First with minute, day and month all at 100; then with the month the only window that binds
+// (1,000 a minute and a day; 900 of 1,000 units of the month spent on earlier days). The answers
+// depend on load and are printed. Every refusal is quota_exceeded, a batch's tail past the month too
+// (grant.lua decides whether the month is out after counting the batch's admissions).
+import t from 'tap'
+import { quotaFlood } from '../../helpers/quota-attack.js'
+
+const PAUSES = [{ at: 400, ms: 300 }, { at: 1_000, ms: 800 }]
+
+t.test('perMonth 100 (minute and day 100 too): exactly 100 admissions', async (t) => {
+  const run = await quotaFlood(t, { limits: '{ perMinute: 100, perDay: 100, perMonth: 100 }', requests: 400, wave: 8, pauses: PAUSES })
+  t.comment(`answers ${JSON.stringify(run.answers)}; pauses ${run.paused.join(', ')} ms; month in Redis ${run.monthInRedis}`)
+  t.equal(run.paused.length, 2, 'Redis was frozen twice')
+  t.equal(run.admitted, 100, 'exactly the quota')
+  t.equal(run.monthInRedis, 100, 'and the month counted in Redis is what was admitted')
+  t.same(Object.keys(run.answers).filter((a) => a.startsWith('429')), ['429 quota_exceeded'], 'every 429 names the month')
+})
+
+t.test('the month alone binds (900 of 1,000 spent before, 1,000 a minute and a day): exactly 100 more', async (t) => {
+  const run = await quotaFlood(t, { limits: '{ perMinute: 1000, perDay: 1000, perMonth: 1000 }', planted: 900, requests: 400, wave: 8, pauses: PAUSES })
+  t.comment(`answers ${JSON.stringify(run.answers)}; pauses ${run.paused.join(', ')} ms; month in Redis ${run.monthInRedis}`)
+  t.equal(run.paused.length, 2, 'Redis was frozen twice')
+  t.equal(run.admitted, 100, 'exactly what was left of the quota')
+  t.equal(run.monthInRedis, 1000, 'the month in Redis: 900 + 100')
+  t.same(Object.keys(run.answers).filter((a) => a.startsWith('429')), ['429 quota_exceeded'], 'every 429 names the month')
+})
