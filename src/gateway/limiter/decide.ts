@@ -4,7 +4,7 @@ import type { Limits } from '../config/types.js'
 import type { DecisionSource, RateLimitDecision, WindowName } from './decision.js'
 import { policyField } from './headers.js'
 import { shadowRejection } from './shadow.js'
-import type { ConsumeResult, WindowState } from './store.js'
+import type { ConsumeResult } from './store.js'
 
 /** STORE_ON_ERROR=closed: the 503's Retry-After and reset, in seconds. */
 export const DEFAULT_UNAVAILABLE_RETRY_SECONDS = 1
@@ -14,46 +14,47 @@ export function secondsUntil (ms: number, now: number): number {
   return Math.max(1, Math.ceil((ms - now) / 1000))
 }
 
-interface Window { readonly name: WindowName, readonly limit: number, readonly state: WindowState }
-
-/** The windows a decision reports: minute, day, and the month when a quota is enforced. */
-function windowsOf (result: ConsumeResult, limits: Limits): Window[] {
-  const windows: Window[] = [{ name: 'minute', limit: limits.perMinute, state: result.minute }, { name: 'day', limit: limits.perDay, state: result.day }]
-  if (limits.perMonth !== undefined && result.month !== undefined) windows.push({ name: 'month', limit: limits.perMonth, state: result.month })
-  return windows
-}
-
 /**
  * An admitted or refused answer. The binding window is the one with fewest remaining (ties → the
  * shorter; a month whose overage is allowed never binds). A refusal is `quota_exceeded` whenever the
  * month refuses, else `rate_limited`; Retry-After waits until every window that refuses has room.
  */
 export function decide (result: ConsumeResult, limits: Limits, policy: string, cost = 1): RateLimitDecision {
-  const windows = windowsOf(result, limits)
-  let binding = windows[0]!
-  for (const w of windows) {
-    if (w.name === 'month' && limits.overage === true) continue
-    if (Math.max(0, w.limit - w.state.count) < Math.max(0, binding.limit - binding.state.count)) binding = w
+  const { minute, day } = result
+  const month = limits.perMonth !== undefined ? result.month : undefined // counted only when enforced
+  const minuteLeft = Math.max(0, limits.perMinute - minute.count)
+  const dayLeft = Math.max(0, limits.perDay - day.count)
+  let window: WindowName = dayLeft < minuteLeft ? 'day' : 'minute'
+  let left = Math.min(minuteLeft, dayLeft)
+  let state = window === 'day' ? day : minute
+  const monthLeft = month === undefined ? Infinity : Math.max(0, limits.perMonth! - month.count)
+  if (month !== undefined && limits.overage !== true && monthLeft < left) {
+    window = 'month'
+    left = monthLeft
+    state = month
   }
-  const reset = Math.ceil(binding.state.resetAt / 1000)
+  const reset = Math.ceil(state.resetAt / 1000)
   let retryAfter: number | undefined
   let rejectedBy: WindowName | undefined
   let outcome: RateLimitDecision['outcome'] = result.outcome === 'ban_started' ? 'key_banned' : result.outcome
   if (result.outcome === 'rate_limited') {
-    let latest = windows[0]!
-    for (const w of windows) if (w.state.retryAt > latest.state.retryAt) latest = w
-    rejectedBy = latest.name
-    retryAfter = secondsUntil(latest.state.retryAt, result.now)
-    if (result.month !== undefined && result.month.retryAt > 0 && limits.overage !== true) outcome = 'quota_exceeded'
+    rejectedBy = day.retryAt > minute.retryAt ? 'day' : 'minute'
+    let retryAt = Math.max(minute.retryAt, day.retryAt)
+    if (month !== undefined && month.retryAt > retryAt) {
+      rejectedBy = 'month'
+      retryAt = month.retryAt
+    }
+    retryAfter = secondsUntil(retryAt, result.now)
+    if (month !== undefined && month.retryAt > 0 && limits.overage !== true) outcome = 'quota_exceeded'
   }
-  const over = limits.overage === true && limits.perMonth !== undefined && result.month !== undefined ? Math.max(0, result.month.count - limits.perMonth) : 0
+  const over = limits.overage === true && month !== undefined ? Math.max(0, month.count - limits.perMonth!) : 0
   return {
     allowed: result.outcome === 'ok',
     outcome,
     policy,
-    window: binding.name,
-    limit: binding.limit,
-    remaining: Math.max(0, binding.limit - binding.state.count),
+    window,
+    limit: window === 'minute' ? limits.perMinute : window === 'day' ? limits.perDay : limits.perMonth!,
+    remaining: left,
     reset,
     retryAfter,
     banStarted: result.outcome === 'ban_started',
