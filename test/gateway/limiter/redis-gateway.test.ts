@@ -14,7 +14,7 @@ import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 
 /** Changing a script changes its SHA: review the new script, then update the pin. */
 const PINNED_SHAS = {
-  grant: 'd0b8fec866960d78023b53345542c25d81857963',
+  grant: 'add36d0cca3252c9dce66083ac690ad35a3e4ef9',
   epoch: '2a5fcd9a9b5703728c6079a729bc48521a7a0998'
 }
 

@@ -33,10 +33,8 @@ local mb, db = floor(now / MR.ms), floor(now / DR.ms)
 -- Units of bucket j of ring R in a field value v (0 when v is another bucket's, or missing).
 local function units (v, j, R)
   if not v then return 0 end
-  v = v + 0
-  local u = v % R.scale
-  if (v - u) / R.scale ~= j % R.mod then return 0 end
-  return u
+  local u = (v + 0) % R.scale
+  return (v - u) / R.scale == j % R.mod and u or 0
 end
 
 -- The units of buckets from..to of ring R (a table bucket → units), read in one HMGET.

@@ -46,11 +46,9 @@ export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore 
   const tableOf = (id: string): LRUCache<string, KeyState> => id.startsWith(ANONYMOUS_ID_PREFIX) ? anonymous : keyed
 
   function stateOf (id: string): KeyState {
-    let state = tableOf(id).get(id)
-    if (state === undefined) {
-      state = { minute: newRing(MINUTE_WINDOW), day: newRing(DAY_WINDOW), monthIndex: -1, monthCount: 0, banUntil: 0, level: -1, levelUntil: 0, rejections: [] }
-      tableOf(id).set(id, state)
-    }
+    const table = tableOf(id)
+    const state = table.get(id) ?? { minute: newRing(MINUTE_WINDOW), day: newRing(DAY_WINDOW), monthIndex: -1, monthCount: 0, banUntil: 0, level: -1, levelUntil: 0, rejections: [] }
+    if (!table.has(id)) table.set(id, state)
     return state
   }
 

@@ -63,18 +63,16 @@ export function createShards (opts: ShardOptions) {
     set(s, 'recovering', 'answering again')
     try {
       const sent = runtime.now()
-      const [value, at, now] = await bounded(port.run(EPOCH, [port.epochKey(s.name)], [runtime.randomId()])) as [string, number, number]
-      const mark = { value: String(value), at: Number(at), now: Number(now) }
-      const received = runtime.now()
-      s.clock.learn(mark.now, sent, received)
+      // The mark's value, when it was set and Redis's time (lua/epoch.lua).
+      const [value, markedAt, redisNow] = await bounded(port.run(EPOCH, [port.epochKey(s.name)], [runtime.randomId()])) as [string, number, number]
+      const [at, now, received] = [Number(markedAt), Number(redisNow), runtime.now()]
+      s.clock.learn(now, sent, received)
       if (run !== s.run) return
-      if (s.epoch !== mark.value) {
-        const lost = s.epoch !== undefined
-        s.epoch = mark.value
-        if (lost) await opts.reseed(s.name)
-      }
+      const lost = s.epoch !== undefined && s.epoch !== String(value)
+      s.epoch = String(value)
+      if (lost) await opts.reseed(s.name)
       // No grant before the mark's time + the barrier, by Redis's clock at its earliest.
-      const wait = mark.at + barrierMs - (mark.now - received) - runtime.now()
+      const wait = at + barrierMs - (now - received) - runtime.now()
       if (wait > 0) await new Promise<void>((resolve) => runtime.after(wait, resolve))
       if (run === s.run && s.state === 'recovering' && !closed) set(s, 'up', 'recovered')
     } catch (err) {
