@@ -82,9 +82,11 @@ function givePoolBack (a: Account): void {
   a.pool = 0
 }
 
-/** A pool whose bucket is over becomes a give-back (it will never be spent). */
-export function expirePool (a: Account, clock: ShardClock, x: number): void {
-  if (!poolLive(a, clock, x)) givePoolBack(a)
+/** A pool whose bucket is over becomes a give-back (it will never be spent); true if none is live. */
+export function expirePool (a: Account, clock: ShardClock, x: number): boolean {
+  if (poolLive(a, clock, x)) return false
+  givePoolBack(a)
+  return true
 }
 
 /** Units just counted at Redis time `redisNow` join the pool (an older pool is given back). */

@@ -116,8 +116,7 @@ export function createGrants (opts: GrantsOptions) {
       const x = runtime.now()
       const cost = ask.cost
       acct.countRequest(a, x)
-      acct.expirePool(a, clockOf(a), x)
-      if (a.waiting.length === 0 && a.pool >= cost && acct.poolLive(a, clockOf(a), x)) {
+      if (!acct.expirePool(a, clockOf(a), x) && a.waiting.length === 0 && a.pool >= cost) {
         acct.spendPool(a, cost)
         return Promise.resolve(consumeResult(a, 'ok', a.viewAt + (x - a.viewLocal), 'grant'))
       }
