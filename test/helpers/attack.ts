@@ -18,7 +18,7 @@ import type { StoreOnError } from '../../src/gateway/limiter/redis/outage.js'
 import { FIXTURE_CONFIG_DIR, plansYaml } from './gateway.js'
 import { sleep } from './poll.js'
 import { freePort, waitForHttp } from './ports.js'
-import { gatewayProcessEnv, REPO_ROOT, runEntry } from './processes.js'
+import { gatewayProcessEnv, REPO_ROOT, runEntry, startGatewayProcess } from './processes.js'
 import { startRedis, type RedisProcess } from './redis.js'
 import { parseScrape, sampleValue } from './scrape.js'
 
@@ -179,11 +179,8 @@ export async function attack (t: Pick<Test, 'teardown'>, opts: AttackOptions): P
   const dir = configDir(opts.ban ?? NEVER_BAN)
   t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
   const gateways = await Promise.all([0, 1].map(async () => {
-    const [port, adminPort] = [await freePort(), await freePort()]
-    const env = gatewayProcessEnv({ port, adminPort, backendUrl, configDir: dir, redisUrl: redis.url },
-      { STORE_ON_ERROR: opts.storeOnError ?? 'local', LOG_LEVEL: 'warn', ...opts.env })
-    runEntry(t, 'src/gateway/server.ts', env, root)
-    await waitForHttp(`http://127.0.0.1:${adminPort}/readyz`, 30_000, (s) => s === 200)
+    const { port, adminPort } = await startGatewayProcess(t, (port, adminPort) => gatewayProcessEnv({ port, adminPort, backendUrl, configDir: dir, redisUrl: redis.url },
+      { STORE_ON_ERROR: opts.storeOnError ?? 'local', LOG_LEVEL: 'warn', ...opts.env }), root)
     const pool = new Pool(`http://127.0.0.1:${port}`, { connections: 128 })
     t.teardown(async () => { await pool.close() })
     return { pool, adminUrl: `http://127.0.0.1:${adminPort}` }

@@ -4,6 +4,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Test } from 'tap'
+import { freePort, waitForHttp } from './ports.js'
 
 export const REPO_ROOT = join(import.meta.dirname, '..', '..')
 
@@ -91,5 +92,23 @@ export function gatewayProcessEnv (opts: GatewayProcessOptions, extra: Record<st
     // As in startGateway: no load shedding unless the test sets it.
     SHED_QUEUE_DELAY_MS: '0',
     ...extra
+  }
+}
+
+/**
+ * A gateway process (src/gateway/server.ts) on two free ports, ready: `envFor` gives its environment
+ * for them. A port another test took between freePort() and the child's listen makes the child exit
+ * at start: it is started again on other ports (three tries), and its output is shown if it never comes up.
+ */
+export async function startGatewayProcess (t: Pick<Test, 'teardown'>, envFor: (port: number, adminPort: number) => Record<string, string>, root = REPO_ROOT): Promise<{ port: number, adminPort: number, proc: RunningProcess }> {
+  for (let attempt = 1; ; attempt++) {
+    const [port, adminPort] = [await freePort(), await freePort()]
+    const proc = runEntry(t, 'src/gateway/server.ts', envFor(port, adminPort), root)
+    const outcome = await Promise.race([
+      waitForHttp(`http://127.0.0.1:${adminPort}/readyz`, 30_000, (s) => s === 200).then(() => 'ready' as const, (err: Error) => err),
+      proc.exited.then(() => 'exited' as const)
+    ])
+    if (outcome === 'ready') return { port, adminPort, proc }
+    if (outcome instanceof Error || attempt === 3) throw new Error(`gateway on :${port} not ready (${outcome instanceof Error ? outcome.message : 'exited'}); its output: ${proc.output().slice(-2_000)}`)
   }
 }

@@ -12,8 +12,7 @@ import { Pool } from 'undici'
 import { startBackend } from './backend.js'
 import { FIXTURE_CONFIG_DIR, plansYaml } from './gateway.js'
 import { sleep } from './poll.js'
-import { freePort, waitForHttp } from './ports.js'
-import { gatewayProcessEnv, runEntry } from './processes.js'
+import { gatewayProcessEnv, startGatewayProcess } from './processes.js'
 import { startRedis } from './redis.js'
 
 export const QUOTA_ID = 'metered'
@@ -64,9 +63,7 @@ export async function quotaFlood (t: Pick<Test, 'teardown'>, opts: QuotaFloodOpt
   const dir = configDir(opts.limits)
   t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
   const gateways = await Promise.all([0, 1].map(async () => {
-    const [port, adminPort] = [await freePort(), await freePort()]
-    runEntry(t, 'src/gateway/server.ts', gatewayProcessEnv({ port, adminPort, backendUrl: backend.url, configDir: dir, redisUrl: redis.url }, { LOG_LEVEL: 'warn' }))
-    await waitForHttp(`http://127.0.0.1:${adminPort}/readyz`, 30_000, (s) => s === 200)
+    const { port } = await startGatewayProcess(t, (port, adminPort) => gatewayProcessEnv({ port, adminPort, backendUrl: backend.url, configDir: dir, redisUrl: redis.url }, { LOG_LEVEL: 'warn' }))
     const pool = new Pool(`http://127.0.0.1:${port}`, { connections: 64 })
     t.teardown(async () => { await pool.close() })
     return pool
