@@ -68,7 +68,7 @@ t.test('the gateway process serves, reports health, and exits 0 on SIGTERM', asy
   const { code } = await proc.exited
   t.equal(code, 0)
   t.match(proc.output(), '"msg":"stopped"')
-  t.match(proc.output(), /"store":\{"kind":"memory","nodes":\[\]\},"leases":false,"msg":"limiter store"/, 'one start-up line names the limiter store')
+  t.match(proc.output(), /"store":\{"kind":"memory","nodes":\[\]\},"msg":"limiter store"/, 'one start-up line names the limiter store')
   t.notMatch(proc.output(), DEMO_KEYS.free)
 })
 

@@ -97,13 +97,17 @@ export class SimRedis {
     for (const run of this.queued.splice(0)) run()
   }
 
-  kill (): void {
+  /** False when the server is already dead (a kill cannot kill it again; its pending restart stands). */
+  kill (): boolean {
+    if (this.state === 'dead') return false
     this.state = 'dead'
     this.queued.length = 0
     for (const l of this.listeners) l('down')
+    return true
   }
 
   restart (keepData: boolean): void {
+    if (this.state !== 'dead') return
     if (!keepData) callModel(this.vm, 'reset', this.id)
     this.state = 'running'
     for (const l of this.listeners) l('up')
