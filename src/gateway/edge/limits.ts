@@ -4,10 +4,11 @@
 // instead of Fastify's own body, without ever logging the raw packet (it may hold an Authorization
 // header).
 import { randomUUID } from 'node:crypto'
-import type { Server } from 'node:http'
+import { createServer, type Server, type ServerOptions } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
 import { gatewayErrors, rawErrorResponse, type ApiError } from '../../interface/errors.js'
+import { DEFAULT_PIPELINE_DEPTH, DEFAULT_PIPELINE_MAX_PARSED, gateRequests, type RequestHandler } from './pipeline-gate.js'
 import { frameworkErrors } from './request-screen.js'
 
 /** Node's own default, stated: a 20 KB bearer token or a flood of headers is refused 431 by the parser. */
@@ -62,6 +63,10 @@ export interface ServerLimits {
   maxConnectionsPerClient: number
   closeAfterRejections: number
   maxParamLength: number
+  /** Requests of one connection parsed and unanswered at which reading it stops (edge/pipeline-gate.ts). */
+  pipelineDepth: number
+  /** More parsed and unanswered on one connection than this: it is closed. */
+  pipelineMaxParsed: number
 }
 
 export const DEFAULT_SERVER_LIMITS: Readonly<ServerLimits> = Object.freeze({
@@ -75,22 +80,39 @@ export const DEFAULT_SERVER_LIMITS: Readonly<ServerLimits> = Object.freeze({
   maxConnections: DEFAULT_MAX_CONNECTIONS,
   maxConnectionsPerClient: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
   closeAfterRejections: DEFAULT_CLOSE_AFTER_REJECTIONS,
-  maxParamLength: DEFAULT_MAX_PARAM_LENGTH
+  maxParamLength: DEFAULT_MAX_PARAM_LENGTH,
+  pipelineDepth: DEFAULT_PIPELINE_DEPTH,
+  pipelineMaxParsed: DEFAULT_PIPELINE_MAX_PARSED
 })
 
 export function serverLimits (overrides: Partial<ServerLimits> = {}): ServerLimits {
   return { ...DEFAULT_SERVER_LIMITS, ...overrides }
 }
 
+/**
+ * The public listener: Node's HTTP server as Fastify would make it, with the limits set, and
+ * Fastify's handler behind the pipeline gate (edge/pipeline-gate.ts).
+ */
+function gatedServer (limits: ServerLimits, handler: RequestHandler): Server {
+  const options: ServerOptions = {
+    maxHeaderSize: limits.maxHeaderBytes,
+    // Node requires headersTimeout ≤ requestTimeout.
+    headersTimeout: Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs),
+    requestTimeout: limits.requestTimeoutMs,
+    connectionsCheckingInterval: limits.connectionsCheckingIntervalMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs
+  }
+  const server = createServer(options, gateRequests(handler, { depth: limits.pipelineDepth, maxParsed: limits.pipelineMaxParsed }))
+  server.setTimeout(limits.connectionTimeoutMs)
+  if (limits.maxRequestsPerSocket > 0) server.maxRequestsPerSocket = limits.maxRequestsPerSocket
+  return server
+}
+
 /** The Fastify server options that carry the limits (the connection caps are edge/connection-limits.ts's). */
 export function fastifyLimitOptions (limits: ServerLimits) {
   return {
-    http: {
-      maxHeaderSize: limits.maxHeaderBytes,
-      // Node requires headersTimeout ≤ requestTimeout.
-      headersTimeout: Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs),
-      connectionsCheckingInterval: limits.connectionsCheckingIntervalMs
-    },
+    serverFactory: (handler: RequestHandler) => gatedServer(limits, handler),
+    // Fastify's own reading of these (its timeouts of a request, its close) matches the server's.
     requestTimeout: limits.requestTimeoutMs,
     keepAliveTimeout: limits.keepAliveTimeoutMs,
     connectionTimeout: limits.connectionTimeoutMs,

@@ -20,13 +20,13 @@
 //   again at once would otherwise turn every 503 into another request to parse and shed, and the
 //   sheds alone would fill the loop.
 import { monitorEventLoopDelay, performance, type IntervalHistogram } from 'node:perf_hooks'
-import type { Socket } from 'node:net'
 import fp from 'fastify-plugin'
 import type { FastifyRequest } from 'fastify'
 import { gatewayErrors } from '../../interface/errors.js'
 import { unavailableHeaders } from '../limiter/decide.js'
 import { limiterId } from '../limiter/consumer-id.js'
 import { DEFAULT_UPSTREAM_CONNECTIONS } from '../proxy/upstream-gate.js'
+import { holdConnection, whenResponseOver } from './pipeline-gate.js'
 
 /** The queueing delay (ms) the gateway keeps under overload (loop delay, standing wait for a backend connection); 0 turns load shedding off. */
 export const DEFAULT_SHED_QUEUE_DELAY_MS = 10
@@ -143,14 +143,12 @@ function monitoredLoopDelay (): { read: () => number, stop: () => void } {
 }
 
 /**
- * Leaves `socket` unread for between half and all of `ms` once the shed response is written (the
- * client was told to wait `ms`). Spread at random: connections shed in one turn would otherwise all
- * be read again in one turn a second later, a wave that slows the loop and cuts the limit again.
+ * How long a shed connection is held: between half and all of `ms` (the client was told to wait
+ * `ms`), at random: connections shed in one turn would otherwise all be read again in one turn a
+ * second later, a wave that slows the loop and cuts the limit again.
  */
-function holdConnection (socket: Socket | null, ms: number): void {
-  if (socket === null || socket.destroyed) return
-  socket.pause()
-  setTimeout(() => { if (!socket.destroyed) socket.resume() }, ms * (1 - HOLD_SPREAD * Math.random())).unref()
+function holdMs (ms: number): number {
+  return ms * (1 - HOLD_SPREAD * Math.random())
 }
 
 function clientOf (request: FastifyRequest): string {
@@ -184,12 +182,12 @@ export const loadSheddingPlugin = fp<LoadSheddingOptions>(async function loadShe
   app.addHook('onRequest', function shedOverload (request, reply, done) {
     const client = clientOf(request)
     if (limiter.admit(client)) {
-      reply.raw.once('close', () => { limiter.done(client) })
+      whenResponseOver(reply.raw, () => { limiter.done(client) })
       done()
       return
     }
-    const socket = request.raw.socket
-    reply.raw.once('finish', () => { holdConnection(socket, retryAfterMs) })
+    // Held from now: the connection's next request must not start as soon as this answer is written.
+    holdConnection(request.raw.socket, holdMs(retryAfterMs))
     const limits = request.consumer?.limits ?? request.snapshot.anonymous
     done(gatewayErrors.overloaded(DEFAULT_SHED_RETRY_AFTER_SECONDS, unavailableHeaders(limits, app.clock())))
   })
