@@ -31,8 +31,9 @@ export const DEFAULT_CONNECTION_TIMEOUT_MS = 60_000
 export const DEFAULT_MAX_REQUESTS_PER_SOCKET = 0
 /**
  * Open connections the listener keeps (MAX_CONNECTIONS): bounded memory and file descriptors. At the
- * cap the oldest idle keep-alive connection is closed for a new one; only when none is idle is the
- * new one closed on accept (edge/connection-guard.ts).
+ * cap the oldest connection that never completed a request is closed for a new one, else the oldest
+ * idle keep-alive one; only when every one is busy is the new one closed on accept
+ * (edge/connection-guard.ts).
  */
 export const DEFAULT_MAX_CONNECTIONS = 10_000
 /**
@@ -42,6 +43,16 @@ export const DEFAULT_MAX_CONNECTIONS = 10_000
  * peer address is exempt.
  */
 export const DEFAULT_MAX_CONNECTIONS_PER_CLIENT = 1_024
+/**
+ * A connection that has not completed a request head this long after it opened is closed
+ * (HEAD_TIMEOUT_MS; 0: only Node's headers timeout): a client sends its request as soon as it is
+ * connected, so a silent connection only holds a slot (edge/connection-guard.ts).
+ */
+export const DEFAULT_HEAD_TIMEOUT_MS = 5_000
+/** The same deadline while the listener holds 90 % of MAX_CONNECTIONS or more (PRESSURE_HEAD_TIMEOUT_MS). */
+export const DEFAULT_PRESSURE_HEAD_TIMEOUT_MS = 1_000
+/** How often connections are checked against those deadlines. */
+export const HEAD_TIMEOUT_SWEEP_MS = 250
 /** After this many 429s in a row a client's further 429s close their connection (a ban's at once). */
 export const DEFAULT_CLOSE_AFTER_REJECTIONS = 10
 /** Path parameters (pet id) longer than this are 400, counted like any request (edge/request-screen.ts). */
@@ -61,6 +72,8 @@ export interface ServerLimits {
   maxRequestsPerSocket: number
   maxConnections: number
   maxConnectionsPerClient: number
+  headTimeoutMs: number
+  pressureHeadTimeoutMs: number
   closeAfterRejections: number
   maxParamLength: number
   /** Requests of one connection parsed and unanswered at which reading it stops (edge/pipeline-gate.ts). */
@@ -79,6 +92,8 @@ export const DEFAULT_SERVER_LIMITS: Readonly<ServerLimits> = Object.freeze({
   maxRequestsPerSocket: DEFAULT_MAX_REQUESTS_PER_SOCKET,
   maxConnections: DEFAULT_MAX_CONNECTIONS,
   maxConnectionsPerClient: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+  headTimeoutMs: DEFAULT_HEAD_TIMEOUT_MS,
+  pressureHeadTimeoutMs: DEFAULT_PRESSURE_HEAD_TIMEOUT_MS,
   closeAfterRejections: DEFAULT_CLOSE_AFTER_REJECTIONS,
   maxParamLength: DEFAULT_MAX_PARAM_LENGTH,
   pipelineDepth: DEFAULT_PIPELINE_DEPTH,
@@ -157,6 +172,11 @@ export function refuseConnect (server: Server): void {
   server.on('connect', (_req, socket: Socket) => {
     writeRaw(socket, gatewayErrors.connectNotAllowed())
   })
+}
+
+/** Answers `408 request_timeout` on a connection whose request head did not arrive in time, and closes it. */
+export function closeWithTimeout (socket: Socket): void {
+  writeRaw(socket, gatewayErrors.requestTimeout())
 }
 
 function writeRaw (socket: Socket, error: ApiError): void {
