@@ -64,10 +64,16 @@ async function main (): Promise<void> {
       upstreamTimeoutMs: settings.upstreamTimeoutMs,
       upstreamConnections: settings.upstreamConnections,
       upstreamQueueMax: settings.upstreamQueueMax,
-      loadShedding: { queueDelayMs: settings.shedQueueDelayMs },
+      loadShedding: { queueDelayMs: settings.shedQueueDelayMs, intervalMs: settings.shedIntervalMs },
       bodyLimit: settings.bodyLimit,
       trustProxy: settings.trustProxy,
-      serverLimits: { maxConnections: settings.maxConnections, maxConnectionsPerClient: settings.maxConnectionsPerClient },
+      serverLimits: {
+        maxConnections: settings.maxConnections,
+        maxConnectionsPerClient: settings.maxConnectionsPerClient,
+        headTimeoutMs: settings.headTimeoutMs,
+        pressureHeadTimeoutMs: settings.pressureHeadTimeoutMs,
+        pipelineDepth: settings.pipelineDepth
+      },
       logger,
       limiter: { settings },
       history: { flushMs: settings.historyFlushMs },
