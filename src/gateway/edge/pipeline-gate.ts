@@ -19,6 +19,11 @@ import type { Socket } from 'node:net'
 
 /** Requests of one connection parsed and not yet answered at which reading it stops. */
 export const DEFAULT_PIPELINE_DEPTH = 4
+/**
+ * At least 2: the request in progress counts among them, and its body may still be on the wire —
+ * reading must go on while it alone is unanswered (a request parsed after it proves its body is in).
+ */
+export const MIN_PIPELINE_DEPTH = 2
 /** More than this many parsed and unanswered on one connection (one read held them): it is closed. */
 export const DEFAULT_PIPELINE_MAX_PARSED = 64
 

@@ -7,7 +7,7 @@ import { DEFAULT_CONFIG_QUIET_MS } from '../config/watch.js'
 import { DEFAULT_SHED_INTERVAL_MS } from '../edge/concurrency-limit.js'
 import { DEFAULT_HEAD_TIMEOUT_MS, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT, DEFAULT_PRESSURE_HEAD_TIMEOUT_MS } from '../edge/limits.js'
 import { DEFAULT_SHED_QUEUE_DELAY_MS } from '../edge/load-shedding.js'
-import { DEFAULT_PIPELINE_DEPTH, DEFAULT_PIPELINE_MAX_PARSED } from '../edge/pipeline-gate.js'
+import { DEFAULT_PIPELINE_DEPTH, DEFAULT_PIPELINE_MAX_PARSED, MIN_PIPELINE_DEPTH } from '../edge/pipeline-gate.js'
 import { DEFAULT_REDIS_SENTINEL_NAME } from '../redis/connection.js'
 import { DEFAULT_STORE_ON_ERROR, STORE_ON_ERROR_POLICIES, type StoreOnError } from '../limiter/stores/fallback-policy.js'
 import { DEFAULT_ANONYMOUS_STATE_MAX } from '../limiter/stores/memory.js'
@@ -200,7 +200,7 @@ export function settingsFromEnv (env: Env = process.env): GatewaySettings {
     maxConnectionsPerClient: int(env, 'MAX_CONNECTIONS_PER_CLIENT', DEFAULT_MAX_CONNECTIONS_PER_CLIENT, 0),
     headTimeoutMs: int(env, 'HEAD_TIMEOUT_MS', DEFAULT_HEAD_TIMEOUT_MS, 0, MAX_HEAD_TIMEOUT_MS),
     pressureHeadTimeoutMs: int(env, 'PRESSURE_HEAD_TIMEOUT_MS', DEFAULT_PRESSURE_HEAD_TIMEOUT_MS, 0, MAX_HEAD_TIMEOUT_MS),
-    pipelineDepth: int(env, 'PIPELINE_DEPTH', DEFAULT_PIPELINE_DEPTH, 1, DEFAULT_PIPELINE_MAX_PARSED),
+    pipelineDepth: int(env, 'PIPELINE_DEPTH', DEFAULT_PIPELINE_DEPTH, MIN_PIPELINE_DEPTH, DEFAULT_PIPELINE_MAX_PARSED),
     bodyLimit: int(env, 'BODY_LIMIT_BYTES', DEFAULT_BODY_LIMIT_BYTES, 1),
     upstreamTimeoutMs: int(env, 'UPSTREAM_TIMEOUT_MS', DEFAULT_UPSTREAM_TIMEOUT_MS, 1),
     upstreamConnections: int(env, 'UPSTREAM_CONNECTIONS', DEFAULT_UPSTREAM_CONNECTIONS, 1, MAX_UPSTREAM_CONNECTIONS),

@@ -7,7 +7,7 @@
 import { connect, type Socket } from 'node:net'
 import { performance } from 'node:perf_hooks'
 import t, { type Test } from 'tap'
-import { DEFAULT_PIPELINE_DEPTH, DEFAULT_PIPELINE_MAX_PARSED } from '../../../src/gateway/edge/pipeline-gate.js'
+import { DEFAULT_PIPELINE_DEPTH, DEFAULT_PIPELINE_MAX_PARSED, MIN_PIPELINE_DEPTH } from '../../../src/gateway/edge/pipeline-gate.js'
 import { startEchoUpstream } from '../../helpers/echo-upstream.js'
 import { DEMO_KEYS, startGateway, type StartedGateway } from '../../helpers/gateway.js'
 import { sleep, until } from '../../helpers/poll.js'
@@ -82,6 +82,20 @@ t.test(`a read holding more than ${DEFAULT_PIPELINE_MAX_PARSED} requests closes 
   await sleep(100)
   t.ok(backend.received() <= 1, `at most the first request was sent on (${backend.received()})`)
   await until('nothing left in flight', () => gw.app.drain.inFlight === 0)
+})
+
+t.test(`at the smallest depth (${MIN_PIPELINE_DEPTH}), bodies that arrive after their heads are still read: pipelined POSTs sent in pieces are all answered`, async (t) => {
+  const gw = await startGateway(t, { serverLimits: { pipelineDepth: MIN_PIPELINE_DEPTH } })
+  const c = rawConnection(t, Number(new URL(gw.url).port), '127.0.95.3')
+  const body = JSON.stringify({ name: 'Rex', categoryId: 1 })
+  const post = `POST /v1/pets HTTP/1.1\r\nhost: gateway\r\nauthorization: Bearer ${DEMO_KEYS.enterprise}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n`
+  c.socket.write(post + body.slice(0, 5))
+  await sleep(150)
+  c.socket.write(body.slice(5) + post + body + post + body.slice(0, 3))
+  await sleep(150)
+  c.socket.write(body.slice(3) + KEY_HEAD)
+  await until('four answers', () => c.statuses().length === 4, 5_000)
+  t.same(c.statuses(), [201, 201, 201, 200], 'each body read in its turn, then the GET')
 })
 
 t.test('a pipelined flood on 32 connections: never more requests in the gateway than connections, and a client on another address is served', async (t) => {

@@ -72,9 +72,9 @@ t.test('values from the environment are parsed and checked', async (t) => {
   t.throws(() => settingsFromEnv({ STORE_BATCH_MAX: '101' }), /STORE_BATCH_MAX/)
   t.same([settingsFromEnv({ UPSTREAM_CONNECTIONS: '8', UPSTREAM_QUEUE_MAX: '0' })].map((x) => [x.upstreamConnections, x.upstreamQueueMax]), [[8, 0]])
   t.equal(settingsFromEnv({ SHED_QUEUE_DELAY_MS: '0' }).shedQueueDelayMs, 0)
-  t.same([settingsFromEnv({ SHED_INTERVAL_MS: '250', HEAD_TIMEOUT_MS: '0', PRESSURE_HEAD_TIMEOUT_MS: '300', PIPELINE_DEPTH: '1' })]
-    .map((x) => [x.shedIntervalMs, x.headTimeoutMs, x.pressureHeadTimeoutMs, x.pipelineDepth]), [[250, 0, 300, 1]])
-  t.throws(() => settingsFromEnv({ PIPELINE_DEPTH: '0' }), { message: 'PIPELINE_DEPTH: expected an integer from 1 to 64, got "0"' })
+  t.same([settingsFromEnv({ SHED_INTERVAL_MS: '250', HEAD_TIMEOUT_MS: '0', PRESSURE_HEAD_TIMEOUT_MS: '300', PIPELINE_DEPTH: '2' })]
+    .map((x) => [x.shedIntervalMs, x.headTimeoutMs, x.pressureHeadTimeoutMs, x.pipelineDepth]), [[250, 0, 300, 2]])
+  t.throws(() => settingsFromEnv({ PIPELINE_DEPTH: '1' }), { message: 'PIPELINE_DEPTH: expected an integer from 2 to 64, got "1"' })
   t.throws(() => settingsFromEnv({ UPSTREAM_CONNECTIONS: '0' }), { message: 'UPSTREAM_CONNECTIONS: expected an integer from 1 to 4096, got "0"' })
   t.equal(settingsFromEnv({ HISTORY_FLUSH_MS: '250' }).historyFlushMs, 250)
   t.throws(() => settingsFromEnv({ STORE_ON_ERROR: 'fail-open' }), { message: 'STORE_ON_ERROR: expected one of local, open, closed, got "fail-open"' })
