@@ -86,26 +86,23 @@ export function gateRequests (handle: RequestHandler, opts: PipelineGateOptions)
       socket.destroy()
       return
     }
-    let answered = false
-    const answer = (): void => {
-      if (answered) return
-      answered = true
+    // Every response that got the connection closes (written, or the connection gone); one that
+    // never got it dies with the connection, and the lane with it.
+    res.once('close', () => {
       lane.pending--
       resumeIfFree(socket, lane)
-    }
-    res.once('finish', answer)
-    res.once('close', answer)
+    })
     if (lane.pending >= lane.depth) pause(socket, lane)
-
+    // Node gives the connection to a response once the responses before it are written.
+    if (res.socket !== null && !lane.held) {
+      handle(req, res)
+      return
+    }
     const run = (): void => {
       if (socket.destroyed) return
-      if (lane.held) {
-        lane.deferred = run
-        return
-      }
-      handle(req, res)
+      if (lane.held) lane.deferred = run
+      else handle(req, res)
     }
-    // Node gives the connection to a response once the responses before it are written.
     if (res.socket !== null) run()
     else res.once('socket', run)
   }
