@@ -6,7 +6,8 @@
 // burst is a queue that drains: once its requests are in, each window answers more than arrives,
 // however long it takes, and nothing of it is shed. A loop slowed by a neighbour rather than by
 // requests sheds nothing either. Once shedding, the limit is adapted every window (AIMD); an
-// interval under target without reaching the limit ends it.
+// interval under target without reaching the limit ends it, and the next shedding starts from
+// twice the limit it ended at (or less): a gateway overloaded again converges in a window or two.
 import { DEFAULT_UPSTREAM_CONNECTIONS } from '../proxy/upstream-gate.js'
 
 /** How often the limit is adapted (ms). */
@@ -57,6 +58,8 @@ export class ConcurrencyLimit {
   #overWindows = 0
   /** Windows in a row, while shedding, with the delay under target and the limit not reached. */
   #calmWindows = 0
+  /** The limit in force when the last shedding ended: where the next one starts at the latest. */
+  #lastLimit = MAX_CONCURRENCY_LIMIT
   readonly #byClient = new Map<string, number>()
 
   constructor (opts: ConcurrencyLimitOptions) {
@@ -105,9 +108,12 @@ export class ConcurrencyLimit {
     this.#departures = 0
     if (over && queue && !draining) {
       this.#calmWindows = 0
-      // A standing queue for a whole interval (or again, while already shedding): cut.
-      if (this.shedding || ++this.#overWindows >= this.#intervalWindows) {
+      // A standing queue for a whole interval (or again, while already shedding): cut. Shedding that
+      // starts again starts from twice where the last one ended, not from everything in flight.
+      if (this.shedding) {
         this.limit = Math.max(this.#minLimit, Math.floor(Math.min(this.limit, this.#peak) * DECREASE))
+      } else if (++this.#overWindows >= this.#intervalWindows) {
+        this.limit = Math.max(this.#minLimit, Math.floor(Math.min(2 * this.#lastLimit, this.#peak) * DECREASE))
       }
     } else {
       // A burst draining, or a delay that is not the gateway's requests' (a neighbour): start again.
@@ -119,6 +125,7 @@ export class ConcurrencyLimit {
         this.limit = Math.min(MAX_CONCURRENCY_LIMIT, Math.ceil(this.limit * (delayMs <= this.#targetMs / 2 ? SLOW_START : INCREASE)))
       } else if (++this.#calmWindows >= this.#intervalWindows) {
         // An interval under target without reaching the limit: the overload is over.
+        this.#lastLimit = this.limit
         this.limit = MAX_CONCURRENCY_LIMIT
         this.#calmWindows = 0
       }

@@ -51,8 +51,18 @@ export const DEFAULT_MAX_CONNECTIONS_PER_CLIENT = 1_024
 export const DEFAULT_HEAD_TIMEOUT_MS = 5_000
 /** The same deadline while the listener holds 90 % of MAX_CONNECTIONS or more (PRESSURE_HEAD_TIMEOUT_MS). */
 export const DEFAULT_PRESSURE_HEAD_TIMEOUT_MS = 1_000
-/** How often connections are checked against those deadlines. */
-export const HEAD_TIMEOUT_SWEEP_MS = 250
+/**
+ * How often connections are checked against those deadlines: often, so that the connections closed
+ * together are few — a squatter reopens each at once, and thousands of SYNs in one instant overflow
+ * the accept queue for everyone.
+ */
+export const HEAD_TIMEOUT_SWEEP_MS = 100
+/**
+ * The public listener's accept queue (Node's default is 511): a burst of new connections — a
+ * client's pool opening, a squatter reopening what was closed — waits in the kernel instead of
+ * being dropped, which costs a client a 1 s SYN retry. The kernel caps it at net.core.somaxconn.
+ */
+export const DEFAULT_LISTEN_BACKLOG = 4096
 /** After this many 429s in a row a client's further 429s close their connection (a ban's at once). */
 export const DEFAULT_CLOSE_AFTER_REJECTIONS = 10
 /** Path parameters (pet id) longer than this are 400, counted like any request (edge/request-screen.ts). */

@@ -189,6 +189,9 @@ t.test('the limit: nothing shed before a whole interval over target with a queue
   t.equal(limit.limit, held, 'traffic under the limit: no change within an interval')
   limit.adapt(5)
   t.equal(limit.limit, MAX_CONCURRENCY_LIMIT, 'an interval under target without reaching the limit: shedding is over')
+  for (let i = 0; i < 1000; i++) limit.admit('a')
+  for (let i = 0; i < 10; i++) limit.adapt(30)
+  t.equal(limit.limit, Math.floor(2 * held * 0.75), 'overload again: after the interval, cut from twice where the last shedding ended, not from the 1,000 in flight')
 
   const burst = new ConcurrencyLimit({ targetMs: 20, windowMs: 100, intervalMs: 1_000 })
   for (let i = 0; i < 300; i++) burst.admit('a')
