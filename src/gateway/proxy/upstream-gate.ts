@@ -55,9 +55,9 @@ export interface UpstreamGateStatus {
   /** Requests answered 503 by the gate since start, by reason. */
   readonly shed: Readonly<Record<UpstreamShedReason, number>>
   /**
-   * The standing queue's delay since the last call (ms): the shortest wait of the requests that got
-   * a connection meanwhile (0 when one got it at once), or, when none did, how long the oldest
-   * waiter has waited. A burst that drains leaves it at 0; only a queue that never empties raises it
+   * The standing queue's delay since the last call (ms): the shortest age of the oldest waiter at
+   * the moments one got a connection meanwhile (0 when one got it at once), or, when none did, how
+   * long the oldest waiter has waited. A burst that drains leaves it at 0; only a queue that never empties raises it
    * (CoDel's measure). One reader: load shedding's window.
    */
   takeStandingDelayMs: () => number
@@ -156,8 +156,11 @@ export class UpstreamGate implements UpstreamGateStatus {
   #drain (): void {
     const now = this.#now()
     while (this.#inFlight < this.#connections) {
+      // The queue's standing delay is the oldest waiter's age, whoever's turn it is: served in turn,
+      // a light consumer's short wait says nothing about the queue a heavy one keeps.
+      const oldest = this.#queue.oldest()
       const waiter = this.#queue.takeNext()
-      if (waiter === undefined) break
+      if (waiter === undefined || oldest === undefined) break
       if (waiter.abandoned()) continue
       const remaining = waiter.enteredAt + this.#budgetMs - now
       // Less budget left than the backend takes: it would only occupy a connection and time out.
@@ -166,8 +169,8 @@ export class UpstreamGate implements UpstreamGateStatus {
         continue
       }
       this.#inFlight++
-      const waited = now - waiter.enteredAt
-      if (waited < this.#shortestWaitMs) this.#shortestWaitMs = waited
+      const standing = now - oldest.enteredAt
+      if (standing < this.#shortestWaitMs) this.#shortestWaitMs = standing
       waiter.dispatch(remaining)
     }
     if (this.queued === 0) {

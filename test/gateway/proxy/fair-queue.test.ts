@@ -44,12 +44,14 @@ t.test('the gate with lanes: a consumer\'s one request is next after the flood\'
   gate.enter(waiter('f0', 'flood'))
   for (let i = 1; i <= 5; i++) gate.enter(waiter(`f${i}`, 'flood'))
   gate.enter(waiter('v1', 'victim'))
+  t.equal(gate.takeStandingDelayMs(), 0, 'f0 got a connection at once')
   now += 10
   gate.release(0)
   now += 10
   gate.release(10)
   t.same(seen, ['f0', 'f1', 'v1'], 'the victim waited for one of the flood\'s, not five')
   t.equal(gate.queued, 4)
+  t.equal(gate.takeStandingDelayMs(), 10, 'the standing delay is the flood\'s oldest waiter\'s age when each got a connection (10 and 20 ms), not the victim\'s short wait')
   gate.close()
 })
 
