@@ -20,7 +20,7 @@ export interface SilentFlood {
   readonly closedByServer: number
   /** Connections opened in all. */
   readonly opened: number
-  /** Resolves once every address has opened its count once (or `timeoutMs` passed); the connections open then. */
+  /** Resolves once as many connections as asked for have been opened, reopened ones included (or `timeoutMs` passed); the connections open then. */
   filled: (timeoutMs: number) => Promise<number>
   /** Stops reopening and closes every connection. */
   stop: () => void
