@@ -146,6 +146,8 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
   await app.register(connectionLimitsPlugin, {
     maxConnections: limits.maxConnections,
     maxConnectionsPerClient: limits.maxConnectionsPerClient,
+    headTimeoutMs: limits.headTimeoutMs,
+    pressureHeadTimeoutMs: limits.pressureHeadTimeoutMs,
     closeAfterRejections: limits.closeAfterRejections,
     trustProxy
   })

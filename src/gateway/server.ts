@@ -10,6 +10,7 @@ import { buildAdmin } from './admin/app.js'
 import { isAdminHost } from './admin/request-guard.js'
 import { buildGateway } from './app.js'
 import { ConfigError } from './config/loader.js'
+import { DEFAULT_LISTEN_BACKLOG } from './edge/limits.js'
 import { loadConfigOnce } from './config/provider.js'
 import type { ReloadOptions } from './config/reload.js'
 import { createGatewayLogger } from './observability/logger.js'
@@ -64,10 +65,16 @@ async function main (): Promise<void> {
       upstreamTimeoutMs: settings.upstreamTimeoutMs,
       upstreamConnections: settings.upstreamConnections,
       upstreamQueueMax: settings.upstreamQueueMax,
-      loadShedding: { queueDelayMs: settings.shedQueueDelayMs },
+      loadShedding: { queueDelayMs: settings.shedQueueDelayMs, intervalMs: settings.shedIntervalMs },
       bodyLimit: settings.bodyLimit,
       trustProxy: settings.trustProxy,
-      serverLimits: { maxConnections: settings.maxConnections, maxConnectionsPerClient: settings.maxConnectionsPerClient },
+      serverLimits: {
+        maxConnections: settings.maxConnections,
+        maxConnectionsPerClient: settings.maxConnectionsPerClient,
+        headTimeoutMs: settings.headTimeoutMs,
+        pressureHeadTimeoutMs: settings.pressureHeadTimeoutMs,
+        pipelineDepth: settings.pipelineDepth
+      },
       logger,
       limiter: { settings },
       history: { flushMs: settings.historyFlushMs },
@@ -102,9 +109,10 @@ async function main (): Promise<void> {
     logger.info('stopped')
   })
 
-  for (const [app, host, port, envName] of [[gateway, settings.host, settings.port, 'GATEWAY_PORT'], [admin, settings.adminHost, settings.adminPort, 'ADMIN_PORT']] as const) {
+  const listeners = [[gateway, settings.host, settings.port, 'GATEWAY_PORT', DEFAULT_LISTEN_BACKLOG], [admin, settings.adminHost, settings.adminPort, 'ADMIN_PORT', undefined]] as const
+  for (const [app, host, port, envName, backlog] of listeners) {
     try {
-      await app.listen({ host, port })
+      await app.listen({ host, port, backlog })
     } catch (err) {
       const inUse = portInUseMessage(err, port, envName)
       if (inUse === undefined) throw err

@@ -5,6 +5,7 @@
 // `installErrorHandling`; hooks and routes throw entries of the catalogue.
 import { STATUS_CODES } from 'node:http'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify'
+import { ErrorLogThrottle } from '../shared/error-log-throttle.js'
 import type { ErrorBody } from './schemas.js'
 
 /** One code of the catalogue: the HTTP status it is always answered with, and what it tells a client. */
@@ -226,12 +227,17 @@ export function rawErrorResponse (error: ApiError, requestId: string): string {
     'connection: close\r\n\r\n' + json
 }
 
-/** Installs the error handler and the not-found handler that answer every failure with the Error shape. */
-export function installErrorHandling (app: FastifyInstance): void {
+/**
+ * Installs the error handler and the not-found handler that answer every failure with the Error
+ * shape. An unexpected error is logged once per kind per interval (shared/error-log-throttle.ts),
+ * with the count of those left out since the last line of its kind.
+ */
+export function installErrorHandling (app: FastifyInstance, throttle = new ErrorLogThrottle()): void {
   app.setErrorHandler(function handleError (err: unknown, request: FastifyRequest, reply: FastifyReply) {
     const apiError = toApiError(err, (err as Partial<FastifyError>).statusCode === 413 ? request.routeOptions.bodyLimit : undefined)
     if (apiError.status >= 500 && !(err instanceof ApiError)) {
-      request.log.error({ err }, 'request failed')
+      const { log, suppressed } = throttle.admit(err)
+      if (log) request.log.error(suppressed > 0 ? { err, suppressed } : { err }, 'request failed')
     }
     return sendApiError(reply, apiError)
   })

@@ -31,11 +31,11 @@ t.test('wrk output: req/s, total, p50/p99 in ms whatever the unit, non-2xx and s
 })
 
 t.test('extra gateway environment and variants from their one-line settings', async (t) => {
-  t.same(parseEnvList('STORE_LEASES=off, LOG_LEVEL=warn,bad'), { STORE_LEASES: 'off', LOG_LEVEL: 'warn' })
+  t.same(parseEnvList('STORE_ON_ERROR=closed, LOG_LEVEL=warn,bad'), { STORE_ON_ERROR: 'closed', LOG_LEVEL: 'warn' })
   t.same(parseEnvList(undefined), {})
-  t.same(parseVariants('leases on:STORE_LEASES=on;leases off:STORE_LEASES=off,X=1; plain'), [
-    { name: 'leases on', env: { STORE_LEASES: 'on' } },
-    { name: 'leases off', env: { STORE_LEASES: 'off', X: '1' } },
+  t.same(parseVariants('closed:STORE_ON_ERROR=closed;open:STORE_ON_ERROR=open,X=1; plain'), [
+    { name: 'closed', env: { STORE_ON_ERROR: 'closed' } },
+    { name: 'open', env: { STORE_ON_ERROR: 'open', X: '1' } },
     { name: 'plain', env: {} }
   ])
 })

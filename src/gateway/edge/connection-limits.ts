@@ -8,7 +8,8 @@ import fp from 'fastify-plugin'
 import { Counter, Gauge } from 'prom-client'
 import { anonymousClientKey } from './client-address.js'
 import { trustFunction, type TrustProxy } from './client-ip.js'
-import { guardConnections, type ConnectionGuard, type RefusalReason } from './connection-guard.js'
+import { guardConnections, type ConnectionGuard, type RefusalReason, type UnusedReason } from './connection-guard.js'
+import { closeWithTimeout, HEAD_TIMEOUT_SWEEP_MS } from './limits.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -20,12 +21,17 @@ declare module 'fastify' {
 export interface ConnectionLimitsOptions {
   maxConnections: number
   maxConnectionsPerClient: number
+  /** A connection without a complete request head this long after it opened is closed; 0: never. */
+  headTimeoutMs: number
+  /** The same while the listener is nearly full. */
+  pressureHeadTimeoutMs: number
   /** 429s in a row (per client) after which each further 429 closes its connection. */
   closeAfterRejections: number
   trustProxy: TrustProxy
 }
 
 const REASONS: readonly RefusalReason[] = ['client_cap', 'server_cap']
+const UNUSED_REASONS: readonly UnusedReason[] = ['head_timeout', 'server_cap']
 
 export const connectionLimitsPlugin = fp<ConnectionLimitsOptions>(async function connectionLimitsPlugin (app, opts) {
   const trusted = trustFunction(opts.trustProxy)
@@ -47,24 +53,47 @@ export const connectionLimitsPlugin = fp<ConnectionLimitsOptions>(async function
     help: 'Responses that closed their connection because the client was banned or refused too many times in a row',
     registers
   })
+  const unusedClosed = new Counter({
+    name: 'gateway_connections_unused_closed_total',
+    help: 'Connections closed before completing a request: no request head within the deadline (head_timeout), or the oldest such connection closed for a newcomer at the listener\'s cap (server_cap)',
+    labelNames: ['reason'],
+    registers
+  })
   for (const reason of REASONS) {
     refused.inc({ reason }, 0)
     reclaimed.inc({ reason }, 0)
   }
+  for (const reason of UNUSED_REASONS) unusedClosed.inc({ reason }, 0)
 
   const guard = guardConnections(app.server, {
     maxConnections: opts.maxConnections,
     maxConnectionsPerClient: opts.maxConnectionsPerClient,
+    headTimeoutMs: opts.headTimeoutMs,
+    pressureHeadTimeoutMs: opts.pressureHeadTimeoutMs,
     clientOf: (address) => trusted(address, 0) ? undefined : anonymousClientKey(address, app.gatewayConfig.current.anonymous.ipv6Prefix),
+    closeIncomplete: closeWithTimeout,
     onRefused: (reason) => { refused.inc({ reason }) },
-    onReclaimed: (reason) => { reclaimed.inc({ reason }) }
+    onReclaimed: (reason) => { reclaimed.inc({ reason }) },
+    onUnusedClosed: (reason) => { unusedClosed.inc({ reason }) }
   })
   app.decorate('connections', guard)
+  const sweeper = setInterval(guard.sweep, HEAD_TIMEOUT_SWEEP_MS)
+  sweeper.unref()
+  app.addHook('onClose', (_app, done) => {
+    clearInterval(sweeper)
+    done()
+  })
   new Gauge({
     name: 'gateway_connections_open',
     help: 'Connections open on the public listener',
     registers,
     collect () { this.set(guard.open) }
+  })
+  new Gauge({
+    name: 'gateway_connections_unused',
+    help: 'Connections open on the public listener that have not completed a request head yet',
+    registers,
+    collect () { this.set(guard.fresh) }
   })
 
   app.addHook('onSend', function closeOverLimit (request, reply, payload, done) {

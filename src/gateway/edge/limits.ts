@@ -4,10 +4,11 @@
 // instead of Fastify's own body, without ever logging the raw packet (it may hold an Authorization
 // header).
 import { randomUUID } from 'node:crypto'
-import type { Server } from 'node:http'
+import { createServer, type Server, type ServerOptions } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
 import { gatewayErrors, rawErrorResponse, type ApiError } from '../../interface/errors.js'
+import { DEFAULT_PIPELINE_DEPTH, DEFAULT_PIPELINE_MAX_PARSED, gateRequests, type RequestHandler } from './pipeline-gate.js'
 import { frameworkErrors } from './request-screen.js'
 
 /** Node's own default, stated: a 20 KB bearer token or a flood of headers is refused 431 by the parser. */
@@ -30,8 +31,9 @@ export const DEFAULT_CONNECTION_TIMEOUT_MS = 60_000
 export const DEFAULT_MAX_REQUESTS_PER_SOCKET = 0
 /**
  * Open connections the listener keeps (MAX_CONNECTIONS): bounded memory and file descriptors. At the
- * cap the oldest idle keep-alive connection is closed for a new one; only when none is idle is the
- * new one closed on accept (edge/connection-guard.ts).
+ * cap the oldest connection that never completed a request is closed for a new one, else the oldest
+ * idle keep-alive one; only when every one is busy is the new one closed on accept
+ * (edge/connection-guard.ts).
  */
 export const DEFAULT_MAX_CONNECTIONS = 10_000
 /**
@@ -41,6 +43,26 @@ export const DEFAULT_MAX_CONNECTIONS = 10_000
  * peer address is exempt.
  */
 export const DEFAULT_MAX_CONNECTIONS_PER_CLIENT = 1_024
+/**
+ * A connection that has not completed a request head this long after it opened is closed
+ * (HEAD_TIMEOUT_MS; 0: only Node's headers timeout): a client sends its request as soon as it is
+ * connected, so a silent connection only holds a slot (edge/connection-guard.ts).
+ */
+export const DEFAULT_HEAD_TIMEOUT_MS = 5_000
+/** The same deadline while the listener holds 90 % of MAX_CONNECTIONS or more (PRESSURE_HEAD_TIMEOUT_MS). */
+export const DEFAULT_PRESSURE_HEAD_TIMEOUT_MS = 1_000
+/**
+ * How often connections are checked against those deadlines: often, so that the connections closed
+ * together are few — a squatter reopens each at once, and thousands of SYNs in one instant overflow
+ * the accept queue for everyone.
+ */
+export const HEAD_TIMEOUT_SWEEP_MS = 100
+/**
+ * The public listener's accept queue (Node's default is 511): a burst of new connections — a
+ * client's pool opening, a squatter reopening what was closed — waits in the kernel instead of
+ * being dropped, which costs a client a 1 s SYN retry. The kernel caps it at net.core.somaxconn.
+ */
+export const DEFAULT_LISTEN_BACKLOG = 4096
 /** After this many 429s in a row a client's further 429s close their connection (a ban's at once). */
 export const DEFAULT_CLOSE_AFTER_REJECTIONS = 10
 /** Path parameters (pet id) longer than this are 400, counted like any request (edge/request-screen.ts). */
@@ -60,8 +82,14 @@ export interface ServerLimits {
   maxRequestsPerSocket: number
   maxConnections: number
   maxConnectionsPerClient: number
+  headTimeoutMs: number
+  pressureHeadTimeoutMs: number
   closeAfterRejections: number
   maxParamLength: number
+  /** Requests of one connection parsed and unanswered at which reading it stops (edge/pipeline-gate.ts). */
+  pipelineDepth: number
+  /** More parsed and unanswered on one connection than this: it is closed. */
+  pipelineMaxParsed: number
 }
 
 export const DEFAULT_SERVER_LIMITS: Readonly<ServerLimits> = Object.freeze({
@@ -74,23 +102,42 @@ export const DEFAULT_SERVER_LIMITS: Readonly<ServerLimits> = Object.freeze({
   maxRequestsPerSocket: DEFAULT_MAX_REQUESTS_PER_SOCKET,
   maxConnections: DEFAULT_MAX_CONNECTIONS,
   maxConnectionsPerClient: DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+  headTimeoutMs: DEFAULT_HEAD_TIMEOUT_MS,
+  pressureHeadTimeoutMs: DEFAULT_PRESSURE_HEAD_TIMEOUT_MS,
   closeAfterRejections: DEFAULT_CLOSE_AFTER_REJECTIONS,
-  maxParamLength: DEFAULT_MAX_PARAM_LENGTH
+  maxParamLength: DEFAULT_MAX_PARAM_LENGTH,
+  pipelineDepth: DEFAULT_PIPELINE_DEPTH,
+  pipelineMaxParsed: DEFAULT_PIPELINE_MAX_PARSED
 })
 
 export function serverLimits (overrides: Partial<ServerLimits> = {}): ServerLimits {
   return { ...DEFAULT_SERVER_LIMITS, ...overrides }
 }
 
+/**
+ * The public listener: Node's HTTP server as Fastify would make it, with the limits set, and
+ * Fastify's handler behind the pipeline gate (edge/pipeline-gate.ts).
+ */
+function gatedServer (limits: ServerLimits, handler: RequestHandler): Server {
+  const options: ServerOptions = {
+    maxHeaderSize: limits.maxHeaderBytes,
+    // Node requires headersTimeout ≤ requestTimeout.
+    headersTimeout: Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs),
+    requestTimeout: limits.requestTimeoutMs,
+    connectionsCheckingInterval: limits.connectionsCheckingIntervalMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs
+  }
+  const server = createServer(options, gateRequests(handler, { depth: limits.pipelineDepth, maxParsed: limits.pipelineMaxParsed }))
+  server.setTimeout(limits.connectionTimeoutMs)
+  if (limits.maxRequestsPerSocket > 0) server.maxRequestsPerSocket = limits.maxRequestsPerSocket
+  return server
+}
+
 /** The Fastify server options that carry the limits (the connection caps are edge/connection-limits.ts's). */
 export function fastifyLimitOptions (limits: ServerLimits) {
   return {
-    http: {
-      maxHeaderSize: limits.maxHeaderBytes,
-      // Node requires headersTimeout ≤ requestTimeout.
-      headersTimeout: Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs),
-      connectionsCheckingInterval: limits.connectionsCheckingIntervalMs
-    },
+    serverFactory: (handler: RequestHandler) => gatedServer(limits, handler),
+    // Fastify's own reading of these (its timeouts of a request, its close) matches the server's.
     requestTimeout: limits.requestTimeoutMs,
     keepAliveTimeout: limits.keepAliveTimeoutMs,
     connectionTimeout: limits.connectionTimeoutMs,
@@ -135,6 +182,11 @@ export function refuseConnect (server: Server): void {
   server.on('connect', (_req, socket: Socket) => {
     writeRaw(socket, gatewayErrors.connectNotAllowed())
   })
+}
+
+/** Answers `408 request_timeout` on a connection whose request head did not arrive in time, and closes it. */
+export function closeWithTimeout (socket: Socket): void {
+  writeRaw(socket, gatewayErrors.requestTimeout())
 }
 
 function writeRaw (socket: Socket, error: ApiError): void {

@@ -11,6 +11,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Dispatcher, Pool } from 'undici'
 import { gatewayErrors } from '../../interface/errors.js'
+import { limiterId } from '../limiter/consumer-id.js'
 import { startUpstreamTimer, stopUpstreamTimer } from '../observability/metrics/upstream-timing.js'
 import { backendRequestHeaders, isResponseHopByHop } from './request-headers.js'
 import type { UpstreamGate, UpstreamShedReason, UpstreamWaiter } from './upstream-gate.js'
@@ -37,7 +38,9 @@ class UpstreamCall implements UpstreamWaiter {
     private readonly opts: ForwardOptions,
     private readonly request: FastifyRequest,
     private readonly reply: FastifyReply,
-    private readonly path: string
+    private readonly path: string,
+    /** Its consumer, or its client address as the limiter counts it: the gate serves them in turn. */
+    readonly lane: string
   ) {}
 
   abandoned (): boolean {
@@ -122,6 +125,7 @@ export function createForwarder (opts: ForwardOptions): ProxyHandler {
   return function forward (request, reply, dest) {
     const url = request.url
     const query = url.indexOf('?')
-    opts.gate.enter(new UpstreamCall(opts, request, reply, query === -1 ? dest : dest + url.slice(query)))
+    const lane = limiterId(request.consumer, request.ip, request.snapshot.anonymous.ipv6Prefix)
+    opts.gate.enter(new UpstreamCall(opts, request, reply, query === -1 ? dest : dest + url.slice(query), lane))
   }
 }

@@ -1,12 +1,14 @@
 // Admission to the backend's connections, so that the upstream budget (UPSTREAM_TIMEOUT_MS) is end
 // to end: a request waits here, not in undici's unbounded queue, and its wait counts against its
-// budget. A request that cannot be served within its budget is told so at once — 503 with
+// budget. Waiters are served consumer by consumer in turn, each consumer's in order (fair-queue.ts):
+// one consumer's flood does not queue everyone else's requests behind its own. A request that cannot be served within its budget is told so at once — 503 with
 // Retry-After — instead of joining a queue it would time out in: when the queue is full, when the
 // wait the queue predicts (see #expectedWaitMs) plus the backend's recent time per request would
 // exceed the budget, or when its budget runs out before a connection frees up.
 // A request that got a connection keeps what is left of its budget as undici's headers timeout,
 // so a slow answer is still 504 upstream_timeout (docs/decisions.md §7).
 import { performance } from 'node:perf_hooks'
+import { FairQueue } from './fair-queue.js'
 
 /** Requests in flight to the backend at most: the pool's connections (no HTTP pipelining). */
 export const DEFAULT_UPSTREAM_CONNECTIONS = 64
@@ -25,6 +27,8 @@ export const UPSTREAM_SHED_REASONS: readonly UpstreamShedReason[] = ['queue_full
 
 /** One request that wants a backend connection. */
 export interface UpstreamWaiter {
+  /** Whose request it is (its consumer, or client address without a key): lanes are served in turn. */
+  readonly lane?: string
   /** Set by the gate: when the request asked for a connection (the gate's clock, ms). */
   enteredAt: number
   /** It has a connection; `remainingMs` of its budget are left for the backend's answer. */
@@ -51,9 +55,9 @@ export interface UpstreamGateStatus {
   /** Requests answered 503 by the gate since start, by reason. */
   readonly shed: Readonly<Record<UpstreamShedReason, number>>
   /**
-   * The standing queue's delay since the last call (ms): the shortest wait of the requests that got
-   * a connection meanwhile (0 when one got it at once), or, when none did, how long the oldest
-   * waiter has waited. A burst that drains leaves it at 0; only a queue that never empties raises it
+   * The standing queue's delay since the last call (ms): the shortest age of the oldest waiter at
+   * the moments one got a connection meanwhile (0 when one got it at once), or, when none did, how
+   * long the oldest waiter has waited. A burst that drains leaves it at 0; only a queue that never empties raises it
    * (CoDel's measure). One reader: load shedding's window.
    */
   takeStandingDelayMs: () => number
@@ -65,9 +69,7 @@ export class UpstreamGate implements UpstreamGateStatus {
   readonly #budgetMs: number
   readonly #now: () => number
   #inFlight = 0
-  /** FIFO: waiters from `#head` on (an array with a moving head: no shift per request). */
-  #queue: Array<UpstreamWaiter | undefined> = []
-  #head = 0
+  readonly #queue = new FairQueue<UpstreamWaiter>()
   /** Moving average of a connection's time per request (dispatch → released); NaN before the first. */
   #serviceMs = NaN
   #timer: NodeJS.Timeout | undefined
@@ -82,7 +84,7 @@ export class UpstreamGate implements UpstreamGateStatus {
   }
 
   get inFlight (): number { return this.#inFlight }
-  get queued (): number { return this.#queue.length - this.#head }
+  get queued (): number { return this.#queue.size }
   get shed (): Readonly<Record<UpstreamShedReason, number>> { return this.#shed }
   get serviceMs (): number { return this.#serviceMs }
 
@@ -97,11 +99,12 @@ export class UpstreamGate implements UpstreamGateStatus {
       waiter.dispatch(this.#budgetMs)
       return
     }
+    const position = this.#queue.position(waiter.lane)
     if (queued >= this.#queueMax) {
-      this.#refuse(waiter, 'queue_full', this.#expectedWaitMs(queued + 1))
+      this.#refuse(waiter, 'queue_full', this.#expectedWaitMs(position))
       return
     }
-    const wait = this.#expectedWaitMs(queued + 1)
+    const wait = this.#expectedWaitMs(position)
     // Unknown pace (no answer yet): only the queue bound and the deadline below apply.
     if (wait + this.#serviceMs * (1 + SERVICE_TIME_MARGIN) > this.#budgetMs) {
       this.#refuse(waiter, 'budget', wait)
@@ -123,7 +126,7 @@ export class UpstreamGate implements UpstreamGateStatus {
     const shortest = this.#shortestWaitMs
     this.#shortestWaitMs = Infinity
     if (shortest !== Infinity) return shortest
-    const oldest = this.#queue[this.#head]
+    const oldest = this.#queue.oldest()
     return oldest === undefined ? 0 : this.#now() - oldest.enteredAt
   }
 
@@ -132,7 +135,7 @@ export class UpstreamGate implements UpstreamGateStatus {
     clearTimeout(this.#timer)
     this.#timer = undefined
     let waiter: UpstreamWaiter | undefined
-    while ((waiter = this.#take()) !== undefined) this.#refuse(waiter, 'budget', 0)
+    while ((waiter = this.#queue.takeOldest()) !== undefined) this.#refuse(waiter, 'budget', 0)
   }
 
   /**
@@ -150,25 +153,14 @@ export class UpstreamGate implements UpstreamGateStatus {
     waiter.shed(reason, Math.min(Math.max(1, seconds), Math.max(1, Math.ceil(this.#budgetMs / 1000))))
   }
 
-  #take (): UpstreamWaiter | undefined {
-    if (this.#head >= this.#queue.length) return undefined
-    const waiter = this.#queue[this.#head]
-    this.#queue[this.#head++] = undefined
-    if (this.#head === this.#queue.length) {
-      this.#queue = []
-      this.#head = 0
-    } else if (this.#head >= 1024 && this.#head * 2 >= this.#queue.length) {
-      this.#queue = this.#queue.slice(this.#head)
-      this.#head = 0
-    }
-    return waiter
-  }
-
   #drain (): void {
     const now = this.#now()
     while (this.#inFlight < this.#connections) {
-      const waiter = this.#take()
-      if (waiter === undefined) break
+      // The queue's standing delay is the oldest waiter's age, whoever's turn it is: served in turn,
+      // a light consumer's short wait says nothing about the queue a heavy one keeps.
+      const oldest = this.#queue.oldest()
+      const waiter = this.#queue.takeNext()
+      if (waiter === undefined || oldest === undefined) break
       if (waiter.abandoned()) continue
       const remaining = waiter.enteredAt + this.#budgetMs - now
       // Less budget left than the backend takes: it would only occupy a connection and time out.
@@ -177,8 +169,8 @@ export class UpstreamGate implements UpstreamGateStatus {
         continue
       }
       this.#inFlight++
-      const waited = now - waiter.enteredAt
-      if (waited < this.#shortestWaitMs) this.#shortestWaitMs = waited
+      const standing = now - oldest.enteredAt
+      if (standing < this.#shortestWaitMs) this.#shortestWaitMs = standing
       waiter.dispatch(remaining)
     }
     if (this.queued === 0) {
@@ -187,9 +179,9 @@ export class UpstreamGate implements UpstreamGateStatus {
     }
   }
 
-  /** One timer, for the oldest waiter's deadline (FIFO with one budget: no later waiter expires first). */
+  /** One timer, for the oldest waiter's deadline (one budget for all: no later waiter expires first). */
   #arm (now: number): void {
-    const oldest = this.#queue[this.#head]
+    const oldest = this.#queue.oldest()
     if (oldest === undefined) return
     this.#timer = setTimeout(() => { this.#expire() }, Math.min(MAX_TIMER_MS, Math.max(0, oldest.enteredAt + this.#budgetMs - now)))
     this.#timer.unref()
@@ -199,9 +191,9 @@ export class UpstreamGate implements UpstreamGateStatus {
     this.#timer = undefined
     const now = this.#now()
     for (;;) {
-      const oldest = this.#queue[this.#head]
+      const oldest = this.#queue.oldest()
       if (oldest === undefined || oldest.enteredAt + this.#budgetMs > now) break
-      this.#take()
+      this.#queue.takeOldest()
       if (!oldest.abandoned()) this.#refuse(oldest, 'budget', this.#expectedWaitMs(this.queued + 1))
     }
     if (this.queued > 0) this.#arm(now)

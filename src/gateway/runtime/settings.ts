@@ -4,8 +4,10 @@
 import { parseAdminHosts } from '../admin/request-guard.js'
 import { DEFAULT_CONFIG_DIR, DEFAULT_CONFIG_MAX_BYTES } from '../config/read-files.js'
 import { DEFAULT_CONFIG_QUIET_MS } from '../config/watch.js'
-import { DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT } from '../edge/limits.js'
+import { DEFAULT_SHED_INTERVAL_MS } from '../edge/concurrency-limit.js'
+import { DEFAULT_HEAD_TIMEOUT_MS, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_CLIENT, DEFAULT_PRESSURE_HEAD_TIMEOUT_MS } from '../edge/limits.js'
 import { DEFAULT_SHED_QUEUE_DELAY_MS } from '../edge/load-shedding.js'
+import { DEFAULT_PIPELINE_DEPTH, DEFAULT_PIPELINE_MAX_PARSED, MIN_PIPELINE_DEPTH } from '../edge/pipeline-gate.js'
 import { DEFAULT_REDIS_SENTINEL_NAME } from '../redis/connection.js'
 import { DEFAULT_STORE_ON_ERROR, STORE_ON_ERROR_POLICIES, type StoreOnError } from '../limiter/redis/outage.js'
 import { DEFAULT_ANONYMOUS_STATE_MAX } from '../limiter/memory/store.js'
@@ -28,6 +30,8 @@ export const DEFAULT_UPSTREAM_TIMEOUT_MS = 10_000
 export const MAX_UPSTREAM_CONNECTIONS = 4096
 export const MAX_UPSTREAM_QUEUE = 1_000_000
 export const MAX_SHED_QUEUE_DELAY_MS = 60_000
+export const MAX_SHED_INTERVAL_MS = 60_000
+export const MAX_HEAD_TIMEOUT_MS = 600_000
 export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000
 /**
  * Readiness fails, and every response says `Connection: close`, this long before the listener stops
@@ -82,6 +86,12 @@ export interface GatewaySettings {
   readonly maxConnections: number
   /** MAX_CONNECTIONS_PER_CLIENT: open connections of one client address or IPv6 prefix; 0: no cap. */
   readonly maxConnectionsPerClient: number
+  /** HEAD_TIMEOUT_MS: a connection without a complete request head this long after it opened is closed; 0: off. */
+  readonly headTimeoutMs: number
+  /** PRESSURE_HEAD_TIMEOUT_MS: the same while the listener holds 90 % of MAX_CONNECTIONS or more. */
+  readonly pressureHeadTimeoutMs: number
+  /** PIPELINE_DEPTH: a connection's requests parsed and unanswered at which the gateway stops reading it. */
+  readonly pipelineDepth: number
   readonly bodyLimit: number
   /** UPSTREAM_TIMEOUT_MS: the upstream budget of a request, end to end (waiting for a connection included). */
   readonly upstreamTimeoutMs: number
@@ -91,6 +101,8 @@ export interface GatewaySettings {
   readonly upstreamQueueMax: number
   /** SHED_QUEUE_DELAY_MS: the gateway's queueing delay (loop delay, standing wait for a backend connection) kept under overload by shedding load; 0 = no shedding. */
   readonly shedQueueDelayMs: number
+  /** SHED_INTERVAL_MS: how long that delay must stay over target, with a queue in the gateway, before anything is shed. */
+  readonly shedIntervalMs: number
   readonly shutdownGraceMs: number
   /** On SIGTERM, readiness fails (and responses close their connection) this long before the listener stops accepting. */
   readonly shutdownDrainDelayMs: number
@@ -183,11 +195,15 @@ export function settingsFromEnv (env: Env = process.env): GatewaySettings {
     anonymousStateMax: int(env, 'ANONYMOUS_STATE_MAX', DEFAULT_ANONYMOUS_STATE_MAX, 1),
     maxConnections: int(env, 'MAX_CONNECTIONS', DEFAULT_MAX_CONNECTIONS, 1),
     maxConnectionsPerClient: int(env, 'MAX_CONNECTIONS_PER_CLIENT', DEFAULT_MAX_CONNECTIONS_PER_CLIENT, 0),
+    headTimeoutMs: int(env, 'HEAD_TIMEOUT_MS', DEFAULT_HEAD_TIMEOUT_MS, 0, MAX_HEAD_TIMEOUT_MS),
+    pressureHeadTimeoutMs: int(env, 'PRESSURE_HEAD_TIMEOUT_MS', DEFAULT_PRESSURE_HEAD_TIMEOUT_MS, 0, MAX_HEAD_TIMEOUT_MS),
+    pipelineDepth: int(env, 'PIPELINE_DEPTH', DEFAULT_PIPELINE_DEPTH, MIN_PIPELINE_DEPTH, DEFAULT_PIPELINE_MAX_PARSED),
     bodyLimit: int(env, 'BODY_LIMIT_BYTES', DEFAULT_BODY_LIMIT_BYTES, 1),
     upstreamTimeoutMs: int(env, 'UPSTREAM_TIMEOUT_MS', DEFAULT_UPSTREAM_TIMEOUT_MS, 1),
     upstreamConnections: int(env, 'UPSTREAM_CONNECTIONS', DEFAULT_UPSTREAM_CONNECTIONS, 1, MAX_UPSTREAM_CONNECTIONS),
     upstreamQueueMax: int(env, 'UPSTREAM_QUEUE_MAX', DEFAULT_UPSTREAM_QUEUE_MAX, 0, MAX_UPSTREAM_QUEUE),
     shedQueueDelayMs: int(env, 'SHED_QUEUE_DELAY_MS', DEFAULT_SHED_QUEUE_DELAY_MS, 0, MAX_SHED_QUEUE_DELAY_MS),
+    shedIntervalMs: int(env, 'SHED_INTERVAL_MS', DEFAULT_SHED_INTERVAL_MS, 0, MAX_SHED_INTERVAL_MS),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', DEFAULT_SHUTDOWN_GRACE_MS, 0),
     shutdownDrainDelayMs: int(env, 'SHUTDOWN_DRAIN_DELAY_MS', DEFAULT_SHUTDOWN_DRAIN_DELAY_MS, 0),
     workers: int(env, 'GATEWAY_WORKERS', DEFAULT_GATEWAY_WORKERS, 1, MAX_GATEWAY_WORKERS),

@@ -37,9 +37,7 @@ t.test('two gateway processes rehearse a lower Free limit: all admitted, plans s
 
   const gateways: GatewayProcess[] = await Promise.all([0, 1].map(async () => {
     const env = gatewayProcessEnv({ port: await freePort(), adminPort: await freePort(), backendUrl: backend.url, configDir: dir, redisUrl: redis.url }, {
-      HISTORY_FLUSH_MS: '200',
-      // Leases count a block at once: the shadow compares the exact per-request counts of the script.
-      STORE_LEASES: 'false'
+      HISTORY_FLUSH_MS: '200'
     })
     runEntry(t, 'src/gateway/server.ts', env)
     const adminUrl = `http://127.0.0.1:${env.ADMIN_PORT}`

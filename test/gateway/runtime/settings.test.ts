@@ -29,11 +29,15 @@ t.test('defaults follow docs/decisions.md §8', async (t) => {
     anonymousStateMax: 100000,
     maxConnections: 10000,
     maxConnectionsPerClient: 1024,
+    headTimeoutMs: 5000,
+    pressureHeadTimeoutMs: 1000,
+    pipelineDepth: 4,
     bodyLimit: 16384,
     upstreamTimeoutMs: 10000,
     upstreamConnections: 64,
     upstreamQueueMax: 1024,
     shedQueueDelayMs: 10,
+    shedIntervalMs: 500,
     shutdownGraceMs: 10000,
     shutdownDrainDelayMs: 1000,
     workers: 1,
@@ -66,6 +70,9 @@ t.test('values from the environment are parsed and checked', async (t) => {
   t.throws(() => settingsFromEnv({ STORE_RECOVERY_BARRIER_MS: '60001' }), /STORE_RECOVERY_BARRIER_MS/)
   t.same([settingsFromEnv({ UPSTREAM_CONNECTIONS: '8', UPSTREAM_QUEUE_MAX: '0' })].map((x) => [x.upstreamConnections, x.upstreamQueueMax]), [[8, 0]])
   t.equal(settingsFromEnv({ SHED_QUEUE_DELAY_MS: '0' }).shedQueueDelayMs, 0)
+  t.same([settingsFromEnv({ SHED_INTERVAL_MS: '250', HEAD_TIMEOUT_MS: '0', PRESSURE_HEAD_TIMEOUT_MS: '300', PIPELINE_DEPTH: '2' })]
+    .map((x) => [x.shedIntervalMs, x.headTimeoutMs, x.pressureHeadTimeoutMs, x.pipelineDepth]), [[250, 0, 300, 2]])
+  t.throws(() => settingsFromEnv({ PIPELINE_DEPTH: '1' }), { message: 'PIPELINE_DEPTH: expected an integer from 2 to 64, got "1"' })
   t.throws(() => settingsFromEnv({ UPSTREAM_CONNECTIONS: '0' }), { message: 'UPSTREAM_CONNECTIONS: expected an integer from 1 to 4096, got "0"' })
   t.equal(settingsFromEnv({ HISTORY_FLUSH_MS: '250' }).historyFlushMs, 250)
   t.throws(() => settingsFromEnv({ STORE_ON_ERROR: 'fail-open' }), { message: 'STORE_ON_ERROR: expected one of local, open, closed, got "fail-open"' })
