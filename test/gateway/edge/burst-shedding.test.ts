@@ -4,8 +4,8 @@
 // would have admitted 300. A burst the gateway drains within its shedding interval must reach the
 // limiter whole: 429 for what is over the limit, never 503. Real gateway processes with load
 // shedding at its defaults, on the in-process store (one process) and on one Redis (two
-// processes), on a quiet machine and with a busy loop pinned to one of the cores. The admitted
-// counts on Redis depend on the limiter too (its own tests hold them); here they are printed.
+// processes), on a quiet machine and with a busy loop pinned to one of the cores. On Redis the two
+// processes' pools must not strand the limit either: 294–300 of the 300 admitted.
 import { spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -94,7 +94,11 @@ async function assertBurstAdmitted (t: Test, gateways: GatewayProcess[], key: st
   t.equal(counts.shed ?? 0, 0, `${what}: no request of the burst shed as overload`)
   t.equal(shed, 0, `${what}: gateway_shed_requests_total stays 0`)
   if (exact) t.equal(admitted, PRO_PER_MINUTE, `${what}: the limiter admits exactly its limit`)
-  else t.equal(admitted + (counts['429'] ?? 0), BURST, `${what}: every request admitted or refused by the limiter (${admitted} admitted)`)
+  else {
+    t.equal(admitted + (counts['429'] ?? 0), BURST, `${what}: every request admitted or refused by the limiter (${admitted} admitted)`)
+    // Count before admit across two processes: never over, and no quota stranded in a process's pool.
+    t.ok(admitted >= PRO_PER_MINUTE * 0.98 && admitted <= PRO_PER_MINUTE, `${what}: ${admitted} admitted, within 2 % under the limit and never over`)
+  }
 }
 
 t.test('one gateway process, in-process store: a burst of 400 on a 300/min key is 300 × 200 and 100 × 429, none shed', async (t) => {
