@@ -32,7 +32,7 @@ export interface Shard {
 export interface ShardOptions {
   port: RedisPort
   runtime: Runtime
-  /** Budget of a probe or an epoch read (STORE_TIMEOUT_MS). */
+  /** STORE_TIMEOUT_MS: a probe or an epoch read may take the larger of this and half the barrier. */
   timeoutMs: number
   barrierMs?: number | undefined
   /** Re-seeds this process's admissions on `shard`, which lost its data; rejects if it could not. */
@@ -56,7 +56,11 @@ export function createShards (opts: ShardOptions) {
     opts.onShardChange?.(s.name, state, reason)
   }
 
-  const bounded = <T>(call: Promise<T>): Promise<T> => withinBudget(call, opts.timeoutMs, runtime.after)
+  // Probes and epoch reads are off the request path: a slow answer there costs recovery time, never
+  // the re-seed itself, which must land before the barrier ends (so half the barrier, not the
+  // request budget; a link slow for a moment after a restart must not make a process re-seed late).
+  const recoveryMs = Math.max(opts.timeoutMs, barrierMs / 2)
+  const bounded = <T>(call: Promise<T>): Promise<T> => withinBudget(call, recoveryMs, runtime.after)
 
   async function recover (s: Shard): Promise<void> {
     const run = ++s.run
