@@ -6,8 +6,8 @@ import type { StoreOnError } from '../../../src/gateway/limiter/redis/outage.js'
 import type { Net } from './process.js'
 import type { World } from './world.js'
 
-export type Family = 'chaos' | 'idle-process' | 'ban-recover' | 'data-loss' | 'steady' | 'long-tail'
-export const FAMILIES: readonly Family[] = ['chaos', 'idle-process', 'ban-recover', 'data-loss', 'steady', 'long-tail']
+export type Family = 'chaos' | 'idle-process' | 'ban-recover' | 'data-loss' | 'steady' | 'long-tail' | 'burst'
+export const FAMILIES: readonly Family[] = ['chaos', 'idle-process', 'ban-recover', 'data-loss', 'steady', 'long-tail', 'burst']
 
 export interface Consumer {
   readonly id: string
@@ -140,6 +140,19 @@ export function makeSchedule (w: World, family: Family, start: number): Schedule
     // The flood runs through the 3 s freeze and 2 s past it.
     for (let i = 0; i < 4 * perMinute; i++) arrivals.push({ t: freeze - 300 + i * 5300 / (4 * perMinute), process: i % 2, consumer: 0, cost: 1 })
     return { ...base, processes: 2, consumers: [c], arrivals, faults: [{ kind: 'pause', at: freeze, ms: 3000 }], duration: 40_000 }
+  }
+  if (family === 'burst') {
+    // A fresh consumer's burst of a third more than its minute limit, spread over up to 2.5 s from a
+    // moment anywhere in a second, across two processes: the limit is reached, nothing is stranded in
+    // a process's pool or reserve while the other process's requests are refused.
+    const perMinute = int(w, 60, 400)
+    const c: Consumer = { id: 'burst', perMinute, perDay: perMinute * 10, perMonth: 0, overage: false, ban: null }
+    const spread = w.between(50, 2500)
+    const from = start + w.between(0, 1000)
+    const arrivals: Arrival[] = Array.from({ length: Math.ceil(perMinute * 4 / 3) }, (_, i) => ({ t: from + w.between(0, spread), process: i % 2, consumer: 0, cost: 1 }))
+    // A clean network, as steady's: a reply later than the timeout sends requests to the outage policy (503), which is not stranding.
+    const clean: Net = { base: w.between(0.05, 1), jitter: w.between(0, 1), slowChance: 0, slowMs: 0 }
+    return { ...base, net: clean, processes: 2, seasoned: true, consumers: [c], arrivals, faults: [], duration: 10_000 }
   }
   const processes = int(w, 2, 3)
   const duration = family === 'data-loss' ? w.between(15_000, 50_000) : w.between(8_000, 100_000)

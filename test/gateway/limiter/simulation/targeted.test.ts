@@ -1,7 +1,8 @@
 // Schedules aimed at the faults that broke the Redis path before (docs/limiter-internals.md): a
 // process whose count is seconds old when Redis freezes (idle-process), a flood into a ban across a
 // 3 s freeze (ban-recover: every round admits the whole limit, never more), Redis losing its data
-// (data-loss: re-seeded before anyone grants again), and a long tail of consumers under faults.
+// (data-loss: re-seeded before anyone grants again), a long tail of consumers under faults, and a
+// burst over the limit across two processes (burst: the limit reached, nothing stranded).
 import t from 'tap'
 import { runFamilies } from '../../../helpers/sim/suite.js'
 
@@ -24,5 +25,10 @@ await runFamilies(t, 'test/gateway/limiter/simulation/targeted.test.ts', [
       }
     }
   },
-  { family: 'long-tail', count }
+  { family: 'long-tail', count },
+  {
+    family: 'burst',
+    count,
+    check: (t, r) => { t.ok(r.admitted >= 0.98 * r.schedule.consumers[0]!.perMinute, `a burst of ${r.requests} on ${r.schedule.consumers[0]!.perMinute}/min admitted ${r.admitted} (≥ 98 %)`) }
+  }
 ])
