@@ -98,7 +98,7 @@ function scriptAdmit (spec: WindowSpec, limit: number, vm: LuaVm): AdmitBatch {
   const world = new World(1, 0)
   const redis = new SimRedis(world, 0, vm)
   const { perMinute, perDay } = limitsFor(spec, limit)
-  const entry = { key: 'rl:{replay}', minuteLimit: perMinute, dayLimit: perDay, monthLimit: 0, monthSoft: false, cost: 1, extra: 0, reserve: 0, write: true, ban: null, adjustments: [] }
+  const entry = { key: 'rl:{replay}', minuteLimit: perMinute, dayLimit: perDay, monthLimit: 0, monthSoft: false, cost: 1, extra: 0, reserve: 0, write: true, ban: null, adjustments: [], blocksBucket: -1, blocks: 0 }
   return (t, n) => {
     world.now = t
     const e = { ...entry, requests: n }

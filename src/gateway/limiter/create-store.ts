@@ -1,6 +1,5 @@
-// Settings → the limiter's store: the Redis store when they name a Redis (standalone, Sentinel or
-// Cluster), else the in-process store. Start-up waits (bounded) for every shard to come up, so the
-// first requests are decided in Redis.
+// Settings → the limiter's store: the Redis store when they name a Redis (standalone, Sentinel or Cluster), else the
+// in-process store. Start-up waits (bounded) for every shard to come up, so the first requests are decided in Redis.
 import { randomBytes } from 'node:crypto'
 import { createRedisClient, describeRedis, waitReady, type RedisSettings } from '../redis/connection.js'
 import { createMemoryStore } from './memory/store.js'

@@ -4,11 +4,8 @@
 // would have admitted 300. A burst the gateway drains within its shedding interval must reach the
 // limiter whole: 429 for what is over the limit, never 503. Real gateway processes with load
 // shedding at its defaults, on the in-process store (one process) and on one Redis (two
-// processes), on a quiet machine and with a busy loop pinned to one of the cores. How many of the
-// 300 two processes admit on Redis depends on how the burst splits between them over time (a pool
-// one process no longer needs is held until its second ends: docs/limiter-internals.md); it is
-// printed here, and test/gateway/limiter/redis-gateway.test.ts and the simulator's burst family
-// assert it.
+// processes), on a quiet machine and with a busy loop pinned to one of the cores. On Redis, a block one
+// process holds must not strand the limit either: 294–300 of the 300 admitted (docs/limiter-internals.md).
 import { spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -99,7 +96,8 @@ async function assertBurstAdmitted (t: Test, gateways: GatewayProcess[], key: st
   if (exact) t.equal(admitted, PRO_PER_MINUTE, `${what}: the limiter admits exactly its limit`)
   else {
     t.equal(admitted + (counts['429'] ?? 0), BURST, `${what}: every request admitted or refused by the limiter (${admitted} admitted)`)
-    t.ok(admitted <= PRO_PER_MINUTE, `${what}: ${admitted} admitted, never over the limit`)
+    // Count before admit across two processes: never over, and nothing stranded in the other process's block.
+    t.ok(admitted >= PRO_PER_MINUTE * 0.98 && admitted <= PRO_PER_MINUTE, `${what}: ${admitted} admitted, within 2 % under the limit and never over`)
   }
 }
 

@@ -30,7 +30,7 @@ async function stats (cli: (...args: string[]) => Promise<string>): Promise<Stat
 }
 
 function entry (id: string, limit: number, requests: number): GrantEntry {
-  return { key: `rl:{${id}}`, minuteLimit: limit, dayLimit: 10_000_000, monthLimit: 0, monthSoft: false, requests, cost: 1, extra: 0, reserve: 0, write: true, ban: BAN, adjustments: [] }
+  return { key: `rl:{${id}}`, minuteLimit: limit, dayLimit: 10_000_000, monthLimit: 0, monthSoft: false, requests, cost: 1, extra: 0, reserve: 0, write: true, ban: BAN, adjustments: [], blocksBucket: -1, blocks: 0 }
 }
 
 t.test('script CPU per decision: ours vs @fastify/rate-limit', async (t) => {

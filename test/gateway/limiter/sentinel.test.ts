@@ -23,7 +23,9 @@ t.test('Sentinel: the gateway finds the master through a real Sentinel and count
     await res.arrayBuffer()
   }
   t.same(remaining, ['299', '298', '297'], 'Remaining counts down by one')
-  t.equal(await master.cli('HGET', 'rl:{demo-pro}', 'n'), '3', 'the windows live on the master Sentinel named')
+  // Three requests, plus the block a process busy at 2 a second or more may hold (still counted).
+  const counted = Number(await master.cli('HGET', 'rl:{demo-pro}', 'n'))
+  t.ok(counted >= 3 && counted <= 6, `the windows live on the master Sentinel named (${counted} counted)`)
   const ready = await fetch(`${gw.adminUrl}/readyz`)
   t.equal(ready.status, 200)
   t.same((await ready.json() as Ready).checks.store, { ok: true, kind: 'sentinel', nodes: [`127.0.0.1:${sentinel.port}`], state: 'ok' })

@@ -144,12 +144,17 @@ export function makeSchedule (w: World, family: Family, start: number): Schedule
   if (family === 'burst') {
     // A fresh consumer's burst of a third more than its minute limit, spread over up to 2.5 s from a
     // moment anywhere in a second, across two processes: the limit is reached, nothing is stranded in
-    // a process's pool or reserve while the other process's requests are refused.
+    // a process's pool while the other process's requests are refused.
     const perMinute = int(w, 60, 400)
     const c: Consumer = { id: 'burst', perMinute, perDay: perMinute * 10, perMonth: 0, overage: false, ban: null }
     const spread = w.between(50, 2500)
     const from = start + w.between(0, 1000)
-    const arrivals: Arrival[] = Array.from({ length: Math.ceil(perMinute * 4 / 3) }, (_, i) => ({ t: from + w.between(0, spread), process: i % 2, consumer: 0, cost: 1 }))
+    // Split evenly, or moving from process 0 to process 1 as the burst goes on (blocks one holds are given back when their second ends).
+    const moving = w.chance(0.5)
+    const arrivals: Arrival[] = Array.from({ length: Math.ceil(perMinute * 4 / 3) }, (_, i) => {
+      const t = w.between(0, spread)
+      return { t: from + t, process: moving ? (w.chance(t / spread) ? 1 : 0) : i % 2, consumer: 0, cost: 1 }
+    })
     // A clean network, as steady's: a reply later than the timeout sends requests to the outage policy (503), which is not stranding.
     const clean: Net = { base: w.between(0.05, 1), jitter: w.between(0, 1), slowChance: 0, slowMs: 0 }
     return { ...base, net: clean, processes: 2, seasoned: true, consumers: [c], arrivals, faults: [], duration: 10_000 }

@@ -1,26 +1,25 @@
--- grant: count before admit. Per entry (one id's requests waiting in one process), atomically at
--- one Redis TIME: answer a ban without counting; else apply the adjustments, count in every window
--- (minute, day, month) the units of the requests that fit, each whole or not at all, plus `extra`
--- the process spends until the minute bucket ends, and set its reserve (kept back from everyone
--- else, spent only while Redis does not answer). A request that does not fit is a 429, counted
--- under the ban policy unless the month refused it. Layout and proof: docs/limiter-internals.md.
--- KEYS[2i-1]  rl:{id}    t, n, o minute ring (newest bucket, units in window, oldest bucket with
---                        units), '0'..'60' its buckets; D, N, O, c the day ring's (c: bucket D's
---                        units); Q, q month, units; b, e, l ban end, last ban's end, level; k recent
---                        429s 'ms:n,…'; r reserves 'holder,units,untilMs;…'; x expiry (Unix ms)
+-- grant: count before admit. Per entry (one id's requests waiting in one process), atomically at one Redis TIME: answer
+-- a ban without counting; else apply the adjustments, count in every window (minute, day, month) the units of the
+-- requests that fit, each whole or not at all, plus `extra` the process spends until the minute bucket ends (a block),
+-- and set its reserve (kept back from everyone else, spent only while Redis does not answer). A request that does not
+-- fit is a 429, counted under the ban policy unless the month refused it. Layout and proof: docs/limiter-internals.md.
+-- KEYS[2i-1]  rl:{id}    t, n, o minute ring (newest bucket, units in window, oldest bucket with units), '0'..'60' its
+--                        buckets; D, N, O, c the day ring's (c: bucket D's units); Q, q month, units; b, e, l ban end,
+--                        last ban's end, level; k recent 429s 'ms:n,…'; r reserves 'holder,units,untilMs;…'; p blocks
+--                        granted in the current minute bucket (tagged like a ring bucket); x expiry (Unix ms)
 -- KEYS[2i]    rl:{id}:d  the day ring's buckets before D, '0'..'96'
 -- ARGV[1]     the caller's holder id
--- ARGV[3i-1]  'minuteLimit dayLimit monthLimit requests cost extra reserve write soft' (monthLimit
---             0: none; write 0: a read, changing nothing; soft 1: the month never refuses)
+-- ARGV[3i-1]  'minuteLimit dayLimit monthLimit requests cost extra reserve write soft mb mine' (monthLimit 0: none;
+--             write 0: a read, changing nothing; soft 1: the month never refuses; mine: the caller's blocks in bucket mb)
 -- ARGV[3i]    ban policy 'threshold,windowMs,durationMs,maxMs', or '' (never banned)
 -- ARGV[3i+1]  adjustments 'minuteBucket,dayBucket,month,delta;…', applied first (bucket 0: none)
--- Reply: { now, then per entry: outcome (0 ok, 1 rate_limited, 2 banned), admitted, the rejected
---          request that started a ban (1-based; 0 none), extra, the caller's reserve, every reserve,
---          then for minute, day, month: units, reset ms, retry ms (0 unless rejected); ban's end }
--- A write never lowers the caller's reserve below min(its reserve less what the call writes back,
--- `reserve` asked): applied or not, the caller knows what it may spend. A bucket's field holds
--- tag × scale + units (tag: its index mod `mod`), so a stale field reads as empty. Numbers are
--- floored and written with %d or %.0f: the same under Lua 5.1 (Redis) and 5.4 (the simulator).
+-- Reply: { now, then per entry: outcome (0 ok, 1 rate_limited, 2 banned), admitted, the rejected request that started a
+--          ban (1-based; 0 none), extra, the caller's reserve, every reserve, then for minute, day, month: units, reset
+--          ms, retry ms (0 unless rejected); ban's end; the blocks other processes hold in this minute bucket }
+-- A write never lowers the caller's reserve below min(its reserve less what the call writes back, `reserve` asked):
+-- applied or not, the caller knows what it may spend. A bucket's field holds tag × scale + units (tag: its index mod
+-- `mod`), so a stale field reads as empty. Numbers are floored and written with %d or %.0f: the same under Lua 5.1
+-- (Redis) and 5.4 (the simulator).
 local MR = { ms = 1000.0, slots = 61, mod = 2 ^ 20, scale = 2 ^ 32 }
 local DR = { ms = 900000.0, slots = 97, mod = 2 ^ 13, scale = 2 ^ 40 }
 local ESCALATION_MS, RESERVE_TTL_MS = 86400000, 120000
@@ -102,14 +101,14 @@ local qm, q_end = -1, 0
 local reply = { now }
 for i = 1, floor(#KEYS / 2) do
   local key, dkey, a = KEYS[2 * i - 1], KEYS[2 * i], 3 * i - 1
-  local ml, dl, ql, n, cost, extra, want, write, soft = string.match(ARGV[a], '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d) (%d)$')
-  ml, dl, ql, n, cost, extra, want, write, soft = ml + 0, dl + 0, ql + 0, n + 0, cost + 0, extra + 0, want + 0, write == '1', soft == '1'
+  local ml, dl, ql, n, cost, extra, want, write, soft, my_b, mine = string.match(ARGV[a], '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d) (%d) (%-?%d+) (%d+)$')
+  ml, dl, ql, n, cost, extra, want, write, soft, mine = ml + 0, dl + 0, ql + 0, n + 0, cost + 0, extra + 0, want + 0, write == '1', soft == '1', my_b + 0 == mb and mine + 0 or 0
   local policy, adjs = ARGV[a + 1], ARGV[a + 2]
-  local f = redis.call('HMGET', key, 't', 'n', 'o', '' .. mb % MR.slots, 'D', 'N', 'O', 'c', 'b', 'r', 'x')
+  local f = redis.call('HMGET', key, 't', 'n', 'o', '' .. mb % MR.slots, 'D', 'N', 'O', 'c', 'b', 'r', 'x', 'p')
   local ban_until = (f[9] or 0) + 0
   local entry
   if write and policy ~= '' and ban_until > now then
-    entry = { 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, ban_until }
+    entry = { 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, ban_until, 0 }
   else
     -- The minute ring at bucket m (a clock behind the newest bucket counts into it: later, safe).
     local mt, mn, mo, m, cur = mb, 0, nil, mb, 0
@@ -164,14 +163,15 @@ for i = 1, floor(#KEYS / 2) do
     local keep = max(0, min(mine - written, want))
     local room = min(ml - mn, dl - dn) - others - keep
     if q_on and not soft then room = min(room, ql - qc - others - keep) end
-    local admitted, granted, reserve, spared = 0, 0, keep, 0
+    local admitted, granted, reserve, spared, pooled = 0, 0, keep, 0, units(f[12], mb, MR)
+    local elsewhere = max(0, pooled - mine)
     if write then
       if cost <= room then admitted = min(n, floor(room / cost)) end
       room = room - admitted * cost
       granted = max(0, min(extra, floor(room / (holders + 2))))
-      room = room - granted
-      -- Requests refused only because units are kept back (the window is not full) are no abuse.
-      spared = min(n - admitted, floor(max(0, room + others + keep) / cost))
+      room, pooled = room - granted, pooled + granted
+      -- Requests refused only because units are kept back or pooled elsewhere (the window is not full) are no abuse.
+      spared = min(n - admitted, floor(max(0, room + others + keep + elsewhere) / cost))
       if want > keep then reserve = keep + max(0, min(want - keep, floor(room / (holders + 2)))) end
       local add = admitted * cost + granted
       if add > 0 then
@@ -213,6 +213,7 @@ for i = 1, floor(#KEYS / 2) do
       end
       if q_on then fields[#fields + 1], fields[#fields + 2], fields[#fields + 3], fields[#fields + 4] = 'Q', qm, 'q', qc end
       if r_changed then fields[#fields + 1], fields[#fields + 2] = 'r', table.concat(kept, ';') end
+      if granted > 0 then fields[#fields + 1], fields[#fields + 2] = 'p', (mb % MR.mod) * MR.scale + pooled end
       local expiry = (d + DR.slots) * DR.ms
       if #kept > 0 then expiry = max(expiry, now + RESERVE_TTL_MS) end
       if ban_until > 0 then expiry = max(expiry, ban_until + ESCALATION_MS) end
@@ -230,8 +231,8 @@ for i = 1, floor(#KEYS / 2) do
     entry = { r and 1 or 0, admitted, banned_at, granted, reserve, held,
       mn, reset_of(mo, mn, MR), r and retry_of(mo, m, mn + held + cost - ml, key, MR, cur) or 0,
       dn, reset_of(do_, dn, DR), r and retry_of(do_, d, dn + held + cost - dl, dkey, DR, dcur) or 0,
-      qc, q_end, r and quota_out and q_end or 0, ban_until > now and ban_until or 0 }
+      qc, q_end, r and quota_out and q_end or 0, ban_until > now and ban_until or 0, elsewhere }
   end
-  for j = 1, 16 do reply[#reply + 1] = entry[j] end
+  for j = 1, 17 do reply[#reply + 1] = entry[j] end
 end
 return reply

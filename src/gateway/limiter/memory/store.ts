@@ -1,9 +1,8 @@
-// The in-process store: the same windows, costs, month, bans and escalation as the Redis script,
-// for one process (the default without REDIS_URL). Time comes from an injected clock so tests and
-// the bench need no sleeping. Two bounded tables, so anonymous traffic can never push a key's state
-// out: keys (only configured ones reach it, so its size follows the key count) and anonymous
-// clients (`ip:` ids, ANONYMOUS_STATE_MAX, least recently seen evicted first — an evicted client
-// starts a fresh window, which an attacker cycling addresses would get from unseen ones anyway).
+// The in-process store: the same windows, costs, month, bans and escalation as the Redis script, for one process (the
+// default without REDIS_URL). Time comes from an injected clock so tests and the bench need no sleeping. Two bounded
+// tables, so anonymous traffic can never push a key's state out: keys (only configured ones reach it, so its size
+// follows the key count) and anonymous clients (`ip:` ids, ANONYMOUS_STATE_MAX, least recently seen evicted first —
+// an evicted client starts a fresh window, which an attacker cycling addresses would get from unseen ones anyway).
 import { LRUCache } from 'lru-cache'
 import { ANONYMOUS_ID_PREFIX } from '../../edge/client-address.js'
 import { addToWindow, calendarMonth, DAY_WINDOW, MINUTE_WINDOW, newRing, readWindow, type Ring, type WindowReading, type WindowSpec } from '../arithmetic.js'

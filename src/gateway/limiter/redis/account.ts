@@ -1,9 +1,8 @@
-// What one process holds for one limiter id on the Redis path, and the arithmetic on it: the pool
-// (units Redis counted for this process in one minute bucket, spent until that bucket ends by the
-// shard's clock, then given back), the reserve (units Redis keeps back for this process, spent only
-// while the shard does not answer, written back after), the ledger (what it admitted per bucket
-// still in a window, re-seeded into a shard that lost its data), the requests waiting for a call,
-// and the answers built from them.
+// What one process holds for one limiter id on the Redis path, and the arithmetic on it: the pool (units Redis
+// counted for this process in one minute bucket, spent until that bucket ends by the shard's clock, then given back),
+// the reserve (units Redis keeps back for this process, spent only while the shard does not answer, written back
+// after), the ledger (what it admitted per bucket still in a window, re-seeded into a shard that lost its data), the
+// requests waiting for a call, and the answers built from them.
 import type { BanPolicy, Limits } from '../../config/types.js'
 import { calendarMonth, DAY_BUCKET_MS, DAY_WINDOW, MINUTE_BUCKET_MS, MINUTE_WINDOW } from '../arithmetic.js'
 import type { ConsumeOutcome, ConsumeResult, WindowState } from '../store.js'
@@ -26,8 +25,10 @@ export class Account {
   monthLimit = 0
   monthSoft = true
   ban: BanPolicy | null = null
-  /** The pool and its buckets (minute, day, month) by Redis's clock. */
+  /** The pool and its buckets (minute, day, month) by Redis's clock; blocks granted in its minute bucket. */
   pool = 0
+  granted = 0
+  giveBack = false
   bucket = -1
   dayBucket = 0
   month = 0
@@ -89,10 +90,11 @@ export function expirePool (a: Account, clock: ShardClock, x: number): boolean {
   return true
 }
 
-/** Units just counted at Redis time `redisNow` join the pool (an older pool is given back). */
-export function fillPool (a: Account, units: number, redisNow: number): void {
+/** Units just counted at Redis time `redisNow` join the pool (an older pool is given back), `block` of them a block. */
+export function fillPool (a: Account, units: number, block: number, redisNow: number): void {
   const bucket = Math.floor(redisNow / MINUTE_BUCKET_MS)
-  if (bucket !== a.bucket) givePoolBack(a)
+  if (bucket !== a.bucket) { givePoolBack(a); a.granted = 0 }
+  a.granted += block
   a.bucket = bucket
   a.dayBucket = Math.floor(redisNow / DAY_BUCKET_MS)
   a.month = a.monthLimit > 0 ? calendarMonth(redisNow).index : 0
@@ -162,12 +164,12 @@ export function roomSeen (a: Account): number {
 
 /** One grant entry of `a`: its limits and ban policy, with what this call asks and settles. */
 export function entryOf (a: Account, requests: number, cost: number, extra: number, reserve: number, adjustments: GrantEntry['adjustments'], write = true): GrantEntry {
-  return { key: a.key, minuteLimit: a.limits.perMinute, dayLimit: a.limits.perDay, monthLimit: a.monthLimit, monthSoft: a.monthSoft, requests, cost, extra, reserve, write, ban: a.ban, adjustments }
+  return { key: a.key, minuteLimit: a.limits.perMinute, dayLimit: a.limits.perDay, monthLimit: a.monthLimit, monthSoft: a.monthSoft, requests, cost, extra, reserve, write, ban: a.ban, adjustments, blocksBucket: a.bucket, blocks: a.granted }
 }
 
-// The answers in the store contract's shape: what the last reply said of the windows, less the units
-// this process holds unspent, so headers count down request by request between calls; a rejection
-// shows the units counted with what is kept back (why there was no room).
+// The answers in the store contract's shape: what the last reply said of the windows, less the units this process
+// holds unspent, so headers count down request by request between calls; a rejection shows the units counted with
+// what is kept back (why there was no room).
 function window (w: WindowReply | undefined, pool: number, kept: number, rejected: boolean, now: number, length: number): WindowState {
   if (w === undefined) return { count: 0, resetAt: now + length, retryAt: 0 }
   return { count: Math.max(0, rejected ? w.used + kept : w.used - pool), resetAt: w.resetAt, retryAt: rejected ? w.retryAt : 0 }

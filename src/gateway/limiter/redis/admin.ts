@@ -1,9 +1,8 @@
-// The limiter's state as ops read and change it (admin API, CLI), on a Redis connection of its own
-// with its own budget: an admin read never queues behind decisions nor takes a shard down. Peeks run
-// the grant script as a read. Bans live in each id's hash; an index of bans in force (`rl:{#bans}`,
-// by end) is written when a process learns of one, so listing reads the bans, never a SCAN, each
-// checked against its hash. Lifts and resets are published (pub/sub, broadcast by a Cluster), so
-// every process drops its cached ban and what it held for the id.
+// The limiter's state as ops read and change it (admin API, CLI), on a Redis connection of its own with its own
+// budget: an admin read never queues behind decisions nor takes a shard down. Peeks run the grant script as a read.
+// Bans live in each id's hash; an index of bans in force (`rl:{#bans}`, by end) is written when a process learns of
+// one, so listing reads the bans, never a SCAN, each checked against its hash. Lifts and resets are published
+// (pub/sub, broadcast by a Cluster), so every process drops its cached ban and what it held for the id.
 import { Cluster, type Redis } from 'ioredis'
 import { waitReady, type RedisClient } from '../../redis/connection.js'
 import { dayKey, limiterKey } from '../../redis/keys.js'
@@ -89,9 +88,9 @@ export function createRedisAdmin (client: RedisClient, forget: (id: string) => v
       return deleted > 0
     }),
     watchLifts (onLift: (id: string | undefined) => void) {
-      // A connection of its own (a subscribed connection runs no other command), which queues its
-      // SUBSCRIBE until it connects; lifts published while it was away are lost, so each
-      // (re)connection or topology change forgets every cached ban.
+      // A connection of its own (a subscribed connection runs no other command), which queues its SUBSCRIBE until it
+      // connects; lifts published while it was away are lost, so each (re)connection or topology change forgets every
+      // cached ban.
       const sub = client instanceof Cluster
         ? client.duplicate([], { enableOfflineQueue: true })
         : client.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: null })

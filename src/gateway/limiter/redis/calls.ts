@@ -10,7 +10,6 @@ import type { Job } from './batcher.js'
 import type { ShardClock } from './clock.js'
 import { StoreUnavailableError, type StoreOnError } from './outage.js'
 import type { Runtime } from './port.js'
-import type { ConsumeResult } from '../store.js'
 import type { GrantEntry, GrantReply } from './scripts.js'
 import type { Shards } from './shard.js'
 
@@ -18,10 +17,12 @@ import type { Shards } from './shard.js'
 export const HOT_RATE = 2
 /** The reserve asked for: this many seconds of the consumer's traffic, at most a quarter of the room left. */
 export const RESERVE_SECONDS = 10
-/** No reserve while the room left is under this share of the tightest limit (a burst races for it). */
-export const RESERVE_ROOM_FLOOR = 0.1
+/** No reserve unless the room would last this long at the consumer's rate: one racing to its limit would strand it. */
+export const RESERVE_SLACK_SECONDS = 60
 /** An id unseen this long hands its reserve back. */
 export const IDLE_MS = 2_000
+/** A refusal that waits for blocks held elsewhere asks again this long after their second ends (their give-back first). */
+const GIVE_BACK_MARGIN_MS = 30
 /** Calls a request waits for before the outage policy answers it (each reply came too late to spend). */
 const MAX_ATTEMPTS = 3
 
@@ -48,8 +49,7 @@ export function createCalls (deps: CallDeps) {
 
   /** Serves waiting requests from a live pool. */
   function drain (a: Account, x: number): void {
-    const clock = clockOf(a)
-    while (a.waiting.length > 0 && a.waiting[0]!.cost <= a.pool && acct.poolLive(a, clock, x)) {
+    while (a.waiting.length > 0 && a.waiting[0]!.cost <= a.pool && acct.poolLive(a, clockOf(a), x)) {
       const w = a.waiting.shift()!
       acct.spendPool(a, w.cost)
       w.resolve(consumeResult(a, 'ok', a.viewAt + (x - a.viewLocal), 'grant'))
@@ -58,15 +58,10 @@ export function createCalls (deps: CallDeps) {
 
   /** A call ended: what still waits goes on (after `delayMs`, when given). */
   function next (a: Account, delayMs = 0): void {
-    if (a.calling || a.waiting.length === 0) return
-    if (delayMs > 0) {
-      a.calling = true
-      runtime.after(delayMs, () => {
-        a.calling = false
-        next(a)
-      })
-      return
-    }
+    if (a.calling) return
+    // Nothing waits: a pool just given back goes at once (other processes' refusals may wait for it).
+    if (a.waiting.length === 0) { if (a.returns.length > 0 && up(a)) call(a); return }
+    if (delayMs > 0) { a.calling = true; runtime.after(delayMs, () => { a.calling = false; next(a) }); return }
     const x = runtime.now()
     drain(a, x)
     if (a.waiting.length === 0) return
@@ -74,19 +69,11 @@ export function createCalls (deps: CallDeps) {
     for (const w of a.waiting.splice(0)) outage(a, w, x)
   }
 
-  /** The outage policy's answer to a request of `cost` at local `x`. */
-  function outageAnswer (a: Account, cost: number, x: number): ConsumeResult {
-    if (policy === 'open') return consumeResult({ ...a, view: undefined, pool: 0 }, 'ok', runtime.now(), 'fallback') // nothing known: the whole limits
-    if (policy === 'local' && acct.spendReserve(a, clockOf(a), x, cost)) return consumeResult(a, 'ok', clockOf(a).latest(x) ?? x, 'fallback')
-    throw new StoreUnavailableError(`limiter store ${up(a) ? 'did not answer in time' : 'unavailable'}`)
-  }
-
+  /** The outage policy's answer to `w` at local `x`. */
   function outage (a: Account, w: Waiting, x: number): void {
-    try {
-      w.resolve(outageAnswer(a, w.cost, x))
-    } catch (err) {
-      w.reject(err as Error)
-    }
+    if (policy === 'open') w.resolve(consumeResult({ ...a, view: undefined, pool: 0 }, 'ok', runtime.now(), 'fallback')) // nothing known: the whole limits
+    else if (policy === 'local' && acct.spendReserve(a, clockOf(a), x, w.cost)) w.resolve(consumeResult(a, 'ok', clockOf(a).latest(x) ?? x, 'fallback'))
+    else w.reject(new StoreUnavailableError(`limiter store ${up(a) ? 'did not answer in time' : 'unavailable'}`))
   }
 
   /** The reserve for `a`: only when busy this second and the last (a lone burst races for the whole window). */
@@ -94,8 +81,7 @@ export function createCalls (deps: CallDeps) {
     if (policy !== 'local' || x - a.lastSeen > IDLE_MS || a.seenBefore === 0) return 0
     const r = acct.rate(a, x)
     const room = acct.roomSeen(a)
-    const tightest = Math.min(a.limits.perMinute, a.limits.perDay, a.monthLimit > 0 && !a.monthSoft ? a.monthLimit : Infinity)
-    if (r < HOT_RATE || room < RESERVE_ROOM_FLOOR * tightest) return 0
+    if (r < HOT_RATE || room < r * RESERVE_SLACK_SECONDS) return 0
     return Math.min(Math.ceil(r * RESERVE_SECONDS), Math.floor(room / 4))
   }
 
@@ -118,10 +104,14 @@ export function createCalls (deps: CallDeps) {
       return 0
     }
     const cost = group[0]?.cost ?? 1
-    acct.fillPool(a, r.admitted * cost + r.extra, redisNow)
+    acct.fillPool(a, r.admitted * cost + r.extra, r.extra, redisNow)
+    if (r.extra > 0) giveBackAtBucketEnd(a, received)
     if (answered) return 0
     const live = acct.poolLive(a, clockOf(a), received)
     const retry: Waiting[] = []
+    // Units other processes hold as blocks this second come back when it ends: that many refusals
+    // (a request's first) ask once more then, rather than 429 for room only held (docs/limiter-internals.md).
+    let pooledElsewhere = r.bannedAt === 0 ? r.pooled : 0
     group.forEach((w, k) => {
       if (k < r.admitted) {
         if (live) {
@@ -134,6 +124,12 @@ export function createCalls (deps: CallDeps) {
         }
         return
       }
+      if (w.attempts === 0 && pooledElsewhere >= w.cost) {
+        pooledElsewhere -= w.cost
+        w.attempts++
+        retry.push(w)
+        return
+      }
       // The 429 that crossed the threshold starts the ban; those after it find the ban in force.
       const nth = k - r.admitted + 1
       const outcome = r.bannedAt === 0 || nth < r.bannedAt ? 'rate_limited' : nth === r.bannedAt ? 'ban_started' : 'key_banned'
@@ -142,7 +138,18 @@ export function createCalls (deps: CallDeps) {
     a.waiting.unshift(...retry)
     if (retry.length === 0) return 0
     const earliest = clockOf(a).earliest(received) ?? received
-    return Math.min(MINUTE_BUCKET_MS, Math.max(1, (a.bucket + 1) * MINUTE_BUCKET_MS - earliest + 1))
+    return Math.min(MINUTE_BUCKET_MS, Math.max(1, (a.bucket + 1) * MINUTE_BUCKET_MS - earliest + GIVE_BACK_MARGIN_MS))
+  }
+
+  /** When `a`'s pool can no longer be spent, what is left of it goes back at once (others may wait for it). */
+  function giveBackAtBucketEnd (a: Account, x: number): void {
+    if (a.giveBack) return
+    a.giveBack = true
+    const latest = clockOf(a).latest(x) ?? x
+    runtime.after(Math.max(1, (a.bucket + 1) * MINUTE_BUCKET_MS - acct.SPEND_MARGIN_MS - latest), () => {
+      a.giveBack = false
+      if (acct.expirePool(a, clockOf(a), runtime.now())) next(a); else giveBackAtBucketEnd(a, runtime.now()) // the clock's bounds said not yet
+    })
   }
 
   /** The job of one write call for `a`, built at its turn's end with everything then waiting. */
@@ -201,9 +208,7 @@ export function createCalls (deps: CallDeps) {
       failed () {
         // Whether Redis ran it is unknown: the reserve is held to the cap that holds either way, the
         // reserve admissions it carried are sent again (counted twice at worst), its give-backs are not.
-        a.calling = false
-        a.reserve = a.reserveCap ?? a.reserve
-        a.reserveCap = undefined
+        Object.assign(a, { calling: false, reserve: a.reserveCap ?? a.reserve, reserveCap: undefined })
         if (!timedOut) {
           const x = runtime.now()
           for (const w of groups.flat()) outage(a, w, x)

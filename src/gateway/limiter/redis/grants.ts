@@ -1,11 +1,10 @@
-// Count before admit: the Redis path's decisions. A request is admitted only by spending units Redis
-// has already counted for this process — held from an earlier call (the pool), or counted by the
-// call it waited for — or, while its shard does not answer, by the STORE_ON_ERROR policy
-// (outage.ts; `local` spends the reserve Redis keeps back for this process). A reply that arrives
-// late was still counted: its units are spent by later requests or given back, so a slow Redis
-// costs latency or an under-admission, never an over-admission. One call per id is in flight at a
-// time (calls.ts); requests arriving meanwhile wait for the next, which leaves with the turn's
-// batch (batcher.ts). docs/limiter-internals.md states the invariant and proves the bound.
+// Count before admit: the Redis path's decisions. A request is admitted only by spending units Redis has already
+// counted for this process — held from an earlier call (the pool), or counted by the call it waited for — or, while
+// its shard does not answer, by the STORE_ON_ERROR policy (outage.ts; `local` spends the reserve Redis keeps back for
+// this process). A reply that arrives late was still counted: its units are spent by later requests or given back, so
+// a slow Redis costs latency or an under-admission, never an over-admission. One call per id is in flight at a time
+// (calls.ts); requests arriving meanwhile wait for the next, which leaves with the turn's batch (batcher.ts).
+// docs/limiter-internals.md states the invariant and proves the bound.
 import { LRUCache } from 'lru-cache'
 import { limiterKey } from '../../redis/keys.js'
 import { ANONYMOUS_ID_PREFIX } from '../../edge/client-address.js'

@@ -16,7 +16,7 @@ export const GRANT = load('grant')
 export const EPOCH = load('epoch')
 
 /** Fields of one grant entry's reply, after the call's leading Redis time. */
-const GRANT_REPLY_FIELDS = 16
+const GRANT_REPLY_FIELDS = 17
 
 /** One adjustment: add `delta` (negative: give back) to these buckets; 0 skips a window. */
 export interface Adjustment { readonly minute: number, readonly day: number, readonly month: number, readonly delta: number }
@@ -30,6 +30,7 @@ export interface GrantEntry {
   readonly key: string
   readonly minuteLimit: number, readonly dayLimit: number, readonly monthLimit: number, readonly monthSoft: boolean
   readonly requests: number, readonly cost: number, readonly extra: number, readonly reserve: number, readonly write: boolean
+  readonly blocksBucket: number, readonly blocks: number // blocks the caller was granted in that minute bucket
   readonly ban: BanPolicy | null
   readonly adjustments: readonly Adjustment[]
 }
@@ -40,13 +41,13 @@ export interface WindowReply { readonly used: number, readonly resetAt: number, 
 /**
  * One entry's reply: `bannedAt` the rejected request (1-based) that started a ban (0: none),
  * `reserve` the caller's now, `held` every process's reserve (kept back in every window),
- * `bannedUntil` the ban's end (0: none).
+ * `bannedUntil` the ban's end (0: none), `pooled` the units granted as blocks in this second to other processes.
  */
 export interface GrantReply {
   readonly outcome: 'ok' | 'rate_limited' | 'key_banned'
   readonly admitted: number, readonly bannedAt: number, readonly extra: number, readonly reserve: number, readonly held: number
   readonly minute: WindowReply, readonly day: WindowReply, readonly month: WindowReply
-  readonly bannedUntil: number
+  readonly bannedUntil: number, readonly pooled: number
 }
 
 /** KEYS of a grant call: two per entry, the id's hash and its day ring's. */
@@ -60,7 +61,7 @@ export function grantArgs (holder: string, entries: readonly GrantEntry[]): stri
   args[0] = holder
   let k = 1
   for (const e of entries) {
-    args[k++] = `${e.minuteLimit} ${e.dayLimit} ${e.monthLimit} ${e.requests} ${e.cost} ${e.extra} ${e.reserve} ${e.write ? 1 : 0} ${e.monthSoft ? 1 : 0}`
+    args[k++] = `${e.minuteLimit} ${e.dayLimit} ${e.monthLimit} ${e.requests} ${e.cost} ${e.extra} ${e.reserve} ${e.write ? 1 : 0} ${e.monthSoft ? 1 : 0} ${e.blocksBucket} ${e.blocks}`
     args[k++] = e.ban === null ? '' : `${e.ban.threshold},${e.ban.windowSeconds * 1000},${e.ban.durationSeconds * 1000},${e.ban.maxDurationSeconds * 1000}`
     args[k++] = e.adjustments.length === 0 ? '' : e.adjustments.map((a) => `${a.minute},${a.day},${a.month},${a.delta}`).join(';')
   }
@@ -76,7 +77,7 @@ export function readGrantReply (raw: unknown, entries: number): { now: number, r
   const replies: GrantReply[] = []
   const w = (k: number): WindowReply => ({ used: r[k]!, resetAt: r[k + 1]!, retryAt: r[k + 2]! })
   for (let i = 0, k = 1; i < entries; i++, k += GRANT_REPLY_FIELDS) {
-    replies.push({ outcome: OUTCOMES[r[k]!] ?? 'rate_limited', admitted: r[k + 1]!, bannedAt: r[k + 2]!, extra: r[k + 3]!, reserve: r[k + 4]!, held: r[k + 5]!, minute: w(k + 6), day: w(k + 9), month: w(k + 12), bannedUntil: r[k + 15]! })
+    replies.push({ outcome: OUTCOMES[r[k]!] ?? 'rate_limited', admitted: r[k + 1]!, bannedAt: r[k + 2]!, extra: r[k + 3]!, reserve: r[k + 4]!, held: r[k + 5]!, minute: w(k + 6), day: w(k + 9), month: w(k + 12), bannedUntil: r[k + 15]!, pooled: r[k + 16]! })
   }
   return { now: r[0]!, replies }
 }

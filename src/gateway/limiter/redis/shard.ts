@@ -56,9 +56,8 @@ export function createShards (opts: ShardOptions) {
     opts.onShardChange?.(s.name, state, reason)
   }
 
-  // Probes and epoch reads are off the request path: a slow answer there costs recovery time, never
-  // the re-seed itself, which must land before the barrier ends (so half the barrier, not the
-  // request budget; a link slow for a moment after a restart must not make a process re-seed late).
+  // Probes and epoch reads are off the request path: half the barrier, not the request budget (a link slow
+  // for a moment after a restart must not make a process re-seed after the barrier, docs/limiter-internals.md).
   const recoveryMs = Math.max(opts.timeoutMs, barrierMs / 2)
   const bounded = <T>(call: Promise<T>): Promise<T> => withinBudget(call, recoveryMs, runtime.after)
 

@@ -42,7 +42,9 @@ function sequence (seed: number): Call[] {
         reserve: int(0, 4),
         write: random() < 0.9,
         ban: random() < 0.5 ? { threshold: int(1, 4), windowSeconds: 60, durationSeconds: 2, maxDurationSeconds: 8 } : null,
-        adjustments
+        adjustments,
+        blocksBucket: -1,
+        blocks: int(0, 3)
       })
     }
     calls.push({ holder: HOLDERS[int(0, HOLDERS.length - 1)]!, entries })
