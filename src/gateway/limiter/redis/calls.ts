@@ -18,11 +18,11 @@ export const HOT_RATE = 2
 /** The reserve asked for: this many seconds of the consumer's traffic, at most a quarter of the room left. */
 export const RESERVE_SECONDS = 10
 /** No reserve unless the room would last this long at the consumer's rate: one racing to its limit would strand it. */
-export const RESERVE_SLACK_SECONDS = 60
+export const RESERVE_SLACK_SECONDS = 10
 /** An id unseen this long hands its reserve back. */
 export const IDLE_MS = 2_000
 /** A refusal that waits for blocks held elsewhere asks again this long after their second ends (their give-back first). */
-const GIVE_BACK_MARGIN_MS = 30
+const GIVE_BACK_MARGIN_MS = 100
 /** Calls a request waits for before the outage policy answers it (each reply came too late to spend). */
 const MAX_ATTEMPTS = 3
 
@@ -93,10 +93,8 @@ export function createCalls (deps: CallDeps) {
     return Math.max(0, Math.min(a.limits.perMinute, Math.ceil(r * left / 1000)) - waiting)
   }
 
-  /**
-   * One entry's reply: its units join the pool, its requests are admitted from it or rejected. Units
-   * too late for their bucket are given back; their requests ask again after it (the delay returned).
-   */
+  // One entry's reply: its units join the pool, its requests are admitted from it or rejected. Units too late for
+  // their bucket are given back; their requests ask again after it (the delay returned).
   function answer (a: Account, r: GrantReply, group: Waiting[], redisNow: number, received: number, answered: boolean): number {
     if (r.bannedAt > 0) deps.onBan(a.id, r.bannedUntil)
     if (r.outcome === 'key_banned') {
@@ -105,7 +103,7 @@ export function createCalls (deps: CallDeps) {
     }
     const cost = group[0]?.cost ?? 1
     acct.fillPool(a, r.admitted * cost + r.extra, r.extra, redisNow)
-    if (r.extra > 0) giveBackAtBucketEnd(a, received)
+    if (r.extra > 0) giveBackAtBucketEnd(a)
     if (answered) return 0
     const live = acct.poolLive(a, clockOf(a), received)
     const retry: Waiting[] = []
@@ -138,17 +136,18 @@ export function createCalls (deps: CallDeps) {
     a.waiting.unshift(...retry)
     if (retry.length === 0) return 0
     const earliest = clockOf(a).earliest(received) ?? received
-    return Math.min(MINUTE_BUCKET_MS, Math.max(1, (a.bucket + 1) * MINUTE_BUCKET_MS - earliest + GIVE_BACK_MARGIN_MS))
+    return Math.min(MINUTE_BUCKET_MS + GIVE_BACK_MARGIN_MS, Math.max(1, (a.bucket + 1) * MINUTE_BUCKET_MS - earliest + GIVE_BACK_MARGIN_MS))
   }
 
   /** When `a`'s pool can no longer be spent, what is left of it goes back at once (others may wait for it). */
-  function giveBackAtBucketEnd (a: Account, x: number): void {
+  function giveBackAtBucketEnd (a: Account): void {
     if (a.giveBack) return
     a.giveBack = true
-    const latest = clockOf(a).latest(x) ?? x
-    runtime.after(Math.max(1, (a.bucket + 1) * MINUTE_BUCKET_MS - acct.SPEND_MARGIN_MS - latest), () => {
+    runtime.after(Math.max(1, (a.bucket + 1) * MINUTE_BUCKET_MS - acct.SPEND_MARGIN_MS - (clockOf(a).latest(runtime.now()) ?? runtime.now())), () => {
       a.giveBack = false
-      if (acct.expirePool(a, clockOf(a), runtime.now())) next(a); else giveBackAtBucketEnd(a, runtime.now()) // the clock's bounds said not yet
+      acct.expirePool(a, clockOf(a), runtime.now())
+      if (a.pool > 0) giveBackAtBucketEnd(a) // the clock's bounds say not yet, or a new block came
+      next(a)
     })
   }
 
