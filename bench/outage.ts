@@ -4,7 +4,7 @@
 // a kill and restart without persistence, a ban then recovery, the sliding steady state), each
 // run once per policy; with a baseline checkout (`git archive` of an older commit, node_modules
 // linked in) its gateway runs the `local` rows too, for a before/after table. Writes
-// bench/results/outage.json and prints the table (docs/limiter-internals.md quotes it).
+// bench/results/outage.json and outage.md, and prints the table (docs/limiter-internals.md quotes it).
 // Env: OUTAGE_POLICIES [local,open,closed] OUTAGE_SCENARIOS [all, comma-separated names].
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -59,10 +59,11 @@ async function main (): Promise<void> {
     process.stdout.write(`${JSON.stringify(rows.filter((r) => r.scenario === name))}\n`)
   }
   writeFileSync(join(REPO_ROOT, 'bench', 'results', 'outage.json'), JSON.stringify({ date: new Date().toISOString(), rows }, null, 2) + '\n')
-  process.stdout.write('\n| scenario | checkout | STORE_ON_ERROR | most admitted in a rolling minute (limit 600) | 429 | 503 | store errors per gateway | faults as they happened |\n|---|---|---|---:|---:|---:|---|---|\n')
-  for (const r of rows) {
-    process.stdout.write(`| ${r.scenario} | ${r.checkout} | ${r.policy} | ${r.most} | ${r.refused429} | ${r.refused503} | ${r.storeErrors.join(' / ')} | ${r.faults} |\n`)
-  }
+  const table = ['| scenario | checkout | STORE_ON_ERROR | most admitted in a rolling minute (limit 600) | 429 | 503 | store errors per gateway | faults as they happened |', '|---|---|---|---:|---:|---:|---|---|',
+    ...rows.map((r) => `| ${r.scenario} | ${r.checkout} | ${r.policy} | ${r.most} | ${r.refused429} | ${r.refused503} | ${r.storeErrors.join(' / ')} | ${r.faults} |`)]
+  const head = `# Outage — what each STORE_ON_ERROR policy keeps of a 600/min limit\n\n${new Date().toISOString()} · two gateway processes on one Redis, ~300 requests/s with a burst on every second boundary (test/helpers/attack.ts); one run per row${baseline === undefined ? '' : `; "baseline": the gateway of ${baseline}`}.\n\n`
+  writeFileSync(join(REPO_ROOT, 'bench', 'results', 'outage.md'), head + table.join('\n') + '\n')
+  process.stdout.write(`\n${table.join('\n')}\n`)
 }
 
 await main()

@@ -21,7 +21,7 @@ export const RESERVE_SECONDS = 10
 export const RESERVE_SLACK_SECONDS = 10
 /** An id unseen this long hands its reserve back. */
 export const IDLE_MS = 2_000
-/** A refusal that waits for blocks held elsewhere asks again this long after their second ends (their give-back first). */
+/** A refusal waiting for blocks held elsewhere asks again this long after their second ends (their give-back first). */
 const GIVE_BACK_MARGIN_MS = 100
 /** Calls a request waits for before the outage policy answers it (each reply came too late to spend). */
 const MAX_ATTEMPTS = 3
@@ -107,9 +107,9 @@ export function createCalls (deps: CallDeps) {
     if (answered) return 0
     const live = acct.poolLive(a, clockOf(a), received)
     const retry: Waiting[] = []
-    // Units other processes hold as blocks this second come back when it ends: that many refusals
-    // (a request's first) ask once more then, rather than 429 for room only held (docs/limiter-internals.md).
+    // Blocks other processes hold come back when this second ends: that many first refusals ask again then (limiter-internals.md).
     let pooledElsewhere = r.bannedAt === 0 ? r.pooled : 0
+    let margin = 1 // after the bucket ends; a refusal waiting for blocks also gives their holders time to give back
     group.forEach((w, k) => {
       if (k < r.admitted) {
         if (live) {
@@ -124,6 +124,7 @@ export function createCalls (deps: CallDeps) {
       }
       if (w.attempts === 0 && pooledElsewhere >= w.cost) {
         pooledElsewhere -= w.cost
+        margin = GIVE_BACK_MARGIN_MS
         w.attempts++
         retry.push(w)
         return
@@ -136,7 +137,7 @@ export function createCalls (deps: CallDeps) {
     a.waiting.unshift(...retry)
     if (retry.length === 0) return 0
     const earliest = clockOf(a).earliest(received) ?? received
-    return Math.min(MINUTE_BUCKET_MS + GIVE_BACK_MARGIN_MS, Math.max(1, (a.bucket + 1) * MINUTE_BUCKET_MS - earliest + GIVE_BACK_MARGIN_MS))
+    return Math.min(MINUTE_BUCKET_MS + margin, Math.max(1, (a.bucket + 1) * MINUTE_BUCKET_MS - earliest + margin))
   }
 
   /** When `a`'s pool can no longer be spent, what is left of it goes back at once (others may wait for it). */
