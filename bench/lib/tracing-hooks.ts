@@ -106,7 +106,7 @@ export interface HookCost { name: string, nsPerRequest: number, rounds: number[]
 export async function tracingHookCost (collectorUrl: string, iterations = DEFAULT_HOOK_ITERATIONS, rounds = DEFAULT_HOOK_ROUNDS): Promise<HookCost[]> {
   const log: FastifyBaseLogger = pino({ level: 'info' }, destination({ dest: '/dev/null', sync: true }))
   const app: FastifyInstance = Fastify()
-  app.decorate('limiter', { store: { kind: 'redis' } } as unknown as FastifyInstance['limiter'])
+  app.decorate('limiter', { store: { describe: () => ({ kind: 'redis', nodes: [] }) } } as unknown as FastifyInstance['limiter'])
   app.decorate('limiterStatus', { storeErrors: () => 0, fallbackActive: () => false, bannedKeys: () => 0 })
   const configs: Array<{ name: string, ratio: string | undefined }> = [
     { name: 'tracing off (propagation only)', ratio: undefined },
