@@ -43,3 +43,23 @@ export async function startEchoUpstream (t: Test): Promise<EchoUpstream> {
   const { port } = server.address() as { port: number }
   return { url: `http://127.0.0.1:${port}`, received, behave: (fn) => { behaviour = fn } }
 }
+
+/** A held upstream: its requests wait until `releaseOne()` (the oldest) or `release()` (all, and every later one at once). */
+export interface HeldUpstream extends EchoUpstream {
+  releaseOne: () => void
+  release: () => void
+}
+
+/** An upstream that holds every request until released, then answers `[]`: admitted requests stay in flight as long as a test needs. */
+export async function startHeldUpstream (t: Test): Promise<HeldUpstream> {
+  const upstream = await startEchoUpstream(t)
+  const held: Array<() => void> = []
+  let released = false
+  upstream.behave((_req, res) => {
+    const answer = (): void => { res.writeHead(200, { 'content-type': 'application/json' }); res.end('[]') }
+    if (released) answer(); else held.push(answer)
+  })
+  const release = (): void => { released = true; for (const answer of held.splice(0)) answer() }
+  t.teardown(release)
+  return Object.assign(upstream, { releaseOne: () => { held.shift()?.() }, release })
+}

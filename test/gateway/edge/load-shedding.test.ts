@@ -9,7 +9,7 @@ import { performance } from 'node:perf_hooks'
 import t, { type Test } from 'tap'
 import { Pool } from 'undici'
 import { ConcurrencyLimit, MAX_CONCURRENCY_LIMIT, DEFAULT_MIN_CONCURRENCY_LIMIT } from '../../../src/gateway/edge/concurrency-limit.js'
-import { startEchoUpstream } from '../../helpers/echo-upstream.js'
+import { startHeldUpstream, type HeldUpstream } from '../../helpers/echo-upstream.js'
 import { bearer, DEMO_KEYS, startGateway, type StartedGateway } from '../../helpers/gateway.js'
 import { until } from '../../helpers/poll.js'
 import { sampleValue, scrape } from '../../helpers/scrape.js'
@@ -17,20 +17,6 @@ import { sampleValue, scrape } from '../../helpers/scrape.js'
 const BURST = DEFAULT_MIN_CONCURRENCY_LIMIT + 36
 /** How long the delay must stay over target before shedding starts: short, for the test's sake. */
 const INTERVAL_MS = 200
-
-/** A backend that holds every request until `release()`, then answers at once: admitted requests stay in flight as long as the test needs. */
-async function heldBackend (t: Test): Promise<{ url: string, release: () => void }> {
-  const upstream = await startEchoUpstream(t)
-  const held: Array<() => void> = []
-  let released = false
-  upstream.behave((_req, res) => {
-    const answer = (): void => { res.writeHead(200, { 'content-type': 'application/json' }); res.end('[]') }
-    if (released) answer(); else held.push(answer)
-  })
-  const release = (): void => { released = true; for (const answer of held.splice(0)) answer() }
-  t.teardown(release)
-  return { url: upstream.url, release }
-}
 
 interface Answer { status: number, headers: Record<string, string | string[] | undefined>, body: Record<string, unknown> }
 
@@ -64,9 +50,9 @@ async function burst (gw: StartedGateway, key: string, n: number): Promise<Answe
  * A gateway whose loop delay the test sets (here over the target) with a standing queue — BURST
  * requests of the Business key held by the backend — and its limit already cut to the minimum.
  */
-async function overloaded (t: Test): Promise<{ gw: StartedGateway, backend: Awaited<ReturnType<typeof heldBackend>>, loopDelay: (ms: number) => void, queue: Promise<Answer[]> }> {
+async function overloaded (t: Test): Promise<{ gw: StartedGateway, backend: HeldUpstream, loopDelay: (ms: number) => void, queue: Promise<Answer[]> }> {
   let delay = 100
-  const backend = await heldBackend(t)
+  const backend = await startHeldUpstream(t)
   const gw = await startGateway(t, { backendUrl: backend.url, loadShedding: { queueDelayMs: 20, windowMs: 20, intervalMs: INTERVAL_MS, loopDelay: () => delay } })
   const queue = burst(gw, DEMO_KEYS.business, BURST)
   await settled(gw, BURST)
@@ -81,7 +67,7 @@ async function settled (gw: StartedGateway, n: number, shedBefore = 0): Promise<
 }
 
 t.test('an event loop kept busy turn after turn with a standing queue: the excess over the limit is 503 + Retry-After, counted, never sent upstream', async (t) => {
-  const backend = await heldBackend(t)
+  const backend = await startHeldUpstream(t)
   const gw = await startGateway(t, { backendUrl: backend.url, loadShedding: { queueDelayMs: 20, windowMs: 50, intervalMs: INTERVAL_MS } })
   t.equal(gw.app.loadShedding.limit, MAX_CONCURRENCY_LIMIT, 'no limit before any overload')
   const queued = burst(gw, DEMO_KEYS.business, BURST)
@@ -149,7 +135,7 @@ t.test('a shed connection is not read again before its Retry-After; a well-behav
 })
 
 t.test('a standing queue for the backend\'s connections cuts the limit too, with the loop idle: the excess is shed at the edge, not queued', async (t) => {
-  const backend = await heldBackend(t)
+  const backend = await startHeldUpstream(t)
   const connections = 2
   const gw = await startGateway(t, { backendUrl: backend.url, upstreamConnections: connections, loadShedding: { queueDelayMs: 20, windowMs: 20, intervalMs: INTERVAL_MS, loopDelay: () => 0 } })
   const waiting = burst(gw, DEMO_KEYS.business, 10)

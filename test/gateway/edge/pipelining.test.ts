@@ -8,26 +8,12 @@ import { connect, type Socket } from 'node:net'
 import { performance } from 'node:perf_hooks'
 import t, { type Test } from 'tap'
 import { DEFAULT_PIPELINE_DEPTH, DEFAULT_PIPELINE_MAX_PARSED, MIN_PIPELINE_DEPTH } from '../../../src/gateway/edge/pipeline-gate.js'
-import { startEchoUpstream } from '../../helpers/echo-upstream.js'
+import { startHeldUpstream } from '../../helpers/echo-upstream.js'
 import { DEMO_KEYS, startGateway, type StartedGateway } from '../../helpers/gateway.js'
 import { sleep, until } from '../../helpers/poll.js'
 import { summary, victimKeptAlive } from '../../helpers/victim.js'
 
 const KEY_HEAD = `GET /v1/pets HTTP/1.1\r\nhost: gateway\r\nauthorization: Bearer ${DEMO_KEYS.enterprise}\r\n\r\n`
-
-/** A backend holding every request until release(), then answering at once. */
-async function heldBackend (t: Test): Promise<{ url: string, received: () => number, release: () => void }> {
-  const upstream = await startEchoUpstream(t)
-  const held: Array<() => void> = []
-  let released = false
-  upstream.behave((_req, res) => {
-    const answer = (): void => { res.writeHead(200, { 'content-type': 'application/json' }); res.end('[]') }
-    if (released) answer(); else held.push(answer)
-  })
-  const release = (): void => { released = true; for (const answer of held.splice(0)) answer() }
-  t.teardown(release)
-  return { url: upstream.url, received: () => upstream.received.length, release }
-}
 
 /** A raw connection collecting the status lines of its answers, in order. */
 function rawConnection (t: Test, port: number, localAddress: string): { socket: Socket, statuses: () => number[], closed: () => boolean } {
@@ -50,16 +36,16 @@ function countParsed (gw: StartedGateway): () => number {
 }
 
 t.test('32 pipelined requests: one at a time in the gateway, all answered in order; reading stops while the connection has PIPELINE_DEPTH unanswered', async (t) => {
-  const backend = await heldBackend(t)
+  const backend = await startHeldUpstream(t)
   const gw = await startGateway(t, { backendUrl: backend.url })
   const parsed = countParsed(gw)
   const c = rawConnection(t, Number(new URL(gw.url).port), '127.0.95.1')
   c.socket.write(KEY_HEAD.repeat(32))
-  await until('the first request at the backend', () => backend.received() === 1)
+  await until('the first request at the backend', () => backend.received.length === 1)
   await until('the 32 parsed', () => parsed() === 32)
   await sleep(200)
   t.equal(gw.app.drain.inFlight, 1, 'one request of the connection in the gateway; 31 wait unprocessed')
-  t.equal(backend.received(), 1)
+  t.equal(backend.received.length, 1)
 
   c.socket.write(KEY_HEAD.repeat(8))
   await sleep(300)
@@ -74,13 +60,13 @@ t.test('32 pipelined requests: one at a time in the gateway, all answered in ord
 })
 
 t.test(`a read holding more than ${DEFAULT_PIPELINE_MAX_PARSED} requests closes the connection; none of them reaches the backend`, async (t) => {
-  const backend = await heldBackend(t)
+  const backend = await startHeldUpstream(t)
   const gw = await startGateway(t, { backendUrl: backend.url })
   const c = rawConnection(t, Number(new URL(gw.url).port), '127.0.95.2')
   c.socket.write(KEY_HEAD.repeat(DEFAULT_PIPELINE_MAX_PARSED + 36))
   await until('the connection closed', () => c.closed(), 5_000)
   await sleep(100)
-  t.ok(backend.received() <= 1, `at most the first request was sent on (${backend.received()})`)
+  t.ok(backend.received.length <= 1, `at most the first request was sent on (${backend.received.length})`)
   await until('nothing left in flight', () => gw.app.drain.inFlight === 0)
 })
 

@@ -6,7 +6,7 @@
 import t from 'tap'
 import { FairQueue } from '../../../src/gateway/proxy/fair-queue.js'
 import { UpstreamGate, type UpstreamWaiter } from '../../../src/gateway/proxy/upstream-gate.js'
-import { startEchoUpstream } from '../../helpers/echo-upstream.js'
+import { startHeldUpstream } from '../../helpers/echo-upstream.js'
 import { bearer, DEMO_KEYS, startGateway } from '../../helpers/gateway.js'
 import { until } from '../../helpers/poll.js'
 
@@ -56,14 +56,7 @@ t.test('the gate with lanes: a consumer\'s one request is next after the flood\'
 })
 
 t.test('through the gateway: with two backend connections busy and 20 of one consumer waiting, another consumer\'s request is sent within one round', async (t) => {
-  const upstream = await startEchoUpstream(t)
-  const held: Array<() => void> = []
-  let released = false
-  upstream.behave((_req, res) => {
-    const answer = (): void => { res.writeHead(200, { 'content-type': 'application/json' }); res.end('[]') }
-    if (released) answer(); else held.push(answer)
-  })
-  t.teardown(() => { released = true; for (const answer of held.splice(0)) answer() })
+  const upstream = await startHeldUpstream(t)
   const gw = await startGateway(t, { backendUrl: upstream.url, upstreamConnections: 2 })
   const send = async (key: string): Promise<number> => {
     const res = await fetch(`${gw.url}/v1/pets`, { headers: bearer(key) })
@@ -74,13 +67,12 @@ t.test('through the gateway: with two backend connections busy and 20 of one con
   await until('2 sent, 20 waiting', () => upstream.received.length === 2 && gw.app.upstream.queued === 20)
   const other = send(DEMO_KEYS.pro)
   await until('the other consumer waiting', () => gw.app.upstream.queued === 21)
-  held.shift()?.()
-  held.shift()?.()
+  upstream.releaseOne()
+  upstream.releaseOne()
   await until('two more sent', () => upstream.received.length === 4)
   const next = upstream.received.slice(2).map((r) => r.headers['x-consumer-id'])
   t.ok(next.includes('demo-pro'), `the other consumer's request took one of the next two free connections (${next.join(', ')}), not the 21st`)
-  released = true
-  for (const answer of held.splice(0)) answer()
+  upstream.release()
   t.equal(await other, 200)
   t.same(new Set(await Promise.all(flood)), new Set([200]))
 })
