@@ -7,6 +7,8 @@
 // Env: BENCH_SECONDS [10] BENCH_CONNECTIONS [32] PROFILE_WARMUP_SECONDS [5]
 // PROFILE_TARGET=redis (default) | memory (in-process store) | bare (bench/servers/bare-proxy.ts, to compare)
 // PROFILE_WORKLOAD=hot (default) | keys | zipf: the bench's workloads (bench/lib/workloads.ts).
+// PROFILE_GATEWAY_ENV='NAME=value,NAME=value': more environment for the gateway (tracing on, say);
+// PROFILE_NAME: the results' file name instead of gateway-<target>-<workload>.
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -143,6 +145,16 @@ export function summarizeProfile (profile: CpuProfile, top = DEFAULT_TOP_FRAMES)
   return lines
 }
 
+/** PROFILE_GATEWAY_ENV's `NAME=value` pairs, comma-separated. */
+function extraEnv (list: string | undefined): Record<string, string> {
+  const env: Record<string, string> = {}
+  for (const pair of (list ?? '').split(',')) {
+    const eq = pair.indexOf('=')
+    if (eq > 0) env[pair.slice(0, eq).trim()] = pair.slice(eq + 1).trim()
+  }
+  return env
+}
+
 async function main (): Promise<void> {
   const seconds = Number(process.env.BENCH_SECONDS ?? DEFAULT_PROFILE_SECONDS)
   const connections = Number(process.env.BENCH_CONNECTIONS ?? 32)
@@ -174,7 +186,8 @@ async function main (): Promise<void> {
         env: {
           GATEWAY_HOST: '127.0.0.1', GATEWAY_PORT: String(port), ADMIN_PORT: String(await freePort()),
           BACKEND_URL: backendUrl, CONFIG_DIR: configDir, CONFIG_WATCH: 'false', LOG_LEVEL: 'info',
-          REDIS_URL: useRedis ? redis.url : '', GATEWAY_WORKERS: '1'
+          REDIS_URL: useRedis ? redis.url : '', GATEWAY_WORKERS: '1',
+          ...extraEnv(process.env.PROFILE_GATEWAY_ENV)
         }
       })
       url = `http://127.0.0.1:${port}/v1/pets?limit=10`
@@ -190,7 +203,7 @@ async function main (): Promise<void> {
     const whole = JSON.parse(readFileSync(join(profDir, file), 'utf8')) as CpuProfile
     const profile = profileWindow(whole, stoppedAfterUs, seconds * 1e6)
     mkdirSync(RESULTS_DIR, { recursive: true })
-    const name = `${target === 'bare' ? 'bare-proxy' : `gateway-${target}`}-${workload.id}`
+    const name = process.env.PROFILE_NAME ?? `${target === 'bare' ? 'bare-proxy' : `gateway-${target}`}-${workload.id}`
     writeFileSync(join(RESULTS_DIR, `${name}.cpuprofile`), JSON.stringify(profile))
     const busyUs = busyMicros(profile)
     const md = [`# CPU profile: ${target === 'bare' ? 'bare @fastify/http-proxy' : `gateway (${useRedis ? 'Redis' : 'in-process store'}, info logs, metrics)`}`, '',

@@ -76,10 +76,10 @@ export function createCalls (deps: CallDeps) {
     else w.reject(new StoreUnavailableError(`limiter store ${up(a) ? 'did not answer in time' : 'unavailable'}`))
   }
 
-  /** The reserve for `a`: only when busy this second and the last (a lone burst races for the whole window). */
+  /** The reserve for `a`: only when busy in its last second seen and the one before (a lone burst races for the whole window). */
   function reserveWant (a: Account, x: number): number {
     if (policy !== 'local' || x - a.lastSeen > IDLE_MS || a.seenBefore === 0) return 0
-    const r = acct.rate(a, x)
+    const r = acct.rate(a, Math.min(x, a.second * 1000 + 999)) // a give-back at the second's end keeps it
     const room = acct.roomSeen(a)
     if (r < HOT_RATE || room < r * RESERVE_SLACK_SECONDS) return 0
     return Math.min(Math.ceil(r * RESERVE_SECONDS), Math.floor(room / 4))
@@ -178,7 +178,7 @@ export function createCalls (deps: CallDeps) {
         a.reserveCap = Math.min(a.reserve, acct.unwrittenUnits(a) + want)
         const waiting = groups.reduce((n, g) => n + g.length, 0)
         const first = groups[0]
-        const entries = [entryOf(a, first?.length ?? 0, first?.[0]!.cost ?? 1, extraWant(a, x, waiting), want, adjustments)]
+        const entries = [entryOf(a, first?.length ?? 0, first?.[0]!.cost ?? 1, waiting > 0 ? extraWant(a, x, waiting) : 0, want, adjustments)]
         for (const g of groups.slice(1)) entries.push(entryOf(a, g.length, g[0]!.cost, 0, want, []))
         return entries
       },
