@@ -149,3 +149,30 @@ export async function startRedisSentinel (t: Test, master: RedisProcess, masterN
     (await redisCli(port, 'SENTINEL', 'get-master-addr-by-name', masterName)).split('\n')[1] === String(master.port))
   return { port, masterName }
 }
+
+/**
+ * Every command `port`'s server runs, as MONITOR reports it (its arguments and the client's address),
+ * from a `redis-cli MONITOR` child until teardown; resolves once watching. Not ioredis's monitor():
+ * on a server already busy with other clients' commands, its first lines can arrive before the
+ * connection is in monitor mode ("Command queue state error").
+ */
+export async function monitorCommands (t: Pick<Test, 'teardown'>, port: number, onCommand: (args: string[], source: string) => void): Promise<void> {
+  const child = spawn('redis-cli', ['-h', '127.0.0.1', '-p', String(port), 'MONITOR'], { stdio: ['ignore', 'pipe', 'ignore'] })
+  t.teardown(() => { child.kill() })
+  child.stdout.setEncoding('utf8')
+  let partial = ''
+  await new Promise<void>((resolve, reject) => {
+    child.once('error', reject)
+    child.stdout.on('data', (chunk: string) => {
+      const lines = (partial + chunk).split('\n')
+      partial = lines.pop() ?? ''
+      for (const line of lines) {
+        if (line.trim() === 'OK') { resolve(); continue }
+        const match = /^\S+ \[\d+ ([^\]]+)\] (.*)$/.exec(line)
+        if (match === null) continue
+        const args = [...(match[2] ?? '').matchAll(/"((?:[^"\\]|\\.)*)"/g)].map((m) => (m[1] ?? '').replace(/\\(["\\])/g, '$1'))
+        onCommand(args, match[1] ?? '')
+      }
+    })
+  })
+}

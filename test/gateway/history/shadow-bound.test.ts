@@ -4,7 +4,7 @@
 // consumers (the lightest dropped, still counted in the totals), every command a read sends names at
 // most `keep` members (watched with MONITOR), no ZUNION / KEYS / SCAN is ever sent, and the in-process
 // store answers the same. Then the default bound at the issue's 30,000 consumers, through a gateway.
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { Redis } from 'ioredis'
 import { HOUR_MS } from '../../../src/gateway/history/days.js'
 import { createMemoryHistory } from '../../../src/gateway/history/memory-history.js'
@@ -13,7 +13,8 @@ import { SHADOW_ADD_LUA, SHADOW_ADD_SHA } from '../../../src/gateway/history/sha
 import type { HistoryStore } from '../../../src/gateway/history/store.js'
 import type { ShadowCell } from '../../../src/gateway/history/tally.js'
 import { startGateway } from '../../helpers/gateway.js'
-import { startRedis } from '../../helpers/redis.js'
+import { until } from '../../helpers/poll.js'
+import { monitorCommands, startRedis } from '../../helpers/redis.js'
 
 const HOUR = Math.floor(Date.UTC(2030, 6, 1, 12) / HOUR_MS)
 const KEEP = 10
@@ -42,14 +43,6 @@ const EXPECTED_TOP = HEAVY.map((id, k) => ({
   consumerId: id, rejections: 3 * (100 - k), admitted: 150, first: HOURS[0]! * HOUR_MS + 10 + k, last: HOUR * HOUR_MS + 3_000_000 + k
 }))
 
-/** A MONITOR connection (and the client it came from), both closed in teardown. */
-async function watch (t: Test, url: string): Promise<Redis> {
-  const client = new Redis(url)
-  const monitor = await client.monitor()
-  t.teardown(() => { monitor.disconnect(); client.disconnect() })
-  return monitor
-}
-
 /** Writes the cells in three flushes (as three processes would), in an order that mixes hours. */
 async function writeAll (history: HistoryStore): Promise<void> {
   const all = cells()
@@ -75,13 +68,12 @@ t.test('Redis: an hour keeps its 10 heaviest; the totals keep every rejection; a
   }
 
   const kept = await Promise.all(HOURS.map(async (hour) => (await redis.cli('ZRANGE', shadowKey('free', hour, 'n'), '0', '-1', 'WITHSCORES')).split('\n').filter((_, i) => i % 2 === 1).reduce((sum, n) => sum + Number(n), 0)))
-  const monitor = await watch(t, redis.url)
   const seen: string[][] = []
-  monitor.on('monitor', (_time: string, args: string[]) => { seen.push(args) })
+  await monitorCommands(t, redis.port, (args) => { seen.push(args) })
   await redis.cli('CONFIG', 'RESETSTAT')
   const summary = await history.shadow('free', HOUR - 24, HOUR, 5)
-  await redis.cli('PING') // MONITOR has passed on everything sent before this
-  await new Promise((resolve) => setTimeout(resolve, 100))
+  await redis.cli('ECHO', 'seen-all') // once MONITOR passes this on, it has passed on everything sent before
+  await until('MONITOR to catch up', () => seen.some((args) => args[1] === 'seen-all'))
 
   t.same(summary.top, EXPECTED_TOP, 'the heavy five, each summed over the three hours, with admitted, first and last')
   t.equal(summary.rejections, TOTAL, 'every rejection counted in the totals, dropped consumers\' too')
@@ -89,7 +81,7 @@ t.test('Redis: an hour keeps its 10 heaviest; the totals keep every rejection; a
   t.equal(summary.untracked, TOTAL - kept.reduce((a, b) => a + b, 0), 'untracked: what the dropped consumers had')
   t.ok(Math.abs(summary.consumers - DISTINCT) <= DISTINCT * 0.03, `consumers ${summary.consumers}, an estimate of ${DISTINCT} (HyperLogLog)`)
 
-  const reads = seen.filter((args) => args[0]?.toLowerCase() !== 'ping' && args[0]?.toLowerCase() !== 'config')
+  const reads = seen.filter((args) => !['echo', 'config'].includes(args[0]?.toLowerCase() ?? ''))
   const names = reads.map((args) => args[0]?.toLowerCase())
   t.notOk(names.some((n) => ['zunion', 'zunionstore', 'keys', 'scan'].includes(n ?? '')), `no unbounded command (${[...new Set(names)].join(', ')})`)
   const ranges = reads.filter((args) => args[0]?.toLowerCase() === 'zrange')
@@ -131,9 +123,11 @@ t.test('30,000 consumers over 24 h: the admin read lists the heaviest, sends no 
   t.ok(Number(await redis.cli('ZCARD', shadowKey('free', hour, 'n'))) <= 1_000, 'an hour of 1,250 consumers keeps 1,000')
 
   const gw = await startGateway(t, { limiter: { settings: { redisUrl: redis.url } } })
-  const monitor = await watch(t, redis.url)
   const sources: string[] = []
-  monitor.on('monitor', (_time: string, args: string[], source: string) => { if (args[0]?.toLowerCase() === 'zrange') sources.push(source) })
+  await monitorCommands(t, redis.port, (args, source) => {
+    if (args[0]?.toLowerCase() === 'zrange') sources.push(source)
+    if (args[1] === 'seen-all') sources.push('marker')
+  })
   await redis.cli('CONFIG', 'RESETSTAT')
   const asked = Date.now()
   const res = await fetch(`${gw.adminUrl}/admin/plans/free/shadow?top=5`)
@@ -145,10 +139,12 @@ t.test('30,000 consumers over 24 h: the admin read lists the heaviest, sends no 
   t.equal(body.rejections, shadow.reduce((sum, c) => sum + c.rejections, 0))
   t.equal(body.complete, false)
   t.ok(Math.abs(body.consumers - 30_000) <= 600, `consumers ≈ 30,000 (${body.consumers})`)
+  await redis.cli('ECHO', 'seen-all')
+  await until('MONITOR to catch up', () => sources.includes('marker'))
   const stats = await redis.cli('INFO', 'commandstats')
   t.notMatch(stats, /cmdstat_(zunion|zunionstore|keys|scan):/, 'no unbounded command')
   t.comment(stats.split('\n').filter((l) => /zrange|zmscore|hmget|pfcount/.test(l)).join('\n'))
   const clients = await redis.cli('CLIENT', 'LIST')
-  const names = new Set(sources.map((source) => /name=(\S*)/.exec(clients.split('\n').find((l) => l.includes(`addr=${source} `)) ?? '')?.[1]))
+  const names = new Set(sources.filter((source) => source !== 'marker').map((source) => /name=(\S*)/.exec(clients.split('\n').find((l) => l.includes(`addr=${source} `)) ?? '')?.[1]))
   t.same([...names], ['petstore-history-read'], 'every ZRANGE came from the history\'s read connection')
 })
