@@ -13,6 +13,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { writeConfigWithKeys } from './config-load.js'
+import { parseEnvList } from './lib/env-list.js'
 import { throughput } from './lib/load.js'
 import { firstLine, freePort, REPO_ROOT, startBackend, startNode, startRedis, stop, stopAll, unboundPlans, waitForHttp } from './lib/processes.js'
 import { buildWorkloads, CONFIG_KEYS, selectWorkloads } from './lib/workloads.js'
@@ -145,16 +146,6 @@ export function summarizeProfile (profile: CpuProfile, top = DEFAULT_TOP_FRAMES)
   return lines
 }
 
-/** PROFILE_GATEWAY_ENV's `NAME=value` pairs, comma-separated. */
-function extraEnv (list: string | undefined): Record<string, string> {
-  const env: Record<string, string> = {}
-  for (const pair of (list ?? '').split(',')) {
-    const eq = pair.indexOf('=')
-    if (eq > 0) env[pair.slice(0, eq).trim()] = pair.slice(eq + 1).trim()
-  }
-  return env
-}
-
 async function main (): Promise<void> {
   const seconds = Number(process.env.BENCH_SECONDS ?? DEFAULT_PROFILE_SECONDS)
   const connections = Number(process.env.BENCH_CONNECTIONS ?? 32)
@@ -187,7 +178,7 @@ async function main (): Promise<void> {
           GATEWAY_HOST: '127.0.0.1', GATEWAY_PORT: String(port), ADMIN_PORT: String(await freePort()),
           BACKEND_URL: backendUrl, CONFIG_DIR: configDir, CONFIG_WATCH: 'false', LOG_LEVEL: 'info',
           REDIS_URL: useRedis ? redis.url : '', GATEWAY_WORKERS: '1',
-          ...extraEnv(process.env.PROFILE_GATEWAY_ENV)
+          ...parseEnvList(process.env.PROFILE_GATEWAY_ENV)
         }
       })
       url = `http://127.0.0.1:${port}/v1/pets?limit=10`

@@ -176,3 +176,8 @@ export async function monitorCommands (t: Pick<Test, 'teardown'>, port: number, 
     })
   })
 }
+
+/** The units of every reserve in a limiter hash's `r` field ('holder,units,untilMs;…'), 0 when there is none. */
+export function reserveUnits (field: string): number {
+  return field.split(';').filter((e) => e !== '').reduce((n, e) => n + Number(e.split(',')[1]), 0)
+}

@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto'
 import { startBackend } from '../../helpers/backend.js'
 import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
 import { poll, sleep } from '../../helpers/poll.js'
-import { scriptCalls, startRedis, startRedisCluster } from '../../helpers/redis.js'
+import { reserveUnits, scriptCalls, startRedis, startRedisCluster } from '../../helpers/redis.js'
 import { parseScrape, sampleValue } from '../../helpers/scrape.js'
 
 /** Limits far above what the load sends, so every answer should be 200 unless something fails. */
@@ -201,8 +201,7 @@ t.test('Cluster: one master lost; surviving slots keep counting in Redis, lost s
   await sleep(WARM_UP_MS)
   // A key whose traffic a loaded machine held up for a second is no longer busy and holds no reserve
   // (by design: its lost requests are then 503): the loss comes once every lost key holds one.
-  const reserveOf = async (id: string): Promise<number> =>
-    (await cluster.cli(victim, 'HGET', `rl:{${id}}`, 'r')).split(';').filter((e) => e !== '').reduce((n, e) => n + Number(e.split(',')[1]), 0)
+  const reserveOf = async (id: string): Promise<number> => reserveUnits(await cluster.cli(victim, 'HGET', `rl:{${id}}`, 'r'))
   t.ok(await poll(async () => (await Promise.all(lost.map(async ({ id }) => await reserveOf(id)))).every((units) => units > 0), 10_000),
     'every key on the master about to be lost holds a reserve there')
   cluster.signal(victim, 'SIGKILL')

@@ -10,14 +10,7 @@ import t from 'tap'
 import { startBackend } from '../../helpers/backend.js'
 import { bearer, DEMO_KEYS, startGateway } from '../../helpers/gateway.js'
 import { sleep } from '../../helpers/poll.js'
-import { scriptCalls, startRedis } from '../../helpers/redis.js'
-
-/** This process's reserve in Redis: the units of the one holder in the `r` field ('holder,units,untilMs;…'). */
-async function reserveInRedis (cli: (...args: string[]) => Promise<string>): Promise<number> {
-  const field = await cli('HGET', 'rl:{demo-business}', 'r')
-  const entries = field.split(';').filter((e) => e !== '')
-  return entries.reduce((n, e) => n + Number(e.split(',')[1]), 0)
-}
+import { reserveUnits, scriptCalls, startRedis } from '../../helpers/redis.js'
 
 t.test('a give-back at the end of a second keeps the reserve of a consumer busy in it', async (t) => {
   const redis = await startRedis(t)
@@ -37,11 +30,11 @@ t.test('a give-back at the end of a second keeps the reserve of a consumer busy 
       t.equal(res.status, 200)
       await sleep(50)
     }
-    before = await reserveInRedis(redis.cli)
+    before = reserveUnits(await redis.cli('HGET', 'rl:{demo-business}', 'r'))
     const callsBefore = await scriptCalls(redis.cli)
     await sleep(1000 - (Date.now() % 1000) + 300)
     giveBacks = await scriptCalls(redis.cli) - callsBefore
-    after = await reserveInRedis(redis.cli)
+    after = reserveUnits(await redis.cli('HGET', 'rl:{demo-business}', 'r'))
     t.comment(`attempt ${attempt}: reserve before the second's end ${before}, after it ${after}; script calls then (the give-back): ${giveBacks}`)
   }
   t.ok(before > 0, 'the busy consumer holds a reserve')
