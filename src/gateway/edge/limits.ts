@@ -31,8 +31,8 @@ export const DEFAULT_CONNECTION_TIMEOUT_MS = 60_000
 export const DEFAULT_MAX_REQUESTS_PER_SOCKET = 0
 /**
  * Open connections the listener keeps (MAX_CONNECTIONS): bounded memory and file descriptors. At the
- * cap the oldest connection that never completed a request is closed for a new one, else the oldest
- * idle keep-alive one; only when every one is busy is the new one closed on accept
+ * cap the client holding the most connections gives up its least recently active unused or idle one
+ * for a new one; only when every one is busy is the new one closed on accept
  * (edge/connection-guard.ts).
  */
 export const DEFAULT_MAX_CONNECTIONS = 10_000
@@ -49,7 +49,7 @@ export const DEFAULT_MAX_CONNECTIONS_PER_CLIENT = 1_024
  * connected, so a silent connection only holds a slot (edge/connection-guard.ts).
  */
 export const DEFAULT_HEAD_TIMEOUT_MS = 5_000
-/** The same deadline while the listener holds 90 % of MAX_CONNECTIONS or more (PRESSURE_HEAD_TIMEOUT_MS). */
+/** The same deadline while unused connections hold 90 % of MAX_CONNECTIONS or more (PRESSURE_HEAD_TIMEOUT_MS). */
 export const DEFAULT_PRESSURE_HEAD_TIMEOUT_MS = 1_000
 /**
  * How often connections are checked against those deadlines: often, so that the connections closed

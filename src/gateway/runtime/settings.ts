@@ -88,7 +88,7 @@ export interface GatewaySettings {
   readonly maxConnectionsPerClient: number
   /** HEAD_TIMEOUT_MS: a connection without a complete request head this long after it opened is closed; 0: off. */
   readonly headTimeoutMs: number
-  /** PRESSURE_HEAD_TIMEOUT_MS: the same while the listener holds 90 % of MAX_CONNECTIONS or more. */
+  /** PRESSURE_HEAD_TIMEOUT_MS: the same while unused connections (no complete head yet) hold 90 % of MAX_CONNECTIONS or more. */
   readonly pressureHeadTimeoutMs: number
   /** PIPELINE_DEPTH: a connection's requests parsed and unanswered at which the gateway stops reading it. */
   readonly pipelineDepth: number
