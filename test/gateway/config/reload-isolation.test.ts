@@ -125,7 +125,7 @@ t.test('a file over CONFIG_MAX_BYTES is refused before it is read, naming the fi
   writeGenerated(join(dir, 'plans.yaml'), 'plans:\n  free: { perMinute: 1, perDay: 1 }\nanonymous: { perMinute: 1, perDay: 1 }\n', 50 * 1024, '`# ${"x".repeat(1022)}`')
   const size = statSync(join(dir, 'plans.yaml')).size.toLocaleString('en-US')
   const { result, latencies, cpu } = await pingThroughout(gw, async () => await gw.app.configReloader.reload('test'))
-  t.same(result, { ok: false, problems: [`plans.yaml: ${dir}/plans.yaml is ${size} bytes, over the limit of 10,485,760 bytes (CONFIG_MAX_BYTES)`] })
+  t.same(result, { ok: false, problems: [`plans.yaml: ${dir}/plans.yaml is ${size} bytes, over the limit of 33,554,432 bytes (CONFIG_MAX_BYTES)`] })
   // Reading 50 MB, let alone parsing it, costs far more CPU than a stat and a few requests.
   t.ok(cpu.allMs < 1_000, `refused by its size at once: ${Math.round(cpu.allMs)} ms of CPU in all (${latencies.length} requests meanwhile, slowest ${Math.max(...latencies).toFixed(1)} ms)`)
   t.equal(gw.app.gatewayConfig.current.version, before)

@@ -13,7 +13,7 @@ t.test('defaults follow docs/decisions.md §8', async (t) => {
     backendUrl: 'http://127.0.0.1:3001',
     configDir: './config',
     configWatch: true,
-    configMaxBytes: 10485760,
+    configMaxBytes: 33554432,
     configQuietMs: 2000,
     redisUrl: undefined,
     redisClusterNodes: undefined,
