@@ -95,9 +95,16 @@ const REALM = 'Bearer realm="petstore"'
  */
 export const DOCS_LINK = '</docs>; rel="help", </v1/openapi.json>; rel="service-desc"'
 
+/** The most of a request path a 404's message repeats: a path of thousands of characters is not echoed back whole. */
+export const ECHOED_PATH_MAX = 120
+
+function echoedPath (path: string): string {
+  return path.length <= ECHOED_PATH_MAX ? path : `${path.slice(0, ECHOED_PATH_MAX)}… (${path.length} characters)`
+}
+
 /** Errors of the request itself, which both services answer the same way. */
 export const requestErrors = {
-  routeNotFound: (method: string, path: string) => new ApiError('route_not_found', `No route ${method} ${path}`),
+  routeNotFound: (method: string, path: string) => new ApiError('route_not_found', `No route ${method} ${echoedPath(path)}`),
   methodNotAllowed: (method: string, url: string, allow: string) =>
     new ApiError('method_not_allowed', `Method ${method} is not allowed on ${url}`, { allow }),
   /** Fastify's schema validation of a body, or of the params / querystring / headers. */

@@ -7,6 +7,7 @@ import Fastify, { type FastifyInstance } from 'fastify'
 import { adminErrors, installErrorHandling } from '../../interface/errors.js'
 import type { ReadinessRegistry } from '../runtime/readiness.js'
 import { adminApi } from './api.js'
+import { adminFrameworkErrors } from './framework-errors.js'
 import { adminHistoryRoutes } from './history-routes.js'
 import { DEFAULT_ADMIN_HOSTS, PROBE_PATHS, refuseCrossOriginWrites, requireAdminHost } from './request-guard.js'
 
@@ -39,7 +40,7 @@ function installEmptyJsonParser (app: FastifyInstance): void {
 }
 
 export async function buildAdmin (options: AdminOptions): Promise<FastifyInstance> {
-  const app = Fastify({ logger: false })
+  const app = Fastify({ logger: false, frameworkErrors: adminFrameworkErrors })
   installErrorHandling(app)
   installEmptyJsonParser(app)
   const { gateway } = options
