@@ -41,6 +41,7 @@ import { DAY_WINDOW, MINUTE_WINDOW } from '../src/gateway/limiter/arithmetic.js'
 import { writeConfigWithKeys } from './config-load.js'
 import { benchToken, buildWorkloads, CONFIG_KEYS, describePrefix, describeShape, MAX_COMMANDS_PER_REQUEST, scriptCalls, selectWorkloads, type Workload } from './lib/workloads.js'
 import { parseEnvList, parseVariants } from './lib/env-list.js'
+import { CONFIG_KEY_COUNTS, startScaleGateways } from './lib/scale.js'
 import { closedLoop, fixedRate, loaderName, median, type RateRun, type Run } from './lib/load.js'
 import { cpuMicros, pinProcess, taskset } from './lib/proc-cpu.js'
 import { adminPortEnv, DEFAULT_TRACING_ROUNDS, tracingCost } from './lib/tracing-cost.js'
@@ -62,7 +63,7 @@ export const DEFAULT_QUICK_WARMUP_SECONDS = 1
 export const DEFAULT_RATE = 2_000
 /** Connections of the constant-rate run: enough that 2,000 req/s never queue behind each other. */
 export const DEFAULT_RATE_CONNECTIONS = 16
-export const CONFIG_KEY_COUNTS = [10, 10_000, 100_000] as const
+export { CONFIG_KEY_COUNTS }
 export const ACTIVE_KEY_COUNTS = [1, 1_000, 100_000] as const
 /** Ids whose Redis keys are sized with MEMORY USAGE after the scale runs. */
 export const MEMORY_SAMPLE_IDS = 200
@@ -439,17 +440,9 @@ async function main (): Promise<void> {
     let scaleReport: Record<string, unknown> | undefined
     if (scale && !tracingOnly) {
       log(`scale: keys in config ${CONFIG_KEY_COUNTS.join(' / ')}, active keys ${ACTIVE_KEY_COUNTS.join(' / ')}`)
-      const dirs = CONFIG_KEY_COUNTS.map((n) => {
-        const dir = writeConfigWithKeys(n, mkdirAndReturn(join(work, `config-${n}`)))
-        unboundPlans(dir)
-        return dir
-      })
       const largest = CONFIG_KEY_COUNTS[CONFIG_KEY_COUNTS.length - 1] ?? 0
       const allTokens = Array.from({ length: largest }, (_, i) => `bench-key-${i}`)
-      const byConfig: Target[] = []
-      for (const [i, n] of CONFIG_KEY_COUNTS.entries()) {
-        byConfig.push(await startGateway(`config ${n.toLocaleString('en')} keys, 1 active`, { configDir: dirs[i] ?? '', backendUrl, redisUrl: redis.url, env: gatewayEnv }))
-      }
+      const byConfig = await startScaleGateways(work, { cpus: serverCpus, backendUrl, redisUrl: redis.url, env: gatewayEnv })
       const big = byConfig[byConfig.length - 1]
       if (big === undefined) throw new Error('no gateway')
       const tokensOf = new Map<string, string[]>(byConfig.map((t) => [t.name, ['bench-key-0']]))
@@ -459,7 +452,6 @@ async function main (): Promise<void> {
         return { name, url: big.url, child: big.child, pid: big.pid }
       })
       const scaleTargets = [...byConfig, ...byActive]
-      for (const t of byConfig) await assertServes(t, 'bench-key-0')
       for (const t of scaleTargets) await closedLoop({ url: `${t.url}${DEFAULT_PATH}`, seconds: p.warmup, connections: p.connections, tokens: tokensOf.get(t.name) ?? [] })
       const memoryBefore = Number(/used_memory:(\d+)/.exec(await redis.cli('INFO', 'memory'))?.[1] ?? NaN)
       const keysBefore = Number(await redis.cli('DBSIZE'))

@@ -38,6 +38,8 @@ export interface GatewayChild {
   /** CPUs of a one-worker gateway (taskset), default: inherited. */
   cpus?: string
   nodeArgs?: string[]
+  /** How long it may take to answer, default DEFAULT_READY_TIMEOUT_MS (a big config takes longer). */
+  readyTimeoutMs?: number
 }
 
 /** The real entry point (src/gateway/server.ts), configured from the environment as users run it. */
@@ -66,7 +68,18 @@ export async function startGateway (name: string, opts: GatewayChild): Promise<T
     }
   })
   const url = `http://127.0.0.1:${port}`
-  await waitForHttp(`${url}/healthz-not-a-route`)
+  // A gateway that exits (a config it refuses, a plugin that did not start) says so at once, rather
+  // than after the whole ready timeout as a gateway that "never came up".
+  let onExit: (() => void) | undefined
+  const exited = new Promise<never>((_resolve, reject) => {
+    onExit = () => { reject(new Error(`${name}: the gateway exited (code ${String(child.exitCode ?? child.signalCode)}) before answering; its log is on stdout, run it alone to see it`)) }
+    child.once('exit', onExit)
+  })
+  try {
+    await Promise.race([waitForHttp(`${url}/healthz-not-a-route`, opts.readyTimeoutMs), exited])
+  } finally {
+    if (onExit !== undefined) child.off('exit', onExit)
+  }
   return { name, url, child, pid: child.pid, adminUrl: `http://127.0.0.1:${adminPort}` }
 }
 

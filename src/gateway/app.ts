@@ -14,6 +14,7 @@ import { authenticate, requireKey } from './auth/plugin.js'
 import { clockPlugin, type Clock } from './runtime/clock.js'
 import { configPlugin, createConfigHolder, type ConfigHolder } from './config/plugin.js'
 import { reloadPlugin, type ReloadOptions } from './config/reload.js'
+import { CONFIG_WORKER_START_MARGIN_MS, DEFAULT_CONFIG_PARSE_TIMEOUT_MS } from './config/worker-loader.js'
 import type { ConfigSnapshot } from './config/types.js'
 import { clientIpPlugin, trustFunction, type TrustProxy } from './edge/client-ip.js'
 import { connectionLimitsPlugin } from './edge/connection-limits.js'
@@ -103,6 +104,9 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
     onConstructorPoisoning: 'error',
     // shutdown.ts answers requests that arrive while closing, in the Error shape.
     return503OnClosing: false,
+    // The first config load runs inside a plugin (config/reload.ts), bounded by the parse's own
+    // timeout: Fastify's 10 s default stopped a 100,000-key gateway starting on a busy machine.
+    pluginTimeout: (options.reload?.timeoutMs ?? DEFAULT_CONFIG_PARSE_TIMEOUT_MS) + CONFIG_WORKER_START_MARGIN_MS,
     routerOptions: { maxParamLength: limits.maxParamLength }
   } as const
   const app: FastifyInstance = isLoggerInstance(logger)

@@ -15,6 +15,8 @@ import { BIG_CONFIG_BYTES, type FromWorker, type ToWorker } from './worker-proto
 export const DEFAULT_CONFIG_WORKER_HEAP_MB = 2048
 /** A parse still running after this long (from the moment a started worker gets the load) is stopped and the load rejected. */
 export const DEFAULT_CONFIG_PARSE_TIMEOUT_MS = 60_000
+/** Starting the worker comes before that timeout: a start-up waits this much longer for the first load (app.ts pluginTimeout). */
+export const CONFIG_WORKER_START_MARGIN_MS = 30_000
 
 // Under tsx (npm start, tests) this module is TypeScript and so is the worker, which then needs the
 // TypeScript loader and nothing else of what the parent was started with (a test runner's loaders

@@ -2,17 +2,18 @@
 // 5): docs/operations.md says 100,000 keys load quickly, but such a keys.yaml (canonical one-line
 // entries, as `keys add` writes them) is 10.6 MB, and the old 10 MiB default refused it — the
 // bench's 100,000-key gateway never came up. Here a generated 100,000-key keys.yaml loads with the
-// default, on this thread and through the gateway's parse worker, and its load times are printed
+// default, on this thread and by a gateway starting on it (through its parse worker;
+// Fastify's 10 s plugin timeout cut that start short on a busy machine), and its load times are printed
 // (they measure the machine as much as the loader: only the counts are asserted).
 import { createHash } from 'node:crypto'
 import { cpSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import t from 'tap'
 import { DEFAULT_CONFIG_MAX_BYTES, loadConfigDir } from '../../../src/gateway/config/read-files.js'
-import { createConfigParser } from '../../../src/gateway/config/worker-loader.js'
-import { FIXTURE_CONFIG_DIR } from '../../helpers/gateway.js'
+import { DEFAULT_CONFIG_PARSE_TIMEOUT_MS } from '../../../src/gateway/config/worker-loader.js'
+import { bearer, FIXTURE_CONFIG_DIR, startGateway } from '../../helpers/gateway.js'
 
 const KEYS = 100_000
 /** Room past the promised count: the default holds at least this many keys of the same form. */
@@ -54,13 +55,14 @@ t.test('loads with the default limit on this thread, as the CLI reads it', async
   t.equal(snapshot.keysById.size, KEYS, 'every key is there')
 })
 
-t.test('loads with the default limit in the gateway\'s parse worker, as start-up and reloads read it', async (t) => {
-  const parser = createConfigParser({ now: () => Date.now() })
-  t.teardown(async () => { await parser.close() })
+t.test('a gateway starts on it: its first load may take as long as the parse timeout allows, not Fastify\'s 10 s', async (t) => {
   const started = performance.now()
-  const snapshot = await parser.load(config.dir)
-  t.comment(`loaded through the parse worker (lowest CPU priority) in ${Math.round(performance.now() - started)} ms`)
-  t.equal(snapshot.keysById.size, KEYS, 'every key is there')
-  const last = createHash('sha256').update(token(KEYS - 1)).digest('hex')
-  t.equal(snapshot.keysByDigest.get(last)?.id, `key-${KEYS - 1}`, 'the last generated key is found by its digest')
+  const gw = await startGateway(t, { reload: { dir: config.dir, watch: false } })
+  t.comment(`gateway on ${KEYS.toLocaleString('en-US')} keys built and listening in ${Math.round(performance.now() - started)} ms (load average ${loadavg()[0]?.toFixed(1) ?? '?'})`)
+  // Fastify stops a start whose plugin takes longer than pluginTimeout (default 10 s): the first
+  // load at the parse worker's lowest priority took longer than that at load average 26.
+  t.ok((gw.app.initialConfig.pluginTimeout ?? 0) >= DEFAULT_CONFIG_PARSE_TIMEOUT_MS, `the start waits for the whole parse timeout (${gw.app.initialConfig.pluginTimeout} ms)`)
+  const res = await fetch(`${gw.url}/v1/pets?limit=1`, { headers: bearer(token(KEYS - 1)) })
+  await res.arrayBuffer()
+  t.equal(res.status, 200, 'the last generated key is accepted')
 })
