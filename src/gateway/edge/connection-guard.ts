@@ -74,11 +74,18 @@ export interface ConnectionGuard {
   clientOf: (socket: Socket) => ConnectionClient | undefined
   /** Closes the connections past their head deadline (the plugin calls it on a timer). */
   sweep: () => void
+  /** Whether the request was parsed while an earlier response of its connection was still being answered (pipelined). */
+  queuedBehindAnother: (req: IncomingMessage) => boolean
 }
 
 const kClient = Symbol('gateway.connectionClient')
 const kAcceptedAt = Symbol('gateway.acceptedAt')
 const kActiveAt = Symbol('gateway.activeAt')
+const kQueued = Symbol('gateway.queuedBehindAnother')
+
+interface QueuedRequest extends IncomingMessage {
+  [kQueued]?: true
+}
 
 interface GuardedSocket extends Socket {
   [kClient]?: ConnectionClient | null
@@ -278,6 +285,8 @@ export function guardConnections (server: Server, opts: ConnectionGuardOptions):
     const socket = req.socket as GuardedSocket
     used(socket)
     touch(socket)
+    // Node gives the connection to a response at once unless an earlier one still holds it.
+    if (res.socket === null) (req as QueuedRequest)[kQueued] = true
     res.once('finish', () => { touch(socket) })
   })
 
@@ -296,6 +305,7 @@ export function guardConnections (server: Server, opts: ConnectionGuardOptions):
     get fresh () { return fresh.size },
     get clients () { return clients.size },
     clientOf: (socket) => (socket as GuardedSocket)[kClient] ?? undefined,
-    sweep
+    sweep,
+    queuedBehindAnother: (req) => (req as QueuedRequest)[kQueued] === true
   }
 }

@@ -96,6 +96,16 @@ export const connectionLimitsPlugin = fp<ConnectionLimitsOptions>(async function
     collect () { this.set(guard.fresh) }
   })
 
+  // A pipelined request enters when the response before it on its connection is written — in the
+  // same turn of the event loop when the kernel took that response at once, so one connection's
+  // pipeline used to be answered whole (60 × 220 KB) before any other connection was read. It
+  // waits for the next turn instead: a connection gets one response per turn, and a request on
+  // another connection is read and served in between (issue 39 row 6).
+  app.addHook('onRequest', function yieldPipelined (request, _reply, done) {
+    if (guard.queuedBehindAnother(request.raw)) setImmediate(done)
+    else done()
+  })
+
   app.addHook('onSend', function closeOverLimit (request, reply, payload, done) {
     const decision = request.rateLimit
     const client = decision === null ? undefined : guard.clientOf(request.raw.socket)
