@@ -90,8 +90,8 @@ async function slowClient (target: KeptAliveTarget, localAddress: string, spread
 }
 
 t.test('row 3: used idle connections filling the listener do not shorten a newcomer\'s head deadline', async (t) => {
-  // 10 × 10 used idle connections in a listener of 110 (91 %); the head deadline 1.5 s, 300 ms under pressure; heads over 750 ms.
-  const gw = await startGateway(t, { serverLimits: limits({ maxConnections: 110, maxConnectionsPerClient: 16, headTimeoutMs: 1_500, pressureHeadTimeoutMs: 300 }) })
+  // 10 × 10 used idle connections in a listener of 110 (91 %); the head deadline 2 s, 300 ms under pressure; heads over 750 ms.
+  const gw = await startGateway(t, { serverLimits: limits({ maxConnections: 110, maxConnectionsPerClient: 16, headTimeoutMs: 2_000, pressureHeadTimeoutMs: 300 }) })
   const target = targetOf(gw)
   const flood = usedIdleFlood(target, Array.from({ length: 10 }, (_, i) => `127.0.95.${i + 1}`), 10)
   t.teardown(flood.stop)
@@ -106,7 +106,7 @@ t.test('row 3: used idle connections filling the listener do not shorten a newco
 })
 
 t.test('row 3 at the cap: a persistent attacker refilling a full listener cannot take a slow client\'s slot', async (t) => {
-  const gw = await startGateway(t, { serverLimits: limits({ maxConnections: 100, maxConnectionsPerClient: 12, headTimeoutMs: 1_500, pressureHeadTimeoutMs: 300 }) })
+  const gw = await startGateway(t, { serverLimits: limits({ maxConnections: 100, maxConnectionsPerClient: 12, headTimeoutMs: 2_000, pressureHeadTimeoutMs: 300 }) })
   const target = targetOf(gw)
   const flood = usedIdleFlood(target, Array.from({ length: 10 }, (_, i) => `127.0.97.${i + 1}`), 11)
   t.teardown(flood.stop)
