@@ -9,7 +9,7 @@ import { Counter, Gauge } from 'prom-client'
 import { anonymousClientKey } from './client-address.js'
 import { trustFunction, type TrustProxy } from './client-ip.js'
 import { guardConnections, type ConnectionGuard, type RefusalReason, type UnusedReason } from './connection-guard.js'
-import { closeWithTimeout, HEAD_TIMEOUT_SWEEP_MS } from './limits.js'
+import { closeWithTimeout, HEAD_TIMEOUT_SWEEP_MS, PIPELINED_PER_CLIENT_PER_TURN } from './limits.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -28,6 +28,39 @@ export interface ConnectionLimitsOptions {
   /** 429s in a row (per client) after which each further 429 closes its connection. */
   closeAfterRejections: number
   trustProxy: TrustProxy
+  /** Default PIPELINED_PER_CLIENT_PER_TURN. */
+  pipelinedPerClientPerTurn?: number
+}
+
+/** Lets pipelined requests in per turn of the event loop: at most `perClientPerTurn` of each client, in arrival order. */
+function pipelineTurns (perClientPerTurn: number): (client: object, proceed: () => void) => void {
+  const waiting = new Map<object, Array<() => void>>()
+  let scheduled = false
+  function schedule (): void {
+    if (scheduled) return
+    scheduled = true
+    setImmediate(runTurn)
+  }
+  function runTurn (): void {
+    scheduled = false
+    // A snapshot: what the requests let in now queue (their connections' next requests) waits for the next turn.
+    const batches: Array<Array<() => void>> = []
+    for (const [client, queue] of waiting) {
+      batches.push(queue.splice(0, perClientPerTurn))
+      if (queue.length === 0) waiting.delete(client)
+    }
+    if (waiting.size > 0) schedule()
+    for (const batch of batches) for (const proceed of batch) proceed()
+  }
+  return function enqueue (client, proceed) {
+    let queue = waiting.get(client)
+    if (queue === undefined) {
+      queue = []
+      waiting.set(client, queue)
+    }
+    queue.push(proceed)
+    schedule()
+  }
 }
 
 const REASONS: readonly RefusalReason[] = ['client_cap', 'server_cap']
@@ -98,12 +131,18 @@ export const connectionLimitsPlugin = fp<ConnectionLimitsOptions>(async function
 
   // A pipelined request enters when the response before it on its connection is written — in the
   // same turn of the event loop when the kernel took that response at once, so one connection's
-  // pipeline used to be answered whole (60 × 220 KB) before any other connection was read. It
-  // waits for the next turn instead: a connection gets one response per turn, and a request on
-  // another connection is read and served in between (issue 39 row 6).
-  app.addHook('onRequest', function yieldPipelined (request, _reply, done) {
-    if (guard.queuedBehindAnother(request.raw)) setImmediate(done)
-    else done()
+  // pipeline used to be answered back to back (60 × 220 KB) before any other connection was read.
+  // It waits for a later turn instead, and each turn lets in at most PIPELINED_PER_CLIENT_PER_TURN
+  // of one client's: however many connections a client pipelines on, a turn stays short, so a
+  // request on another client's connection — or a new connection, which Node accepts one per turn
+  // while busy — waits behind a few of its responses, not all of them (issue 39 row 6).
+  const enterInTurn = pipelineTurns(opts.pipelinedPerClientPerTurn ?? PIPELINED_PER_CLIENT_PER_TURN)
+  app.addHook('onRequest', function pipelinedInTurn (request, _reply, done) {
+    if (!guard.queuedBehindAnother(request.raw)) {
+      done()
+      return
+    }
+    enterInTurn(guard.clientOf(request.raw.socket) ?? request.raw.socket, done)
   })
 
   app.addHook('onSend', function closeOverLimit (request, reply, payload, done) {

@@ -63,6 +63,14 @@ export const HEAD_TIMEOUT_SWEEP_MS = 100
  * being dropped, which costs a client a 1 s SYN retry. The kernel caps it at net.core.somaxconn.
  */
 export const DEFAULT_LISTEN_BACKLOG = 4096
+/**
+ * Pipelined requests of one client (its address or IPv6 prefix; a trusted proxy's connection on its
+ * own) that enter the gateway per turn of the event loop; the rest wait for the next turns
+ * (edge/connection-limits.ts). A turn serving 200 connections' pipelined 220 KB responses takes
+ * long enough that Node, which accepts one new connection per turn while busy, left newcomers in
+ * the accept queue for seconds.
+ */
+export const PIPELINED_PER_CLIENT_PER_TURN = 4
 /** After this many 429s in a row a client's further 429s close their connection (a ban's at once). */
 export const DEFAULT_CLOSE_AFTER_REJECTIONS = 10
 /** Path parameters (pet id) longer than this are 400, counted like any request (edge/request-screen.ts). */
