@@ -2,7 +2,7 @@
 // queue, takes a few jobs and attempts each once, signed afresh (same webhook-id and body, the
 // attempt's timestamp). A failed attempt goes back for a retry after the schedule's next delay; after
 // the last one it is a dead letter. Time is the injected clock's (the schedule is tested in
-// milliseconds); only the polling runs on real timers. Nothing here is on the request path.
+// milliseconds); only the polling and the webhook-timestamp header run on real time. Nothing here is on the request path.
 import { endpointsFor, type WebhookEndpoint, type WebhooksConfig } from './config.js'
 import type { EventType } from './events.js'
 import type { AttemptOutcome, WebhookSender } from './http.js'
@@ -26,6 +26,11 @@ export interface DeliveryOptions {
   /** The webhooks in force now (a reload changes URLs and secrets for the next attempt). */
   config: () => WebhooksConfig | undefined
   now: () => number
+  /**
+   * Real time, for the webhook-timestamp header (default Date.now): receivers refuse a timestamp far
+   * from their own clock (replay protection), whatever the gateway's injected clock says.
+   */
+  wallClock?: () => number
   retryScheduleMs?: readonly number[]
   batch?: number
   /** Told each attempt's result: the metrics. */
@@ -49,10 +54,10 @@ export function createDeliveryWorker (opts: DeliveryOptions): DeliveryWorker {
   async function attempt (taken: TakenJob): Promise<void> {
     const { job } = taken
     const endpoint = endpointNamed(opts.config(), job.endpoint)
-    const now = opts.now()
+    const sentAt = (opts.wallClock ?? Date.now)()
     let outcome: AttemptOutcome
     if (endpoint === undefined) outcome = { ok: false, error: 'endpoint no longer configured' }
-    else outcome = await opts.sender.send(endpoint.url, webhookHeaders(endpoint.secrets, job.id, now, job.body), job.body)
+    else outcome = await opts.sender.send(endpoint.url, webhookHeaders(endpoint.secrets, job.id, sentAt, job.body), job.body)
     const tried = { ...job, attempt: job.attempt + 1 }
     if (outcome.ok) {
       await opts.queue.done(taken)
