@@ -18,6 +18,8 @@ export interface Receiver {
   delivered: Delivery[]
   /** Attempts seen, answered or not, verified or not. */
   attempts: number
+  /** The webhook-id of each attempt seen, in order. */
+  attemptIds: string[]
   /** Attempts whose signature did not verify. */
   refused: number
   mode: 'up' | 'down' | 'hold'
@@ -39,6 +41,7 @@ export async function startReceiver (t: Pick<Test, 'teardown'>, secret: string, 
     url: '',
     delivered: [],
     attempts: 0,
+    attemptIds: [],
     refused: 0,
     mode: 'up',
     nextAttempt: async () => await new Promise<void>((resolve) => { waiters.push(resolve) }),
@@ -49,6 +52,7 @@ export async function startReceiver (t: Pick<Test, 'teardown'>, secret: string, 
     req.on('data', (chunk: Buffer) => chunks.push(chunk))
     req.on('end', () => {
       receiver.attempts++
+      receiver.attemptIds.push(String(req.headers['webhook-id']))
       const wake = waiters
       waiters = []
       for (const resolve of wake) resolve()
