@@ -8,7 +8,7 @@
 // crossing on again at its first count, and the queue refuses it).
 import type { KeyRecord, ConfigSnapshot } from '../config/types.js'
 import type { RateLimitDecision } from '../limiter/decision.js'
-import { keyBanned, keyExpiring, monthPeriod, quotaExceeded, quotaThreshold, type DetectedEvent } from './events.js'
+import { keyBanned, keyExpiring, monthEnd, monthPeriod, quotaExceeded, quotaThreshold, type DetectedEvent } from './events.js'
 import type { WebhooksConfig } from './config.js'
 
 /** Events found and not yet drained, at most: past it the newest are dropped (and found again at the next count). */
@@ -17,6 +17,9 @@ const DAY_MS = 86_400_000
 
 interface MonthState {
   period: string
+  /** Unix ms of the month's first instant and of the next month's: a decision inside needs no date arithmetic. */
+  start: number
+  end: number
   /** The highest share handed on this month (0: none). */
   share: number
   exceeded: boolean
@@ -56,12 +59,15 @@ export function createDetector (config: () => WebhooksConfig | undefined): Detec
   }
 
   function stateOf (consumerId: string, at: number): MonthState {
+    const known = months.get(consumerId)
+    if (known !== undefined && at >= known.start && at < known.end) return known
+    const end = monthEnd(at)
     const period = monthPeriod(at)
-    let state = months.get(consumerId)
-    if (state === undefined || state.period !== period) {
-      state = { period, share: 0, exceeded: false }
-      months.set(consumerId, state)
-    }
+    // A count of the month before, arriving late (a flush just past midnight), must not reset the month
+    // in progress: it is judged on its own, unremembered (the once-keys keep it once).
+    if (known !== undefined && at < known.start) return { period, start: Date.parse(`${period}-01T00:00:00Z`), end, share: 0, exceeded: false }
+    const state = { period, start: Date.parse(`${period}-01T00:00:00Z`), end, share: 0, exceeded: false }
+    months.set(consumerId, state)
     return state
   }
 
