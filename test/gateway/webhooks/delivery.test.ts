@@ -4,7 +4,7 @@
 // every event once it is up, each once by id and with the same id on every attempt; after the last
 // attempt a job is a dead letter, readable and replayable; a redirect is not followed, a receiver
 // that does not answer is a failed attempt after the response timeout.
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { Redis } from 'ioredis'
@@ -26,7 +26,7 @@ function configFor (receiver: Receiver, secrets = [SECRET]): WebhooksConfig {
   return { endpoints: [{ name: 'hooks', url: receiver.url, events: ['quota.threshold', 'quota.exceeded'], secrets }], thresholds: [0.8, 1], overageSteps: [], expiringDays: [7] }
 }
 
-async function redisQueue (t: Parameters<Parameters<typeof t.test>[1]>[0], url: string): Promise<WebhookQueue> {
+async function redisQueue (t: Test, url: string): Promise<WebhookQueue> {
   const client = new Redis(url)
   const queue = createRedisQueue(client, { claimIdleMs: 60_000 })
   t.teardown(() => queue.close())

@@ -3,7 +3,7 @@
 // each (only the nearest look-ahead when found late); a soft quota's overage steps are thresholds
 // too; with the in-process store every event is once per process. The request path never waits for
 // a delivery: with the receiver holding the delivery in flight, requests are answered meanwhile.
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { cpSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { bearer, DEMO_KEYS, FIXTURE_CONFIG_DIR, startGateway, type StartedGateway } from '../../helpers/gateway.js'
@@ -19,7 +19,7 @@ async function get (gw: StartedGateway, key: string): Promise<number> {
   return res.status
 }
 
-async function gatewayWith (t: Parameters<Parameters<typeof t.test>[1]>[0], receiver: Receiver, clock: () => number, files: { plans?: string, keys?: string, webhooksExtra?: string }, pollMs = 3_600_000): Promise<StartedGateway> {
+async function gatewayWith (t: Test, receiver: Receiver, clock: () => number, files: { plans?: string, keys?: string, webhooksExtra?: string }, pollMs = 3_600_000): Promise<StartedGateway> {
   const dir = t.testdir()
   cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
   if (files.plans !== undefined) writeFileSync(join(dir, 'plans.yaml'), files.plans)
