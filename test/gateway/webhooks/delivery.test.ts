@@ -3,7 +3,7 @@
 // queued once however many processes emit it; a receiver down for 10 minutes of the clock gets
 // every event once it is up, each once by id and with the same id on every attempt; after the last
 // attempt a job is a dead letter, readable and replayable; a redirect is not followed, a receiver
-// that does not answer is a failed attempt after the response timeout.
+// that does not answer is a failed attempt after the response timeout; and the same on a Redis Cluster.
 import t, { type Test } from 'tap'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -15,7 +15,8 @@ import { createRedisQueue, webhookKeys } from '../../../src/gateway/webhooks/red
 import type { WebhookQueue } from '../../../src/gateway/webhooks/queue.js'
 import type { WebhooksConfig } from '../../../src/gateway/webhooks/config.js'
 import { webhookHeaders } from '../../../src/gateway/webhooks/sign.js'
-import { startRedis } from '../../helpers/redis.js'
+import { createRedisClient, waitReady } from '../../../src/gateway/redis/connection.js'
+import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 import { newSecret, startReceiver, type Receiver } from '../../helpers/webhook-receiver.js'
 
 const SECRET = newSecret()
@@ -149,4 +150,25 @@ t.test('a rotated secret signs with both; a redirect is not followed; a silent r
   const outcome = await sender.send(`http://127.0.0.1:${(redirector.address() as AddressInfo).port}/hooks`, webhookHeaders([SECRET], 'msg_x', Date.now(), '{}'), '{}')
   t.same(outcome, { ok: false, error: 'status 302 (redirects are not followed)' })
   t.equal(receiver.attempts, before, 'the redirect target was never called')
+})
+
+t.test('on a Redis Cluster: every key in one slot, the same once-key, queue and settlement', async (t) => {
+  const cluster = await startRedisCluster(t)
+  const receiver = await startReceiver(t, SECRET)
+  const sender = createSender()
+  t.teardown(() => sender.close())
+  const open = async (): Promise<WebhookQueue> => {
+    const client = createRedisClient({ redisClusterNodes: cluster.nodes })
+    if (client === undefined || !await waitReady(client, 10_000)) throw new Error('no cluster client')
+    const queue = createRedisQueue(client)
+    t.teardown(() => queue.close())
+    return queue
+  }
+  const [processA, processB] = [await open(), await open()]
+  const event = crossing('umbrella', 0.8)
+  t.same([await processA.emit(event, ['hooks'], T0), await processB.emit(event, ['hooks'], T0)], [true, false])
+  const worker = createDeliveryWorker({ queue: processB, sender, config: () => configFor(receiver), now: () => T0 })
+  t.equal(await worker.runOnce(), 1)
+  t.same(receiver.delivered.map((d) => d.id), [event.id])
+  t.equal(await processA.depth(), 0)
 })
