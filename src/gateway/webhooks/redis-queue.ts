@@ -66,7 +66,12 @@ function jobOf (fields: string[]): DeliveryJob | undefined {
   const at = fields.indexOf('job')
   const text = at < 0 ? undefined : fields[at + 1]
   if (text === undefined) return undefined
-  const job = JSON.parse(text) as DeliveryJob
+  let job: DeliveryJob
+  try {
+    job = JSON.parse(text) as DeliveryJob
+  } catch {
+    return undefined
+  }
   return fields.includes('replayed') ? { ...job, attempt: 0 } : job
 }
 
@@ -97,11 +102,13 @@ export function createRedisQueue (client: Client, opts: RedisQueueOptions = {}):
     await multi.exec()
   }
 
-  function entries (list: StreamEntry[] | null | undefined): TakenJob[] {
+  /** The jobs of `list`; an entry that is not one (written by something else) is dropped, or it would be claimed forever. */
+  async function entries (list: StreamEntry[] | null | undefined): Promise<TakenJob[]> {
     const jobs: TakenJob[] = []
     for (const [ref, fields] of list ?? []) {
       const job = jobOf(fields)
       if (job !== undefined) jobs.push({ ref, job })
+      else await settle({ ref, job: { id: '', endpoint: '', type: 'webhook.test', body: '', attempt: 0, queuedAt: 0 } }, () => {})
     }
     return jobs
   }
@@ -120,10 +127,10 @@ export function createRedisQueue (client: Client, opts: RedisQueueOptions = {}):
       await ensureGroup()
       try {
         const claimed = await client.xautoclaim(webhookKeys.stream, WEBHOOK_GROUP, consumer, claimIdleMs, '0-0', 'COUNT', max) as [string, StreamEntry[], string[]]
-        const stale = entries(claimed[1])
+        const stale = await entries(claimed[1])
         if (stale.length > 0) return stale
         const read = await client.xreadgroup('GROUP', WEBHOOK_GROUP, consumer, 'COUNT', max, 'STREAMS', webhookKeys.stream, '>') as Array<[string, StreamEntry[]]> | null
-        return entries(read?.[0]?.[1])
+        return await entries(read?.[0]?.[1])
       } catch (err) {
         // Redis lost the stream (a restart without persistence): make the group again next time.
         if (err instanceof Error && err.message.includes('NOGROUP')) grouped = false

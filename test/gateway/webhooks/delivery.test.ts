@@ -95,6 +95,10 @@ t.test('past the last attempt: a dead letter, readable and replayable; the sched
   let clock = T0
   const queue = await redisQueue(t, redis.url)
   const worker = createDeliveryWorker({ queue, sender, config: () => configFor(receiver), now: () => clock })
+  // An entry that is not a job (written by something else) is dropped, not claimed forever.
+  await redis.cli('XADD', webhookKeys.stream, '*', 'junk', 'x')
+  t.equal(await worker.runOnce(), 0)
+  t.equal(await redis.cli('XLEN', webhookKeys.stream), '0', 'the stray entry is gone')
   const event = crossing('globex', 0.8)
   await queue.emit(event, ['hooks'], clock)
   receiver.mode = 'down'
