@@ -17,6 +17,10 @@ import { jobsOf, MAX_DEAD_LETTERS, type DeadLetter, type DeliveryJob, type Taken
 /** A job pending this long in a process's hands (real time, Redis's idle count) is claimed by another: longer than any attempt. */
 export const DEFAULT_CLAIM_IDLE_MS = 60_000
 export const WEBHOOK_GROUP = 'gateway'
+/** A consumer of the group (a process gone: each start is a new one) with nothing pending is forgotten after this long idle. */
+export const DEFAULT_FORGET_IDLE_MS = 3_600_000
+/** How often a process looks for such consumers (real time). */
+export const DEFAULT_FORGET_EVERY_MS = 600_000
 
 export const webhookKeys = {
   once: (key: string): string => `${KEY_PREFIX}{webhooks}:once:${key}`,
@@ -77,13 +81,34 @@ function jobOf (fields: string[]): DeliveryJob | undefined {
 
 export interface RedisQueueOptions {
   claimIdleMs?: number
+  /** A consumer of the group idle this long with nothing pending is dropped (default an hour). */
+  forgetIdleMs?: number
+  /** How often this process looks for them (default every 10 minutes, the first time 10 minutes after it started). */
+  forgetEveryMs?: number
 }
 
 export function createRedisQueue (client: Client, opts: RedisQueueOptions = {}): WebhookQueue {
   const claimIdleMs = opts.claimIdleMs ?? DEFAULT_CLAIM_IDLE_MS
+  const forgetIdleMs = opts.forgetIdleMs ?? DEFAULT_FORGET_IDLE_MS
+  const forgetEveryMs = opts.forgetEveryMs ?? DEFAULT_FORGET_EVERY_MS
   /** This process's name in the group: a restarted process is a new consumer, its predecessor's jobs are claimed. */
   const consumer = `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`
   let grouped = false
+  let lastForget = performance.now()
+
+  /** Drops the group's consumers idle for an hour with nothing pending: restarts would otherwise pile them up. */
+  async function forgetGone (): Promise<void> {
+    if (performance.now() - lastForget < forgetEveryMs) return
+    lastForget = performance.now()
+    const consumers = await client.xinfo('CONSUMERS', webhookKeys.stream, WEBHOOK_GROUP) as Array<Array<string | number>>
+    for (const fields of consumers) {
+      const field = (name: string): string | number | undefined => fields[fields.indexOf(name) + 1]
+      const name = String(field('name'))
+      if (name !== consumer && Number(field('pending')) === 0 && Number(field('idle')) > forgetIdleMs) {
+        await client.xgroup('DELCONSUMER', webhookKeys.stream, WEBHOOK_GROUP, name)
+      }
+    }
+  }
 
   async function ensureGroup (): Promise<void> {
     if (grouped) return
@@ -126,6 +151,7 @@ export function createRedisQueue (client: Client, opts: RedisQueueOptions = {}):
     async take (max) {
       await ensureGroup()
       try {
+        await forgetGone()
         const claimed = await client.xautoclaim(webhookKeys.stream, WEBHOOK_GROUP, consumer, claimIdleMs, '0-0', 'COUNT', max) as [string, StreamEntry[], string[]]
         const stale = await entries(claimed[1])
         if (stale.length > 0) return stale

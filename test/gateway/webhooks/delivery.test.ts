@@ -156,6 +156,26 @@ t.test('a rotated secret signs with both; a redirect is not followed; a silent r
   t.equal(receiver.attempts, before, 'the redirect target was never called')
 })
 
+t.test('consumers of the group left by processes gone (idle, nothing pending) are forgotten; one holding a job is kept', async (t) => {
+  const redis = await startRedis(t)
+  const open = (opts = {}): WebhookQueue => {
+    const queue = createRedisQueue(new Redis(redis.url), opts)
+    t.teardown(() => queue.close())
+    return queue
+  }
+  const gone = open()
+  const holding = open()
+  await gone.take(1)
+  await holding.emit(crossing('hooli', 0.8), ['hooks'], T0)
+  t.equal((await holding.take(1)).length, 1, 'a job left pending by a process that dies')
+  const survivor = open({ forgetIdleMs: 100, forgetEveryMs: 0 })
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  t.equal((await survivor.take(1)).length, 0)
+  const info = (await redis.cli('XINFO', 'CONSUMERS', webhookKeys.stream, 'gateway')).split('\n')
+  const pending = info.flatMap((line, i) => line === 'pending' ? [info[i + 1]] : [])
+  t.same(pending, ['1'], 'the idle empty consumer is gone; the one holding a job is kept')
+})
+
 t.test('on a Redis Cluster: every key in one slot, the same once-key, queue and settlement', async (t) => {
   const cluster = await startRedisCluster(t)
   const receiver = await startReceiver(t, SECRET)
