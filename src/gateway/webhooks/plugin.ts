@@ -15,6 +15,8 @@ import { createRedisQueue } from './redis-queue.js'
 
 /** How often the keys are scanned for expiries (real time). */
 export const DEFAULT_EXPIRY_SCAN_MS = 60_000
+/** A closing gateway waits this long for a delivery round in flight; past it the round's job stays pending in Redis and another process delivers it. */
+export const CLOSE_WAIT_MS = 2_000
 /** The queue's Redis connection, as CLIENT LIST names it. */
 export const WEBHOOKS_CONNECTION = 'petstore-webhooks'
 const REDIS_READY_MS = 2_000
@@ -160,7 +162,9 @@ export const webhooksPlugin = fp<WebhooksPluginOptions>(async function webhooksP
   app.addHook('onClose', async () => {
     closed = true
     clearTimeout(timer)
-    await round
+    let waited: NodeJS.Timeout | undefined
+    await Promise.race([round, new Promise<void>((resolve) => { waited = setTimeout(resolve, CLOSE_WAIT_MS) })])
+    clearTimeout(waited)
     // What was found and not yet handed on goes to the queue now (on Redis it outlives this process).
     await emitFound().catch(() => undefined)
     await queue?.close()
