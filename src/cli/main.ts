@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // `petstore-gateway`: the operator's command line — create, hash and rotate keys (edits of the
 // config directory), check a config directory before shipping it, and inspect or reset a consumer
-// and list or lift bans on a running gateway through its admin API.
+// and list or lift bans on a running gateway through its admin API; send a signed test webhook, and
+// read or replay the webhooks' dead letters.
 import '../shared/runtime-guard.js'
 import { readFileSync, realpathSync } from 'node:fs'
 import { join } from 'node:path'
@@ -15,6 +16,7 @@ import type { Limits } from '../gateway/config/types.js'
 import { settingsFromEnv } from '../gateway/runtime/settings.js'
 import { adminCall, adminTarget, oneId } from './admin-client.js'
 import { bans } from './bans.js'
+import { webhooks } from './webhooks.js'
 import { writeFileAtomic } from './atomic-write.js'
 import { CommandError, UsageError } from './errors.js'
 import { formatConsumer, formatReset } from './format-consumer.js'
@@ -210,7 +212,10 @@ const HANDLERS: Readonly<Record<string, Handler>> = {
   'plans diff': async (args, out) => await plansDiffCommand(args, out),
   'config check': (args, out, err) => configCheck(args, out, err),
   'bans list': async (args, out) => await bans('list', args, out),
-  'bans lift': async (args, out) => await bans('lift', args, out)
+  'bans lift': async (args, out) => await bans('lift', args, out),
+  'webhooks test': async (args, out) => await webhooks('test', args, out),
+  'webhooks dead-letters': async (args, out) => await webhooks('dead-letters', args, out),
+  'webhooks replay': async (args, out) => await webhooks('replay', args, out)
 }
 
 const HELP_FLAGS = new Set(['--help', '-h'])

@@ -109,6 +109,24 @@ export const COMMANDS: readonly CommandHelp[] = [
     args: 'ID [--admin URL]',
     summary: 'end a consumer\'s (or key\'s) ban',
     details: [ADMIN_OPTION, 'With REDIS_URL (or REDIS_CLUSTER_NODES / REDIS_SENTINELS) set and no --admin, writes Redis directly.', 'No ban in force is not an error: it says so and exits 0.']
+  },
+  {
+    name: 'webhooks test',
+    args: '[ENDPOINT] [--config DIR]',
+    summary: 'send a signed test event to every webhook endpoint (or the one named)',
+    details: [CONFIG_OPTION, 'Reads webhooks.yaml and its secrets (environment, secret files) as the gateway does, and sends from here.', 'Exits 1 when an endpoint does not answer 2xx.']
+  },
+  {
+    name: 'webhooks dead-letters',
+    args: '[--admin URL] [--json]',
+    summary: 'webhook deliveries that failed their last attempt',
+    details: [ADMIN_OPTION]
+  },
+  {
+    name: 'webhooks replay',
+    args: 'ID|all [--admin URL]',
+    summary: 'queue a dead letter (by webhook-id), or all of them, again',
+    details: [ADMIN_OPTION, 'A replayed event keeps its webhook-id and starts a fresh retry schedule.']
   }
 ]
 

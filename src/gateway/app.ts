@@ -4,7 +4,8 @@
 // config directory, its first load) → screen (malformed URL, doubled Authorization) → authenticate →
 // shed load (503 when the gateway is over capacity) → limit (inside its span; each consumer's decision
 // counted for its usage history) → 400 for what was screened → require a key (401) → route (404/405)
-// → lifecycle → edge checks (413/415, by Fastify's body parsing) → proxy. The connection caps watch
+// → lifecycle → edge checks (413/415, by Fastify's body parsing) → proxy. Webhooks note each
+// decision on the response and do the rest in the background (webhooks/plugin.ts). The connection caps watch
 // the listener beside it (edge/connection-limits.ts).
 import { randomUUID } from 'node:crypto'
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify'
@@ -33,6 +34,7 @@ import { openApiPlugin, type OpenApiPluginOptions } from './openapi/plugin.js'
 import { proxyPlugin } from './proxy/plugin.js'
 import { lazyChildLoggerFactory, LOG_REDACT_PATHS, requestLogPlugin } from './observability/request-log.js'
 import { shutdownPlugin } from './runtime/shutdown.js'
+import { webhooksPlugin, type WebhookOptions } from './webhooks/plugin.js'
 import { DEFAULT_BODY_LIMIT_BYTES, DEFAULT_UPSTREAM_TIMEOUT_MS, TRUST_PROXY_TRUE_PROBLEM } from './runtime/settings.js'
 
 export { DEFAULT_KEEP_ALIVE_TIMEOUT_MS, DEFAULT_MAX_PARAM_LENGTH, DEFAULT_REQUEST_TIMEOUT_MS } from './edge/limits.js'
@@ -76,6 +78,8 @@ export interface GatewayOptionsBase {
   readiness?: ReadinessRegistry
   /** Traces (docs/tracing.md): OTLP export settings and whether a client's trace is continued; default off. */
   tracing?: TracingOptions
+  /** Webhook delivery (webhooks/plugin.ts): retry schedule, timeouts, polling; the endpoints come from webhooks.yaml. */
+  webhooks?: WebhookOptions
 }
 
 export type GatewayOptions = GatewayOptionsBase & GatewayConfigSource
@@ -147,6 +151,7 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
   await app.register(lifecyclePlugin)
   await app.register(upstreamTimingPlugin)
   await app.register(metricsPlugin, { enabled: options.metrics })
+  await app.register(webhooksPlugin, { ...options.webhooks, settings: options.limiter?.settings })
   await app.register(connectionLimitsPlugin, {
     maxConnections: limits.maxConnections,
     maxConnectionsPerClient: limits.maxConnectionsPerClient,

@@ -17,6 +17,7 @@ import { createGatewayLogger } from './observability/logger.js'
 import { ReadinessRegistry } from './runtime/readiness.js'
 import { stopGateway } from './runtime/shutdown.js'
 import { settingsFromEnv } from './runtime/settings.js'
+import { webhookSettingsFromEnv } from './webhooks/settings.js'
 import { portInUseMessage } from '../shared/port-in-use.js'
 import { nonStopSignals, superviseWorkers } from './runtime/workers.js'
 
@@ -80,7 +81,8 @@ async function main (): Promise<void> {
       history: { flushMs: settings.historyFlushMs },
       openApi: { publicBaseUrl: settings.publicBaseUrl, stagingBaseUrl: settings.stagingBaseUrl },
       readiness,
-      tracing: { settings: settings.tracing, incoming: settings.traceIncoming }
+      tracing: { settings: settings.tracing, incoming: settings.traceIncoming },
+      webhooks: webhookSettingsFromEnv(process.env)
     })
   } catch (err) {
     if (refusedConfig(err, logger)) return

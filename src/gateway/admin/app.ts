@@ -9,6 +9,7 @@ import type { ReadinessRegistry } from '../runtime/readiness.js'
 import { adminApi } from './api.js'
 import { adminFrameworkErrors } from './framework-errors.js'
 import { adminHistoryRoutes } from './history-routes.js'
+import { adminWebhookRoutes } from './webhook-routes.js'
 import { DEFAULT_ADMIN_HOSTS, PROBE_PATHS, refuseCrossOriginWrites, requireAdminHost } from './request-guard.js'
 
 export interface AdminOptions {
@@ -68,6 +69,7 @@ export async function buildAdmin (options: AdminOptions): Promise<FastifyInstanc
   })
   await app.register(adminApi, { gateway, identity: options.token === undefined ? 'loopback' : 'admin-token' })
   await app.register(adminHistoryRoutes, { gateway })
+  await app.register(adminWebhookRoutes, { gateway, identity: options.token === undefined ? 'loopback' : 'admin-token' })
   app.get('/metrics', async (_request, reply) => {
     const { registry } = gateway.metrics
     return reply.type(registry.contentType).send(await registry.metrics())

@@ -14,10 +14,14 @@ import { parseCanonicalKeys } from './keys-fast-path.js'
 import { checkShadow, monthCoversDay, type ShadowEntry } from './limits.js'
 import { keysFileSchema, planEntrySchema, plansFileSchema, routesFileSchema } from './schema.js'
 import type { AnonymousPolicy, BanPolicy, ConfigSnapshot, KeyRecord, Limits, RouteRule } from './types.js'
+import { checkWebhooks, PROCESS_SECRETS, validWebhooksFile, WEBHOOKS_FILE, type SecretReader, type WebhooksConfig, type WebhooksFile } from '../webhooks/config.js'
 
 export const CONFIG_FILES = ['plans.yaml', 'keys.yaml', 'routes.yaml'] as const
 export type ConfigFileName = typeof CONFIG_FILES[number]
-export type ConfigTexts = Record<ConfigFileName, string>
+/** Files of the config directory that may be absent: without webhooks.yaml there are no webhooks. */
+export const OPTIONAL_CONFIG_FILES = [WEBHOOKS_FILE] as const
+export type OptionalConfigFileName = typeof OPTIONAL_CONFIG_FILES[number]
+export type ConfigTexts = Record<ConfigFileName, string> & Partial<Record<OptionalConfigFileName, string>>
 
 export const DEFAULT_BAN_POLICY: BanPolicy = { threshold: 30, windowSeconds: 60, durationSeconds: 900, maxDurationSeconds: 86_400 }
 /** Problems named one by one in a report (log line, 422 body, CLI); the rest are counted. */
@@ -80,6 +84,8 @@ export interface ValidatedConfig {
   /** [sha256 digest, record] in file order. */
   keys: Array<[string, KeyRecord]>
   routes: RouteRule[]
+  /** webhooks.yaml, secrets read; undefined without the file. */
+  webhooks?: WebhooksConfig | undefined
 }
 /** A validated config without its keys: they travel apart (in slices, from a worker) into a KeyIndex. */
 export type ConfigWithoutKeys = Omit<ValidatedConfig, 'keys'>
@@ -111,7 +117,7 @@ function describe (file: string, e: ErrorObject): string {
 const MALFORMED = Symbol('malformed')
 
 /** The file's data, or MALFORMED after reporting why it is not YAML this loader reads (syntax, or aliases that expand too far). */
-function readYaml (file: ConfigFileName, text: string, problems: ProblemList): unknown {
+function readYaml (file: ConfigFileName | OptionalConfigFileName, text: string, problems: ProblemList): unknown {
   const canonical = file === 'keys.yaml' ? parseCanonicalKeys(text) : undefined
   if (canonical !== undefined) return canonical
   const lineCounter = new LineCounter()
@@ -239,8 +245,23 @@ function checkRoutes (routesFile: RoutesFile, problems: ProblemList): RouteRule[
   return routes
 }
 
-/** Checks one config; throws ConfigError listing every problem found (capped at `maxProblems`). */
-export function validateConfig (texts: ConfigTexts, maxProblems = DEFAULT_MAX_REPORTED_PROBLEMS): ValidatedConfig {
+/** webhooks.yaml, when there is one: its shape, then its rules and secrets (webhooks/config.ts). */
+function readWebhooks (text: string | undefined, secrets: SecretReader, problems: ProblemList): WebhooksConfig | undefined {
+  if (text === undefined) return undefined
+  const data = readYaml(WEBHOOKS_FILE, text, problems)
+  if (data === MALFORMED) return undefined
+  if (!validWebhooksFile(data)) {
+    for (const e of validWebhooksFile.errors ?? []) problems.add(describe(WEBHOOKS_FILE, e))
+    return undefined
+  }
+  return checkWebhooks(data satisfies WebhooksFile, secrets, (problem) => problems.add(problem))
+}
+
+/**
+ * Checks one config; throws ConfigError listing every problem found (capped at `maxProblems`).
+ * `secrets`: where webhooks.yaml's secrets are read (the environment and secret files by default).
+ */
+export function validateConfig (texts: ConfigTexts, maxProblems = DEFAULT_MAX_REPORTED_PROBLEMS, secrets: SecretReader = PROCESS_SECRETS): ValidatedConfig {
   const problems = new ProblemList(maxProblems)
   const plansFile = readFile('plans.yaml', texts['plans.yaml'], problems)
   const keysFile = readFile('keys.yaml', texts['keys.yaml'], problems)
@@ -250,24 +271,39 @@ export function validateConfig (texts: ConfigTexts, maxProblems = DEFAULT_MAX_RE
   const ban = plansFile.valid ? checkPolicies(plansFile.data as PlansFile, problems) : DEFAULT_BAN_POLICY
   const keys = keysFile.valid ? checkKeys((keysFile.data as KeysFile).keys, plans, problems) : []
   const routes = routesFile.valid ? checkRoutes(routesFile.data as RoutesFile, problems) : []
+  const webhooks = readWebhooks(texts[WEBHOOKS_FILE], secrets, problems)
 
   if (problems.count > 0 || !plansFile.valid || plans === undefined) throw new ConfigError(problems.report())
-  const version = createHash('sha256')
+  const hash = createHash('sha256')
     .update(texts['plans.yaml']).update('\0').update(texts['keys.yaml']).update('\0').update(texts['routes.yaml'])
-    .digest('hex').slice(0, 12)
+  // With webhooks, their file and the secrets read (a rotated secret file is a new config); without, the version is the three files'.
+  if (webhooks !== undefined) hash.update('\0').update(texts[WEBHOOKS_FILE] ?? '').update('\0').update(webhooks.endpoints.map((e) => e.secrets.join(' ')).join('\0'))
+  const version = hash.digest('hex').slice(0, 12)
   return {
     version,
     plans: [...plans].map(([name, plan]) => [name, plan.kind === 'fixed' ? plan.limits : undefined]),
     anonymous: { ipv6Prefix: DEFAULT_IPV6_PREFIX, ...(plansFile.data as PlansFile).anonymous },
     ban,
     keys,
-    routes
+    routes,
+    ...(webhooks === undefined ? {} : { webhooks })
   }
 }
 
 function freezeLimits (limits: Limits): Limits {
   if (limits.shadow !== undefined) Object.freeze(limits.shadow)
   return Object.freeze(limits)
+}
+
+/** A worker's webhooks arrive as a plain structured-clone copy: frozen here. */
+function freezeWebhooks (webhooks: WebhooksConfig): WebhooksConfig {
+  for (const endpoint of webhooks.endpoints) {
+    Object.freeze(endpoint.events)
+    Object.freeze(endpoint.secrets)
+    Object.freeze(endpoint)
+  }
+  for (const list of [webhooks.endpoints, webhooks.thresholds, webhooks.overageSteps, webhooks.expiringDays]) Object.freeze(list)
+  return Object.freeze(webhooks)
 }
 
 /** A config's keys, frozen and indexed by digest and by id, filled in as they arrive. */
@@ -300,12 +336,13 @@ export function buildSnapshot (config: ConfigWithoutKeys, keys: KeyIndex, loaded
     ban: Object.freeze(config.ban),
     keysByDigest: keys.byDigest,
     keysById: keys.byId,
-    routes: Object.freeze(config.routes.map((r) => Object.freeze({ ...r, deprecated: r.deprecated === undefined ? undefined : Object.freeze(r.deprecated) })))
+    routes: Object.freeze(config.routes.map((r) => Object.freeze({ ...r, deprecated: r.deprecated === undefined ? undefined : Object.freeze(r.deprecated) }))),
+    webhooks: config.webhooks === undefined ? undefined : freezeWebhooks(config.webhooks)
   })
 }
 
 /** Validates and freezes one config in one step (tests, the CLI); throws ConfigError listing every problem found. */
-export function parseConfig (texts: ConfigTexts, loadedAt = 0): ConfigSnapshot {
-  const { keys, ...config } = validateConfig(texts)
+export function parseConfig (texts: ConfigTexts, loadedAt = 0, secrets: SecretReader = PROCESS_SECRETS): ConfigSnapshot {
+  const { keys, ...config } = validateConfig(texts, DEFAULT_MAX_REPORTED_PROBLEMS, secrets)
   return buildSnapshot(config, new KeyIndex().addAll(keys), loadedAt)
 }

@@ -5,7 +5,7 @@
 // Synchronous: the gateway runs it in the parse worker (worker-loader.ts), the CLI on its own thread.
 import { closeSync, constants, fstatSync, openSync, readSync, type Stats } from 'node:fs'
 import { join } from 'node:path'
-import { CONFIG_FILES, ConfigError, parseConfig, type ConfigFileName, type ConfigTexts } from './loader.js'
+import { CONFIG_FILES, ConfigError, OPTIONAL_CONFIG_FILES, parseConfig, type ConfigFileName, type ConfigTexts, type OptionalConfigFileName } from './loader.js'
 import type { ConfigSnapshot } from './types.js'
 
 /** CONFIG_DIR: where plans.yaml, keys.yaml and routes.yaml are read from. */
@@ -37,7 +37,7 @@ function kindOf (stats: Stats): string {
  * size, then read up to `maxBytes` + 1 bytes (a file that grows meanwhile is refused as well), and
  * unchanged in size and modification time once read.
  */
-function readCapped (path: string, file: ConfigFileName, maxBytes: number): string {
+function readCapped (path: string, file: ConfigFileName | OptionalConfigFileName, maxBytes: number): string {
   const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK)
   try {
     const before = fstatSync(fd)
@@ -65,7 +65,7 @@ function readCapped (path: string, file: ConfigFileName, maxBytes: number): stri
   }
 }
 
-/** The three files' texts; a ConfigError naming every file that could not be read, and why. */
+/** The three files' texts, and webhooks.yaml's when it exists; a ConfigError naming every file that could not be read, and why. */
 export function readConfigTexts (dir: string, maxBytes = DEFAULT_CONFIG_MAX_BYTES): ConfigTexts {
   const texts = {} as ConfigTexts
   const problems: string[] = []
@@ -75,6 +75,14 @@ export function readConfigTexts (dir: string, maxBytes = DEFAULT_CONFIG_MAX_BYTE
     } catch (err) {
       if (err instanceof ConfigError) problems.push(...err.problems)
       else problems.push(`${file}: cannot read ${join(dir, file)}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`)
+    }
+  }
+  for (const file of OPTIONAL_CONFIG_FILES) {
+    try {
+      texts[file] = readCapped(join(dir, file), file, maxBytes)
+    } catch (err) {
+      if (err instanceof ConfigError) problems.push(...err.problems)
+      else if ((err as NodeJS.ErrnoException).code !== 'ENOENT') problems.push(`${file}: cannot read ${join(dir, file)}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`)
     }
   }
   if (problems.length > 0) throw new ConfigError(problems)

@@ -1,4 +1,6 @@
 // The shapes of a validated config snapshot: what every other gateway module reads, never the YAML.
+import type { WebhooksConfig } from '../webhooks/config.js'
+
 export interface Limits {
   readonly perMinute: number
   readonly perDay: number
@@ -86,4 +88,6 @@ export interface ConfigSnapshot {
   readonly keysByDigest: ReadonlyMap<string, KeyRecord>
   readonly keysById: ReadonlyMap<string, KeyRecord>
   readonly routes: readonly RouteRule[]
+  /** webhooks.yaml (webhooks/config.ts): endpoints with their secrets read; undefined without the file. */
+  readonly webhooks?: WebhooksConfig | undefined
 }

@@ -20,7 +20,7 @@ import { createMemoryHistory } from './memory-history.js'
 import { createQuotaWatch, type NearLimit } from './quota-watch.js'
 import { createRedisHistory } from './redis-history.js'
 import { SHADOW_WINDOW_HOURS, USAGE_HISTORY_DAYS, USAGE_KEY_KEEP_DAYS, type HistoryStore } from './store.js'
-import { DecisionTally, EMPTY_BATCH, isEmpty, mergeBatches, type Batch } from './tally.js'
+import { DecisionTally, EMPTY_BATCH, isEmpty, mergeBatches, type Batch, type MonthCell } from './tally.js'
 
 /** How often a process writes what it counted: the most a crash can lose, and how late another process's counts show. */
 export const DEFAULT_HISTORY_FLUSH_MS = 5_000
@@ -53,7 +53,11 @@ export interface History {
   flush: () => Promise<void>
   /** Consumers decided in the last hour at or over 90 % of their month's quota at the latest flush (quota-watch.ts). */
   nearLimit: (now: number) => NearLimit[]
+  /** Tells `listener` each month cell a flush wrote, with the consumer's units of that month (the webhooks' thresholds). */
+  onMonthCount: (listener: MonthListener) => void
 }
+
+export type MonthListener = (cell: MonthCell, units: number) => void
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -79,6 +83,11 @@ export const historyPlugin = fp<HistoryPluginOptions>(async function historyPlug
   const store = storeOf(opts, now)
   const tally = new DecisionTally()
   const watch = createQuotaWatch()
+  const monthListeners: MonthListener[] = []
+  const noteMonth = (cell: MonthCell, units: number): void => {
+    watch.note(cell, units)
+    for (const listener of monthListeners) listener(cell, units)
+  }
   let unsent: Batch = EMPTY_BATCH
   let chain = Promise.resolve()
 
@@ -92,7 +101,7 @@ export const historyPlugin = fp<HistoryPluginOptions>(async function historyPlug
     unsent = EMPTY_BATCH
     if (isEmpty(batch)) return
     try {
-      unsent = await store.write(batch, watch.note)
+      unsent = await store.write(batch, noteMonth)
     } catch (err) {
       unsent = batch
       app.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'history: write failed, kept for the next flush')
@@ -115,7 +124,7 @@ export const historyPlugin = fp<HistoryPluginOptions>(async function historyPlug
   // A write still waiting for Redis is not queued behind: the tally goes on counting meanwhile.
   const timer = setInterval(() => { if (queued === 0) void enqueue() }, opts.flushMs ?? DEFAULT_HISTORY_FLUSH_MS)
   timer.unref()
-  app.decorate('history', { store, recorder: tally, flush, nearLimit: watch.nearLimit })
+  app.decorate('history', { store, recorder: tally, flush, nearLimit: watch.nearLimit, onMonthCount: (listener) => { monthListeners.push(listener) } })
   app.addHook('onClose', async () => {
     clearInterval(timer)
     await flush()

@@ -16,6 +16,9 @@ export const WINDOWS = ['minute', 'day', 'month'] as const
 /** `window` of a 429: the window that refused, or `ban` for a key answered `key_banned`. */
 export const REJECTION_WINDOWS = [...WINDOWS, 'ban'] as const
 export const RELOAD_RESULTS = ['success', 'failure'] as const
+/** `result` of a webhook attempt: delivered; failed, to be retried; failed for the last time (a dead letter). */
+export const WEBHOOK_RESULTS = ['success', 'failure', 'dead'] as const
+export const WEBHOOK_EVENT_TYPES = ['quota.threshold', 'quota.exceeded', 'key.banned', 'key.expiring', 'webhook.test'] as const
 /**
  * `reason` of a request answered 503 to shed load: `overload` at the edge (the gateway itself is
  * over capacity), `upstream_queue_full` / `upstream_budget` at the upstream gate (no backend
@@ -164,6 +167,10 @@ export interface GatewayMetrics {
   readonly deprecatedRequests: Counter<'route' | 'plan'>
   /** For the config reloader: `configReloads.inc({ result: 'success' | 'failure' })`. */
   readonly configReloads: Counter<'result'>
+  /** Webhook delivery attempts by event type and result (webhooks/deliver.ts). */
+  readonly webhookDeliveries: Counter<'event' | 'result'>
+  /** Webhook jobs waiting (queued, in delivery, waiting for a retry), at the delivery worker's latest round. */
+  readonly webhookQueueDepth: Gauge
 }
 
 export interface MetricsOptions {
@@ -264,6 +271,18 @@ export function createGatewayMetrics (opts: MetricsOptions): GatewayMetrics {
     name: 'gateway_config_reloads_total',
     help: 'Config reloads by result: success (new snapshot in force) or failure (last good config kept)',
     labelNames: ['result'],
+    registers
+  })
+
+  const webhookDeliveries = new Counter<'event' | 'result'>({
+    name: 'gateway_webhook_deliveries_total',
+    help: 'Webhook delivery attempts by event type and result: success, failure (retried later) or dead (the last attempt failed: a dead letter)',
+    labelNames: ['event', 'result'],
+    registers
+  })
+  const webhookQueueDepth = new Gauge({
+    name: 'gateway_webhook_queue_depth',
+    help: 'Webhook deliveries waiting: queued, being attempted, or waiting for a retry (dead letters not included)',
     registers
   })
 
@@ -393,8 +412,9 @@ export function createGatewayMetrics (opts: MetricsOptions): GatewayMetrics {
     for (const route of opts.deprecatedRoutes ?? []) deprecatedRequests.inc({ route, plan }, 0)
   }
   for (const result of RELOAD_RESULTS) configReloads.inc({ result }, 0)
+  for (const event of WEBHOOK_EVENT_TYPES) for (const result of WEBHOOK_RESULTS) webhookDeliveries.inc({ event, result }, 0)
   if (opts.keyExpiry !== undefined) registerKeyExpiryGauges(registry, opts.keyExpiry)
   registerQuotaGauges(registry, plans.filter((plan) => plan !== ANONYMOUS_PLAN), opts.quotaNearLimit ?? (() => undefined))
 
-  return { registry, requests, requestDuration, upstreamDuration, rateLimitRejections, bans, shadowRejections, quotaOverage, deprecatedRequests, configReloads }
+  return { registry, requests, requestDuration, upstreamDuration, rateLimitRejections, bans, shadowRejections, quotaOverage, deprecatedRequests, configReloads, webhookDeliveries, webhookQueueDepth }
 }
