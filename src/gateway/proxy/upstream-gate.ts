@@ -31,8 +31,14 @@ export interface UpstreamWaiter {
   readonly lane?: string
   /** Set by the gate: when the request asked for a connection (the gate's clock, ms). */
   enteredAt: number
-  /** It has a connection; `remainingMs` of its budget are left for the backend's answer. */
+  /**
+   * It has a connection; `remainingMs` of its budget are left for the backend's answer. It gives the
+   * connection back with release(). If it throws, the gate takes the connection back itself and
+   * calls `failed`: a waiter's bug cannot keep a connection (issue 39, row 1).
+   */
   dispatch: (remainingMs: number) => void
+  /** dispatch threw `err`: answer the request (its connection is already given back). */
+  failed: (err: unknown) => void
   /** It will not get one in time: answer 503, retry after this many seconds. */
   shed: (reason: UpstreamShedReason, retryAfterSeconds: number) => void
   /** The client went away while it waited: drop it without calling the backend. */
@@ -94,9 +100,8 @@ export class UpstreamGate implements UpstreamGateStatus {
     waiter.enteredAt = now
     const queued = this.queued
     if (queued === 0 && this.#inFlight < this.#connections) {
-      this.#inFlight++
       this.#shortestWaitMs = 0
-      waiter.dispatch(this.#budgetMs)
+      this.#dispatch(waiter, this.#budgetMs)
       return
     }
     const position = this.#queue.position(waiter.lane)
@@ -147,6 +152,17 @@ export class UpstreamGate implements UpstreamGateStatus {
     return Math.ceil(position / this.#connections) * this.#serviceMs
   }
 
+  /** Gives `waiter` a connection; one that throws gives it back at once (without a service-time sample). */
+  #dispatch (waiter: UpstreamWaiter, remainingMs: number): void {
+    this.#inFlight++
+    try {
+      waiter.dispatch(remainingMs)
+    } catch (err) {
+      this.#inFlight--
+      waiter.failed(err)
+    }
+  }
+
   #refuse (waiter: UpstreamWaiter, reason: UpstreamShedReason, waitMs: number): void {
     this.#shed[reason]++
     const seconds = Number.isFinite(waitMs) ? Math.ceil(waitMs / 1000) : 1
@@ -168,10 +184,9 @@ export class UpstreamGate implements UpstreamGateStatus {
         this.#refuse(waiter, 'budget', this.#expectedWaitMs(this.queued + 1))
         continue
       }
-      this.#inFlight++
       const standing = now - oldest.enteredAt
       if (standing < this.#shortestWaitMs) this.#shortestWaitMs = standing
-      waiter.dispatch(remaining)
+      this.#dispatch(waiter, remaining)
     }
     if (this.queued === 0) {
       clearTimeout(this.#timer)

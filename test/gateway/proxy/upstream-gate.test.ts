@@ -17,6 +17,7 @@ function waiter (): Probe {
     shedAs: undefined,
     gone: false,
     dispatch (remainingMs) { w.dispatched = remainingMs },
+    failed () {},
     shed (reason, retryAfter) { w.shedAs = { reason, retryAfter } },
     abandoned: () => w.gone
   }
