@@ -57,6 +57,8 @@ export interface GatewayOptionsBase {
   trustProxy?: TrustProxy
   /** A pino logger, pino options, or false for none. */
   logger?: FastifyBaseLogger | LoggerOptions | false
+  /** Log lines the logger's destination lost (observability/log-destination.ts), for gateway_log_lines_dropped_total. */
+  logLinesDropped?: () => number
   /** The gateway's one wall clock in Unix ms (limiter windows and bans, sunsets, key expiry); tests inject one. Default Date.now. */
   now?: Clock
   /** Per-request metrics and process metrics; false only for the bench's baseline. Default true. */
@@ -142,7 +144,7 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
   await app.register(requireKey)
   await app.register(lifecyclePlugin)
   await app.register(upstreamTimingPlugin)
-  await app.register(metricsPlugin, { enabled: options.metrics })
+  await app.register(metricsPlugin, { enabled: options.metrics, logLinesDropped: options.logLinesDropped })
   await app.register(connectionLimitsPlugin, {
     maxConnections: limits.maxConnections,
     maxConnectionsPerClient: limits.maxConnectionsPerClient,
