@@ -20,6 +20,7 @@ import { connectionLimitsPlugin } from './edge/connection-limits.js'
 import { fastifyLimitOptions, installJsonParser, refuseConnect, serverLimits, type ServerLimits } from './edge/limits.js'
 import { rejectScreened, screenRequest } from './edge/request-screen.js'
 import { ReadinessRegistry } from './runtime/readiness.js'
+import { livenessPlugin, type LivenessOptions } from './runtime/liveness.js'
 import { historyPlugin, type HistoryOptions } from './history/plugin.js'
 import { lifecyclePlugin } from './lifecycle/plugin.js'
 import { loadSheddingPlugin, type LoadSheddingOptions } from './edge/load-shedding.js'
@@ -77,6 +78,8 @@ export interface GatewayOptionsBase {
   readiness?: ReadinessRegistry
   /** Traces (docs/tracing.md): OTLP export settings and whether a client's trace is continued; default off. */
   tracing?: TracingOptions
+  /** What /healthz counts as wedged (runtime/liveness.ts); tests shorten it. */
+  liveness?: LivenessOptions
 }
 
 export type GatewayOptions = GatewayOptionsBase & GatewayConfigSource
@@ -128,6 +131,7 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
   await app.register(clientIpPlugin, { trustProxy })
   await app.register(tracingPlugin, options.tracing ?? {})
   await app.register(shutdownPlugin, { readiness })
+  await app.register(livenessPlugin, { ...options.liveness, readiness })
   await app.register(clockPlugin, { now: options.now })
   await app.register(configPlugin, { holder })
   // The first load of a config directory, before anything that reads the config; it throws the

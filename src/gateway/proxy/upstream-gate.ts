@@ -67,6 +67,12 @@ export interface UpstreamGateStatus {
    * (CoDel's measure). One reader: load shedding's window.
    */
   takeStandingDelayMs: () => number
+  /**
+   * How long every connection has been held, with requests waiting or turned away meanwhile, without
+   * one given back (ms, on the gate's clock); 0 while a connection is free or nobody waits. Liveness
+   * reads it (runtime/liveness.ts): only a leaked or stuck gate keeps it growing.
+   */
+  stalledMs: (now: number) => number
 }
 
 export class UpstreamGate implements UpstreamGateStatus {
@@ -81,12 +87,22 @@ export class UpstreamGate implements UpstreamGateStatus {
   #timer: NodeJS.Timeout | undefined
   #shortestWaitMs = Infinity
   readonly #shed: Record<UpstreamShedReason, number> = { queue_full: 0, budget: 0 }
+  /** When a connection was last given back, or the last one taken: the gate's last progress. */
+  #progressAt: number
+  /** A request waited or was turned away since then. */
+  #turnedAway = false
 
   constructor (opts: UpstreamGateOptions) {
     this.#connections = opts.connections
     this.#queueMax = opts.queueMax ?? DEFAULT_UPSTREAM_QUEUE_MAX
     this.#budgetMs = opts.budgetMs
     this.#now = opts.now ?? (() => performance.now())
+    this.#progressAt = this.#now()
+  }
+
+  stalledMs (now: number): number {
+    if (this.#inFlight < this.#connections || (!this.#turnedAway && this.queued === 0)) return 0
+    return Math.max(0, now - this.#progressAt)
   }
 
   get inFlight (): number { return this.#inFlight }
@@ -104,6 +120,7 @@ export class UpstreamGate implements UpstreamGateStatus {
       this.#dispatch(waiter, this.#budgetMs)
       return
     }
+    this.#turnedAway = true
     const position = this.#queue.position(waiter.lane)
     if (queued >= this.#queueMax) {
       this.#refuse(waiter, 'queue_full', this.#expectedWaitMs(position))
@@ -124,6 +141,8 @@ export class UpstreamGate implements UpstreamGateStatus {
     const took = this.#now() - dispatchedAt
     this.#serviceMs = Number.isNaN(this.#serviceMs) ? took : this.#serviceMs + SERVICE_TIME_WEIGHT * (took - this.#serviceMs)
     this.#inFlight--
+    this.#progressAt = this.#now()
+    this.#turnedAway = false
     this.#drain()
   }
 
@@ -154,7 +173,8 @@ export class UpstreamGate implements UpstreamGateStatus {
 
   /** Gives `waiter` a connection; one that throws gives it back at once (without a service-time sample). */
   #dispatch (waiter: UpstreamWaiter, remainingMs: number): void {
-    this.#inFlight++
+    // The last free connection taken: a stall is counted from here at the earliest.
+    if (++this.#inFlight === this.#connections) this.#progressAt = this.#now()
     try {
       waiter.dispatch(remainingMs)
     } catch (err) {
