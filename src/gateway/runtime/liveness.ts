@@ -13,8 +13,12 @@ import { performance } from 'node:perf_hooks'
 import fp from 'fastify-plugin'
 import type { ReadinessRegistry } from './readiness.js'
 
-/** A turn of the event loop longer than this is a stall (ms). */
-export const DEFAULT_LOOP_STALL_MS = 2_000
+/**
+ * A turn of the event loop longer than this is a stall (ms): far beyond any turn of a serving
+ * gateway (a request's work is well under a millisecond), long enough that a CPU-starved host's
+ * slow turns (a config parse, a large GC) do not count.
+ */
+export const DEFAULT_LOOP_STALL_MS = 5_000
 /** A stall fails liveness for this long after it ended (ms). */
 export const DEFAULT_LOOP_WINDOW_MS = 10_000
 /** Every backend connection held and none given back this long, with requests waiting: the gate is wedged (ms). */
@@ -109,9 +113,17 @@ export class Liveness {
 }
 
 export const livenessPlugin = fp<LivenessPluginOptions>(async function livenessPlugin (app, opts) {
-  const liveness = new Liveness(opts)
-  const timer = setInterval(() => { liveness.tick() }, liveness.tickMs)
-  timer.unref()
+  // Until then only the gate is judged.
+  let liveness = new Liveness({ ...opts, loopStallMs: Infinity })
+  let timer: NodeJS.Timeout | undefined
+  // Watched from the moment the listener serves: start-up's long turns (module loading, schema
+  // compilation) are the startup probe's business, not a stall.
+  app.addHook('onListen', function watchLoop (done) {
+    liveness = new Liveness(opts)
+    timer = setInterval(() => { liveness.tick() }, liveness.tickMs)
+    timer.unref()
+    done()
+  })
   app.addHook('onClose', async () => { clearInterval(timer) })
   // The proxy registers after this plugin: its gate is looked up when asked.
   const upstream = (): UpstreamProgress | undefined => app.hasDecorator('upstream') ? app.upstream : undefined
