@@ -47,7 +47,7 @@ async function assertNothingHeld (t: Test, gw: StartedGateway): Promise<void> {
   const settled = await until('every count back to 0', async () => {
     const { samples } = await scrape(gw.adminUrl)
     return sampleValue(samples, 'gateway_in_flight_requests') === 0 && sampleValue(samples, 'gateway_upstream_in_flight') === 0 &&
-      gw.app.drain.inFlight === 0 && gw.app.upstream.queued === 0
+      gw.app.drain.inFlight === 0 && gw.app.loadShedding.inFlight === 0 && gw.app.upstream.queued === 0
   }, 10_000).then(() => true, () => false)
   const { samples } = await scrape(gw.adminUrl)
   t.comment(`in flight ${sampleValue(samples, 'gateway_in_flight_requests')}, upstream in flight ${sampleValue(samples, 'gateway_upstream_in_flight')}, ` +
