@@ -131,6 +131,9 @@ function openNonBlocking (fd: number, onBroken: () => void): Stream {
   if (fd === 1) void process.stdout.writable
   if (fd === 2) void process.stderr.writable
   const socket = new Socket({ fd, readable: false, writable: true })
+  // A broken pipe ends the stream, never the descriptor (as Node does for process.stdout): closed,
+  // its number would be handed to the next connection accepted, under process.stdout's handle.
+  socket._destroy = (err, callback) => { callback(err) }
   socket.on('error', onBroken)
   socket.on('close', onBroken)
   // Never keeps the process alive: a log line waiting for a reader must not delay an exit.
