@@ -60,7 +60,8 @@ RUN printf '# No keys: mount a config directory with your keys.yaml over /app/co
 # The `node` user of the base image, by number so Kubernetes can verify runAsNonRoot.
 USER 1000:1000
 EXPOSE 8080 9091 3001
-# The gateway's liveness endpoint on the admin port (loopback works whatever ADMIN_HOST is). The
+# The gateway's liveness endpoint on the admin port (loopback works whatever ADMIN_HOST is): 503
+# while the gateway is wedged — event loop stalled, upstream gate stuck (docs/operations.md). The
 # backend role has no admin port: it sets HEALTHCHECK_URL to one of its own routes instead.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
   CMD ["node", "-e", "fetch(process.env.HEALTHCHECK_URL || `http://127.0.0.1:${process.env.ADMIN_PORT || 9091}/healthz`, { signal: AbortSignal.timeout(2500) }).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]

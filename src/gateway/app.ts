@@ -22,6 +22,7 @@ import { connectionLimitsPlugin } from './edge/connection-limits.js'
 import { fastifyLimitOptions, installJsonParser, refuseConnect, serverLimits, type ServerLimits } from './edge/limits.js'
 import { rejectScreened, screenRequest } from './edge/request-screen.js'
 import { ReadinessRegistry } from './runtime/readiness.js'
+import { livenessPlugin, type LivenessOptions } from './runtime/liveness.js'
 import { historyPlugin, type HistoryOptions } from './history/plugin.js'
 import { lifecyclePlugin } from './lifecycle/plugin.js'
 import { loadSheddingPlugin, type LoadSheddingOptions } from './edge/load-shedding.js'
@@ -60,6 +61,8 @@ export interface GatewayOptionsBase {
   trustProxy?: TrustProxy
   /** A pino logger, pino options, or false for none. */
   logger?: FastifyBaseLogger | LoggerOptions | false
+  /** Log lines the logger's destination lost (observability/log-destination.ts), for gateway_log_lines_dropped_total. */
+  logLinesDropped?: () => number
   /** The gateway's one wall clock in Unix ms (limiter windows and bans, sunsets, key expiry); tests inject one. Default Date.now. */
   now?: Clock
   /** Per-request metrics and process metrics; false only for the bench's baseline. Default true. */
@@ -80,6 +83,8 @@ export interface GatewayOptionsBase {
   tracing?: TracingOptions
   /** Webhook delivery (webhooks/plugin.ts): retry schedule, timeouts, polling; the endpoints come from webhooks.yaml. */
   webhooks?: WebhookOptions
+  /** What /healthz counts as wedged (runtime/liveness.ts); tests shorten it. */
+  liveness?: LivenessOptions
 }
 
 export type GatewayOptions = GatewayOptionsBase & GatewayConfigSource
@@ -134,6 +139,7 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
   await app.register(clientIpPlugin, { trustProxy })
   await app.register(tracingPlugin, options.tracing ?? {})
   await app.register(shutdownPlugin, { readiness })
+  await app.register(livenessPlugin, { ...options.liveness, readiness })
   await app.register(clockPlugin, { now: options.now })
   await app.register(configPlugin, { holder })
   // The first load of a config directory, before anything that reads the config; it throws the
@@ -150,7 +156,7 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
   await app.register(requireKey)
   await app.register(lifecyclePlugin)
   await app.register(upstreamTimingPlugin)
-  await app.register(metricsPlugin, { enabled: options.metrics })
+  await app.register(metricsPlugin, { enabled: options.metrics, logLinesDropped: options.logLinesDropped })
   await app.register(webhooksPlugin, { ...options.webhooks, settings: options.limiter?.settings })
   await app.register(connectionLimitsPlugin, {
     maxConnections: limits.maxConnections,

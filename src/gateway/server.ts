@@ -13,7 +13,7 @@ import { ConfigError } from './config/loader.js'
 import { DEFAULT_LISTEN_BACKLOG } from './edge/limits.js'
 import { loadConfigOnce } from './config/provider.js'
 import type { ReloadOptions } from './config/reload.js'
-import { createGatewayLogger } from './observability/logger.js'
+import { createGatewayLogging } from './observability/logger.js'
 import { ReadinessRegistry } from './runtime/readiness.js'
 import { stopGateway } from './runtime/shutdown.js'
 import { settingsFromEnv } from './runtime/settings.js'
@@ -35,7 +35,7 @@ function refusedConfig (err: unknown, logger: Logger): boolean {
 
 async function main (): Promise<void> {
   const settings = settingsFromEnv()
-  const logger = createGatewayLogger({ level: settings.logLevel, bufferBytes: settings.logBufferBytes })
+  const { logger, linesDropped } = createGatewayLogging({ level: settings.logLevel, bufferBytes: settings.logBufferBytes, backlogBytes: settings.logBacklogBytes })
   const config: ReloadOptions = {
     dir: settings.configDir,
     watch: settings.configWatch,
@@ -77,6 +77,7 @@ async function main (): Promise<void> {
         pipelineDepth: settings.pipelineDepth
       },
       logger,
+      logLinesDropped: linesDropped,
       limiter: { settings },
       history: { flushMs: settings.historyFlushMs },
       openApi: { publicBaseUrl: settings.publicBaseUrl, stagingBaseUrl: settings.stagingBaseUrl },

@@ -1,4 +1,4 @@
-// buildAdmin: the operations side of a gateway on its own port (loopback by default) — /healthz,
+// buildAdmin: the operations side of a gateway on its own port (loopback by default) — /healthz (liveness),
 // /readyz, /metrics (the gateway's own registry), and the slot where the admin API attaches. Never
 // reachable from the public port; closed to browsers (request-guard.ts: Host, Origin, JSON) and,
 // when ADMIN_TOKEN is set, to requests without that bearer token.
@@ -62,7 +62,12 @@ export async function buildAdmin (options: AdminOptions): Promise<FastifyInstanc
   }
   app.addHook('onRequest', refuseCrossOriginWrites)
 
-  app.get('/healthz', async () => ({ status: 'ok' }))
+  // Liveness: 503 while the gateway is wedged — its event loop stalling, its upstream gate stuck
+  // (runtime/liveness.ts) — so that an orchestrator restarts it; /readyz says the same as `serving`.
+  app.get('/healthz', async (_request, reply) => {
+    const { live, checks } = gateway.liveness.report()
+    return reply.code(live ? 200 : 503).send(live ? { status: 'ok' } : { status: 'wedged', checks })
+  })
   app.get('/readyz', async (_request, reply) => {
     const report = await options.readiness.report()
     return reply.code(report.ready ? 200 : 503).send({ status: report.ready ? 'ready' : 'not_ready', checks: report.checks })

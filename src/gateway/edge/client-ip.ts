@@ -10,6 +10,7 @@
 import proxyAddr from '@fastify/proxy-addr'
 import fp from 'fastify-plugin'
 import { normaliseAddress, plainAddress } from './client-address.js'
+import { peerAddress } from './peer-address.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -73,21 +74,28 @@ export interface ClientIpOptions {
 }
 
 /**
- * First in the pipeline: `request.ip` becomes the normalised client address, read once (Fastify's
- * getter would walk the header again on every read). Without TRUST_PROXY nothing is installed:
- * `request.ip` is the socket's peer, always an address.
+ * First in the pipeline: `request.ip` becomes the client address, read once (Fastify's getter would
+ * ask the socket again on every read, and a socket that is gone answers undefined). Without
+ * TRUST_PROXY it is the peer address fixed when the connection was accepted (peer-address.ts);
+ * behind trusted proxies, the normalised client the `X-Forwarded-For` walk decides from that peer.
  */
 export const clientIpPlugin = fp<ClientIpOptions>(async function clientIpPlugin (app, { trustProxy }) {
   app.decorateRequest('forwardedFor', null)
-  if (trustProxy === false) return
+  if (trustProxy === false) {
+    app.addHook('onRequest', function peerIsClient (request, _reply, done) {
+      // Fastify's `ip` is a getter on the request's prototype: an own property shadows it.
+      Object.defineProperty(request, 'ip', { value: peerAddress(request.raw.socket), enumerable: true })
+      done()
+    })
+    return
+  }
   const trusted = trustFunction(trustProxy)
   app.addHook('onRequest', function clientAddress (request, _reply, done) {
     const header = request.headers['x-forwarded-for']
     // Node joins repeated X-Forwarded-For lines with ", "; the array is only the type's possibility.
     const forwardedFor = Array.isArray(header) ? header.join(', ') : header
-    const peer = request.raw.socket.remoteAddress ?? ''
+    const peer = peerAddress(request.raw.socket)
     const chain = forwardedChain(peer, forwardedFor, trusted)
-    // Fastify's `ip` is a getter on the request's prototype: an own property shadows it.
     Object.defineProperty(request, 'ip', { value: chain[0] ?? peer, enumerable: true })
     request.forwardedFor = chain.map(plainAddress).join(', ')
     done()

@@ -9,6 +9,7 @@ import type { Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
 import { gatewayErrors, rawErrorResponse, type ApiError } from '../../interface/errors.js'
 import { DEFAULT_PIPELINE_DEPTH, DEFAULT_PIPELINE_MAX_PARSED, gateRequests, type RequestHandler } from './pipeline-gate.js'
+import { rememberPeerAddresses } from './peer-address.js'
 import { frameworkErrors } from './request-screen.js'
 
 /** Node's own default, stated: a 20 KB bearer token or a flood of headers is refused 431 by the parser. */
@@ -123,8 +124,9 @@ export function serverLimits (overrides: Partial<ServerLimits> = {}): ServerLimi
 }
 
 /**
- * The public listener: Node's HTTP server as Fastify would make it, with the limits set, and
- * Fastify's handler behind the pipeline gate (edge/pipeline-gate.ts).
+ * The public listener: Node's HTTP server as Fastify would make it, with the limits set, each
+ * connection's peer address fixed on accept (edge/peer-address.ts), and Fastify's handler behind
+ * the pipeline gate (edge/pipeline-gate.ts).
  */
 function gatedServer (limits: ServerLimits, handler: RequestHandler): Server {
   const options: ServerOptions = {
@@ -136,6 +138,8 @@ function gatedServer (limits: ServerLimits, handler: RequestHandler): Server {
     keepAliveTimeout: limits.keepAliveTimeoutMs
   }
   const server = createServer(options, gateRequests(handler, { depth: limits.pipelineDepth, maxParsed: limits.pipelineMaxParsed }))
+  // A request's client address is its connection's, fixed on accept: never read from a socket that may be gone.
+  rememberPeerAddresses(server)
   server.setTimeout(limits.connectionTimeoutMs)
   if (limits.maxRequestsPerSocket > 0) server.maxRequestsPerSocket = limits.maxRequestsPerSocket
   return server

@@ -28,7 +28,8 @@ import { gatewayErrors } from '../../interface/errors.js'
 import { unavailableHeaders } from '../limiter/decide.js'
 import { limiterId } from '../limiter/consumer-id.js'
 import { ConcurrencyLimit, DEFAULT_SHED_WINDOW_MS } from './concurrency-limit.js'
-import { holdConnection, whenResponseOver } from './pipeline-gate.js'
+import { holdConnection } from './pipeline-gate.js'
+import { holdUntilOver } from './request-holds.js'
 
 /** The queueing delay (ms) the gateway keeps under overload (loop delay, standing wait for a backend connection); 0 turns load shedding off. */
 export const DEFAULT_SHED_QUEUE_DELAY_MS = 10
@@ -135,7 +136,7 @@ export const loadSheddingPlugin = fp<LoadSheddingOptions>(async function loadShe
   app.addHook('onRequest', function shedOverload (request, reply, done) {
     const client = clientOf(request)
     if (limiter.admit(client)) {
-      whenResponseOver(reply.raw, () => { limiter.done(client) })
+      holdUntilOver(reply.raw, () => { limiter.done(client) })
       done()
       return
     }

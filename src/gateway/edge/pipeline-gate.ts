@@ -16,6 +16,7 @@
 //   until the hold ends.
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
+import { holdUntilOver } from './request-holds.js'
 
 /** Requests of one connection parsed and not yet answered at which reading it stops. */
 export const DEFAULT_PIPELINE_DEPTH = 4
@@ -88,7 +89,7 @@ export function gateRequests (handle: RequestHandler, opts: PipelineGateOptions)
     }
     // Every response that got the connection closes (written, or the connection gone); one that
     // never got it dies with the connection, and the lane with it.
-    res.once('close', () => {
+    holdUntilOver(res, () => {
       lane.pending--
       resumeIfFree(socket, lane)
     })
@@ -124,13 +125,4 @@ export function holdConnection (socket: Socket, ms: number): void {
     if (next !== undefined) next()
     resumeIfFree(socket, lane)
   }, ms).unref()
-}
-
-/** Calls `fn` once, when `res` is over: sent, or its connection gone — at once if it already is. */
-export function whenResponseOver (res: ServerResponse, fn: () => void): void {
-  if (res.destroyed || res.writableFinished) {
-    fn()
-    return
-  }
-  res.once('close', fn)
 }

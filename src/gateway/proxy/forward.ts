@@ -10,9 +10,10 @@
 // difference is in bench/results/proxy-path.md.
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Dispatcher, Pool } from 'undici'
-import { gatewayErrors } from '../../interface/errors.js'
+import { gatewayErrors, requestErrors } from '../../interface/errors.js'
 import { limiterId } from '../limiter/consumer-id.js'
 import { startUpstreamTimer, stopUpstreamTimer } from '../observability/metrics/upstream-timing.js'
+import { holdUntilOver } from '../edge/request-holds.js'
 import { backendRequestHeaders, isResponseHopByHop } from './request-headers.js'
 import type { UpstreamGate, UpstreamShedReason, UpstreamWaiter } from './upstream-gate.js'
 import { upstreamError } from './upstream-errors.js'
@@ -28,11 +29,19 @@ export interface ForwardOptions {
 
 export type ProxyHandler = (request: FastifyRequest, reply: FastifyReply, dest: string) => void
 
-/** One request on its way to the backend: waits at the gate, then is sent, answered and released. */
+/**
+ * One request on its way to the backend: waits at the gate, then is sent, answered and released.
+ * Its backend connection is the gate's until release(), and release() has one caller: the end of
+ * the upstream exchange (undici's answer failed, or the answer's body closed — read to its end or
+ * destroyed). The client's response ending first (a reset before, during or after dispatch) aborts
+ * the exchange (request-holds.ts owns that), which ends it the same way: whatever way out a request
+ * takes, its connection comes back, once.
+ */
 class UpstreamCall implements UpstreamWaiter {
   enteredAt = 0
   #dispatchedAt = 0
   #released = false
+  readonly #abort = new AbortController()
 
   constructor (
     private readonly opts: ForwardOptions,
@@ -51,6 +60,11 @@ class UpstreamCall implements UpstreamWaiter {
     this.reply.send(gatewayErrors.upstreamBusy(retryAfterSeconds))
   }
 
+  failed (err: unknown): void {
+    this.request.log.error({ err }, 'upstream request not sent')
+    if (!this.reply.sent) this.reply.send(requestErrors.internal())
+  }
+
   dispatch (remainingMs: number): void {
     const request = this.request
     const headers = backendRequestHeaders(request, request.headers, this.opts.host)
@@ -61,7 +75,6 @@ class UpstreamCall implements UpstreamWaiter {
       headers['content-type'] = 'application/json'
       headers['content-length'] = String(Buffer.byteLength(body))
     }
-    this.#dispatchedAt = this.opts.now()
     const trace = request.trace
     if (trace?.sampled === true) {
       // The wait at the gate is the wait for a connection: the upstream span starts there (tracing/upstream-spans.ts).
@@ -71,14 +84,18 @@ class UpstreamCall implements UpstreamWaiter {
       headers.traceparent = trace.traceparent
       if (trace.tracestate !== undefined) headers.tracestate = trace.tracestate
     }
+    this.#dispatchedAt = this.opts.now()
     startUpstreamTimer(request)
     this.opts.pool.request({
       path: this.path,
       method: request.method as Dispatcher.HttpMethod,
       headers,
       body,
-      headersTimeout: Math.ceil(remainingMs)
+      headersTimeout: Math.ceil(remainingMs),
+      signal: this.#abort.signal
     }, (err, data) => { this.#answered(err, data) })
+    // From here the connection is held: the client gone first cancels the call, which ends it.
+    holdUntilOver(this.reply.raw, () => { this.#abort.abort() })
   }
 
   #release (): void {
@@ -88,17 +105,34 @@ class UpstreamCall implements UpstreamWaiter {
   }
 
   #answered (err: Error | null, data: Dispatcher.ResponseData): void {
-    const reply = this.reply
-    stopUpstreamTimer(this.request)
     if (err !== null) {
       this.#release()
-      this.request.log.warn({ err }, 'upstream request failed')
-      reply.send(upstreamError(err))
+      stopUpstreamTimer(this.request)
+      this.#relayFailure(err)
       return
     }
     const body = data.body
     // The connection is the backend's again once the body is read to its end (or dropped).
     body.once('close', () => { this.#release() })
+    stopUpstreamTimer(this.request)
+    try {
+      this.#relay(data)
+    } catch (relayErr) {
+      body.destroy()
+      this.#relayFailure(relayErr)
+    }
+  }
+
+  #relayFailure (err: unknown): void {
+    // A call the client's departure cancelled has nobody to answer.
+    if (this.reply.raw.destroyed || this.reply.sent) return
+    this.request.log.warn({ err }, 'upstream request failed')
+    this.reply.send(upstreamError(err))
+  }
+
+  #relay (data: Dispatcher.ResponseData): void {
+    const reply = this.reply
+    const body = data.body
     if (reply.raw.destroyed) {
       body.destroy()
       return

@@ -31,8 +31,14 @@ export interface UpstreamWaiter {
   readonly lane?: string
   /** Set by the gate: when the request asked for a connection (the gate's clock, ms). */
   enteredAt: number
-  /** It has a connection; `remainingMs` of its budget are left for the backend's answer. */
+  /**
+   * It has a connection; `remainingMs` of its budget are left for the backend's answer. It gives the
+   * connection back with release(). If it throws, the gate takes the connection back itself and
+   * calls `failed`: a waiter's bug cannot keep a connection (issue 39, row 1).
+   */
   dispatch: (remainingMs: number) => void
+  /** dispatch threw `err`: answer the request (its connection is already given back). */
+  failed: (err: unknown) => void
   /** It will not get one in time: answer 503, retry after this many seconds. */
   shed: (reason: UpstreamShedReason, retryAfterSeconds: number) => void
   /** The client went away while it waited: drop it without calling the backend. */
@@ -61,6 +67,12 @@ export interface UpstreamGateStatus {
    * (CoDel's measure). One reader: load shedding's window.
    */
   takeStandingDelayMs: () => number
+  /**
+   * How long every connection has been held, with requests waiting or turned away meanwhile, without
+   * one given back (ms, on the gate's clock); 0 while a connection is free or nobody waits. Liveness
+   * reads it (runtime/liveness.ts): only a leaked or stuck gate keeps it growing.
+   */
+  stalledMs: (now: number) => number
 }
 
 export class UpstreamGate implements UpstreamGateStatus {
@@ -75,12 +87,22 @@ export class UpstreamGate implements UpstreamGateStatus {
   #timer: NodeJS.Timeout | undefined
   #shortestWaitMs = Infinity
   readonly #shed: Record<UpstreamShedReason, number> = { queue_full: 0, budget: 0 }
+  /** When a connection was last given back, or the last one taken: the gate's last progress. */
+  #progressAt: number
+  /** A request waited or was turned away since then. */
+  #turnedAway = false
 
   constructor (opts: UpstreamGateOptions) {
     this.#connections = opts.connections
     this.#queueMax = opts.queueMax ?? DEFAULT_UPSTREAM_QUEUE_MAX
     this.#budgetMs = opts.budgetMs
     this.#now = opts.now ?? (() => performance.now())
+    this.#progressAt = this.#now()
+  }
+
+  stalledMs (now: number): number {
+    if (this.#inFlight < this.#connections || (!this.#turnedAway && this.queued === 0)) return 0
+    return Math.max(0, now - this.#progressAt)
   }
 
   get inFlight (): number { return this.#inFlight }
@@ -94,11 +116,11 @@ export class UpstreamGate implements UpstreamGateStatus {
     waiter.enteredAt = now
     const queued = this.queued
     if (queued === 0 && this.#inFlight < this.#connections) {
-      this.#inFlight++
       this.#shortestWaitMs = 0
-      waiter.dispatch(this.#budgetMs)
+      this.#dispatch(waiter, this.#budgetMs)
       return
     }
+    this.#turnedAway = true
     const position = this.#queue.position(waiter.lane)
     if (queued >= this.#queueMax) {
       this.#refuse(waiter, 'queue_full', this.#expectedWaitMs(position))
@@ -119,6 +141,8 @@ export class UpstreamGate implements UpstreamGateStatus {
     const took = this.#now() - dispatchedAt
     this.#serviceMs = Number.isNaN(this.#serviceMs) ? took : this.#serviceMs + SERVICE_TIME_WEIGHT * (took - this.#serviceMs)
     this.#inFlight--
+    this.#progressAt = this.#now()
+    this.#turnedAway = false
     this.#drain()
   }
 
@@ -147,6 +171,18 @@ export class UpstreamGate implements UpstreamGateStatus {
     return Math.ceil(position / this.#connections) * this.#serviceMs
   }
 
+  /** Gives `waiter` a connection; one that throws gives it back at once (without a service-time sample). */
+  #dispatch (waiter: UpstreamWaiter, remainingMs: number): void {
+    // The last free connection taken: a stall is counted from here at the earliest.
+    if (++this.#inFlight === this.#connections) this.#progressAt = this.#now()
+    try {
+      waiter.dispatch(remainingMs)
+    } catch (err) {
+      this.#inFlight--
+      waiter.failed(err)
+    }
+  }
+
   #refuse (waiter: UpstreamWaiter, reason: UpstreamShedReason, waitMs: number): void {
     this.#shed[reason]++
     const seconds = Number.isFinite(waitMs) ? Math.ceil(waitMs / 1000) : 1
@@ -168,10 +204,9 @@ export class UpstreamGate implements UpstreamGateStatus {
         this.#refuse(waiter, 'budget', this.#expectedWaitMs(this.queued + 1))
         continue
       }
-      this.#inFlight++
       const standing = now - oldest.enteredAt
       if (standing < this.#shortestWaitMs) this.#shortestWaitMs = standing
-      waiter.dispatch(remaining)
+      this.#dispatch(waiter, remaining)
     }
     if (this.queued === 0) {
       clearTimeout(this.#timer)

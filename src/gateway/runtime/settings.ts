@@ -25,6 +25,8 @@ export const DEFAULT_ADMIN_PORT = 9091
 export const DEFAULT_BACKEND_URL = 'http://127.0.0.1:3001'
 export const DEFAULT_LOG_LEVEL = 'info'
 export const DEFAULT_LOG_BUFFER_BYTES = 4096
+/** Log lines waiting for a pipe's reader (bytes) beyond which new lines are dropped and counted (observability/log-destination.ts). */
+export const DEFAULT_LOG_BACKLOG_BYTES = 1024 * 1024
 export const DEFAULT_BODY_LIMIT_BYTES = 16 * 1024
 export const DEFAULT_UPSTREAM_TIMEOUT_MS = 10_000
 export const MAX_UPSTREAM_CONNECTIONS = 4096
@@ -75,6 +77,8 @@ export interface GatewaySettings {
   readonly logLevel: string
   /** LOG_BUFFER_BYTES: log lines are batched up to this many bytes (flushed every 200 ms and on exit); 0 writes each line. */
   readonly logBufferBytes: number
+  /** LOG_BACKLOG_BYTES: log lines waiting for a slow pipe reader, at most; beyond, lines are dropped (gateway_log_lines_dropped_total). */
+  readonly logBacklogBytes: number
   /**
    * Fastify `trustProxy`: false, a hop count, or a comma-separated list of addresses/CIDRs. `true`
    * (trust every hop, i.e. the client's own leftmost X-Forwarded-For) is refused in production.
@@ -191,6 +195,7 @@ export function settingsFromEnv (env: Env = process.env): GatewaySettings {
     storeOnError: oneOf(env, 'STORE_ON_ERROR', DEFAULT_STORE_ON_ERROR, STORE_ON_ERROR_POLICIES),
     logLevel: str(env, 'LOG_LEVEL', DEFAULT_LOG_LEVEL),
     logBufferBytes: int(env, 'LOG_BUFFER_BYTES', DEFAULT_LOG_BUFFER_BYTES, 0, 1_000_000),
+    logBacklogBytes: int(env, 'LOG_BACKLOG_BYTES', DEFAULT_LOG_BACKLOG_BYTES, 0, 256 * 1024 * 1024),
     trustProxy: trustProxy(optional(env, 'TRUST_PROXY'), production),
     anonymousStateMax: int(env, 'ANONYMOUS_STATE_MAX', DEFAULT_ANONYMOUS_STATE_MAX, 1),
     maxConnections: int(env, 'MAX_CONNECTIONS', DEFAULT_MAX_CONNECTIONS, 1),

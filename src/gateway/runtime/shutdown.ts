@@ -7,7 +7,7 @@
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { gatewayErrors } from '../../interface/errors.js'
-import { whenResponseOver } from '../edge/pipeline-gate.js'
+import { holdUntilOver } from '../edge/request-holds.js'
 import type { ReadinessRegistry } from './readiness.js'
 
 export interface DrainState {
@@ -39,7 +39,7 @@ export const shutdownPlugin = fp<ShutdownPluginOptions>(async function shutdownP
   })
   app.addHook('onRequest', function refuseWhileClosing (request, reply, done) {
     state.inFlight++
-    whenResponseOver(reply.raw, () => { state.inFlight-- })
+    holdUntilOver(reply.raw, () => { state.inFlight-- })
     if (state.closing) {
       reply.header('connection', 'close')
       done(gatewayErrors.unavailable('The gateway is shutting down'))

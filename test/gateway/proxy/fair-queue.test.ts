@@ -40,7 +40,7 @@ t.test('the gate with lanes: a consumer\'s one request is next after the flood\'
   let now = 0
   const gate = new UpstreamGate({ connections: 1, budgetMs: 1_000, now: () => now })
   const seen: string[] = []
-  const waiter = (name: string, lane: string): UpstreamWaiter => ({ lane, enteredAt: 0, dispatch: () => { seen.push(name) }, shed: () => { seen.push(`${name} shed`) }, abandoned: () => false })
+  const waiter = (name: string, lane: string): UpstreamWaiter => ({ lane, enteredAt: 0, dispatch: () => { seen.push(name) }, failed: () => {}, shed: () => { seen.push(`${name} shed`) }, abandoned: () => false })
   gate.enter(waiter('f0', 'flood'))
   for (let i = 1; i <= 5; i++) gate.enter(waiter(`f${i}`, 'flood'))
   gate.enter(waiter('v1', 'victim'))

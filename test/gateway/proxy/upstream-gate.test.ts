@@ -17,6 +17,7 @@ function waiter (): Probe {
     shedAs: undefined,
     gone: false,
     dispatch (remainingMs) { w.dispatched = remainingMs },
+    failed () {},
     shed (reason, retryAfter) { w.shedAs = { reason, retryAfter } },
     abandoned: () => w.gone
   }
@@ -144,4 +145,47 @@ t.test('a long queue keeps its order across the array compaction, and close() sh
   gate.close()
   t.ok(ws.slice(2_000).every((w) => w.shedAs?.reason === 'budget'), 'closing answers everyone still waiting')
   t.equal(gate.queued, 0)
+})
+
+t.test('a waiter whose dispatch throws gives its connection back at once and is told so; the next waiter gets it (issue 39)', async (t) => {
+  const c = clock()
+  const gate = new UpstreamGate({ connections: 1, budgetMs: 1000, now: c.now })
+  const first = waiter()
+  const failures: unknown[] = []
+  const broken: UpstreamWaiter = { ...waiter(), dispatch () { throw new TypeError('a socket that is gone') }, failed (err) { failures.push(err) } }
+  gate.enter(first)
+  gate.enter(broken)
+  const after = waiter()
+  gate.enter(after)
+  t.same([gate.inFlight, gate.queued], [1, 2])
+  gate.release(1_000)
+  t.equal(failures.length, 1, 'the broken waiter is told')
+  t.equal(after.dispatched, 1000, 'the next waiter got the connection the broken one gave back')
+  t.same([gate.inFlight, gate.queued], [1, 0], 'exactly one connection held')
+  gate.release(1_000)
+  t.equal(gate.inFlight, 0)
+  // The same at once, with a free connection.
+  gate.enter(broken)
+  t.same([gate.inFlight, failures.length], [0, 2], 'a dispatch that throws at once holds nothing')
+})
+
+t.test('stalledMs: only a full gate with requests turned away and no connection given back counts, from when it filled or last gave one back', async (t) => {
+  const c = clock()
+  const gate = new UpstreamGate({ connections: 2, budgetMs: 60_000, now: c.now })
+  c.advance(10_000)
+  t.equal(gate.stalledMs(c.now()), 0, 'idle')
+  gate.enter(waiter())
+  gate.enter(waiter())
+  c.advance(5_000)
+  t.equal(gate.stalledMs(c.now()), 0, 'full, but nobody waits')
+  gate.enter(waiter())
+  c.advance(1_000)
+  t.equal(gate.stalledMs(c.now()), 6_000, 'full since it filled, a request waiting')
+  gate.release(c.now() - 6_000)
+  c.advance(2_000)
+  t.equal(gate.stalledMs(c.now()), 0, 'the waiter got the connection given back: full again, nobody waits')
+  gate.enter(waiter())
+  t.equal(gate.stalledMs(c.now()), 2_000, 'another waits: counted from the last connection given back')
+  gate.release(c.now())
+  t.equal(gate.stalledMs(c.now()), 0, 'a connection free')
 })

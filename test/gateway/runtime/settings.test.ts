@@ -25,6 +25,7 @@ t.test('defaults follow docs/decisions.md §8', async (t) => {
     storeOnError: 'local',
     logLevel: 'info',
     logBufferBytes: 4096,
+    logBacklogBytes: 1024 * 1024,
     trustProxy: false,
     anonymousStateMax: 100000,
     maxConnections: 10000,

@@ -19,6 +19,8 @@ declare module 'fastify' {
 export interface MetricsPluginOptions {
   /** false: no per-request recording and no process metrics (the bench's baseline); the registry still exists. */
   enabled?: boolean | undefined
+  /** Log lines the logger's destination lost, read at scrape time; absent: 0. */
+  logLinesDropped?: (() => number) | undefined
 }
 
 function limiterStatusOf (app: FastifyInstance): () => LimiterStatus | undefined {
@@ -62,6 +64,7 @@ export const metricsPlugin = fp<MetricsPluginOptions>(async function metricsPlug
     traceSpans: () => app.hasDecorator('tracing') ? app.tracing.counts : undefined,
     shedding: sheddingOf(app),
     quotaNearLimit: () => app.hasDecorator('history') ? countByPlan(app.history.nearLimit(app.clock())) : undefined,
+    logLinesDropped: opts.logLinesDropped,
     defaultMetrics: enabled
   })
   app.decorate('metrics', metrics)

@@ -192,6 +192,8 @@ export interface MetricsOptions {
   shedding?: SheddingStatus
   /** Consumers near their monthly quota per plan, read at scrape time (quota-gauges.ts); absent: 0. */
   quotaNearLimit?: NearLimitSource
+  /** Log lines the logger's destination lost (a closed or full pipe, a full disk), read at scrape time; absent: 0. */
+  logLinesDropped?: (() => number) | undefined
 }
 
 function successStatus (op: Operation): number {
@@ -396,6 +398,17 @@ export function createGatewayMetrics (opts: MetricsOptions): GatewayMetrics {
     help: 'Requests waiting for a backend connection now (their wait counts against the upstream budget)',
     registers,
     collect () { this.set(opts.shedding?.upstream()?.queued ?? 0) }
+  })
+  let logLinesSeen = 0
+  new Counter({
+    name: 'gateway_log_lines_dropped_total',
+    help: 'Log lines lost because their destination failed or did not keep up (a closed or unread pipe, a full disk): logging costs lines, never requests',
+    registers,
+    collect () {
+      const total = opts.logLinesDropped?.() ?? 0
+      this.inc(Math.max(0, total - logLinesSeen))
+      logLinesSeen = Math.max(total, logLinesSeen)
+    }
   })
 
   for (const op of operations) {
