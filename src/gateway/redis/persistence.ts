@@ -5,7 +5,7 @@
 // quota, the overage units never billed). Read with CONFIG GET on every master (each Cluster
 // master); managed Redis often renames or denies CONFIG, and then the answer is `unknown`, never a
 // guess. persistence-check.ts turns this into a start-up log line and a /readyz detail.
-import { Cluster } from 'ioredis'
+import { Cluster, type Redis } from 'ioredis'
 import type { ConfigSnapshot, Limits } from '../config/types.js'
 import { within } from '../history/deadline.js'
 import { createRedisClient, type RedisClient, type RedisSettings, waitReady } from './connection.js'
@@ -57,6 +57,13 @@ async function configValue (node: RedisClient, name: string, timeoutMs: number):
   return Array.isArray(reply) && typeof reply[1] === 'string' ? reply[1] : undefined
 }
 
+/** `host:port` of the server a connection reached (through Sentinel: the master it was sent to, not a sentinel). */
+function addressOf (node: Redis): string {
+  const socket = node.stream as Redis['stream'] | undefined
+  if (socket?.remoteAddress !== undefined && socket.remotePort !== undefined) return `${socket.remoteAddress}:${socket.remotePort}`
+  return `${node.options.host ?? '?'}:${node.options.port ?? '?'}`
+}
+
 async function readNode (node: RedisClient, where: string, timeoutMs: number): Promise<NodePersistence> {
   try {
     const [appendonly, save, appendfsync] = await Promise.all(['appendonly', 'save', 'appendfsync'].map(async (name) => await configValue(node, name, timeoutMs)))
@@ -79,8 +86,8 @@ export async function readPersistence (settings: RedisSettings, timeoutMs: numbe
   try {
     if (!await waitReady(client, timeoutMs)) return { state: 'unreachable', reason: `Redis not ready within ${timeoutMs} ms` }
     const masters: Array<[RedisClient, string]> = client instanceof Cluster
-      ? client.nodes('master').map((node) => [node, `${node.options.host ?? '?'}:${node.options.port ?? '?'}`])
-      : [[client, `${client.options.host ?? '?'}:${client.options.port ?? '?'}`]]
+      ? client.nodes('master').map((node) => [node, addressOf(node)])
+      : [[client, addressOf(client)]]
     return { state: 'read', nodes: await Promise.all(masters.map(async ([node, where]) => await readNode(node, where, timeoutMs))) }
   } finally {
     client.disconnect()

@@ -2,14 +2,14 @@
 // quota's overage) on a Redis started with `--save '' --appendonly no` → a warning in the log at
 // start and in /readyz (readiness stays 200); the shipped settings (AOF, everysec) → no warning; a
 // config without perMonth → none, until a reload gives a plan one; a Redis whose CONFIG is renamed →
-// unknown, said once, never guessed; a Cluster → every master read.
+// unknown, said once, never guessed; through Sentinel → its master read; a Cluster → every master read.
 import { cpSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { persistenceMode, persistenceNeeds } from '../../../src/gateway/redis/persistence.js'
 import { FIXTURE_CONFIG_DIR, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
 import { METERED_PLANS } from '../../helpers/quota.js'
-import { startRedis, startRedisCluster } from '../../helpers/redis.js'
+import { startRedis, startRedisCluster, startRedisSentinel } from '../../helpers/redis.js'
 
 const WARNING = /keeps nothing across a restart.*month quotas \(perMonth\).*appendonly yes/
 const AOF = ['--appendonly', 'yes', '--appendfsync', 'everysec']
@@ -76,15 +76,31 @@ t.test('no perMonth: no warning; a reload that gives a plan perMonth brings it, 
   t.ok(gw.logs.some((l) => l.msg === 'Redis persistence: the earlier warning no longer applies'), 'and the log says so')
 })
 
-t.test('CONFIG renamed away (managed Redis): persistence unknown, said once, no guess', async (t) => {
-  const redis = await startRedis(t, ['--rename-command', 'CONFIG', ''])
-  const gw = await startGateway(t, { config: testConfig({ 'plans.yaml': METERED_PLANS }), limiter: { settings: { redisUrl: redis.url } } })
-  const { status, body } = await ready(gw)
+for (const [how, args, acl] of [['renamed away', ['--rename-command', 'CONFIG', ''], false], ['denied by ACL', [], true]] as const) {
+  t.test(`CONFIG ${how} (managed Redis): persistence unknown, said once, no guess`, async (t) => {
+    const redis = await startRedis(t, [...args])
+    if (acl) await redis.cli('ACL', 'SETUSER', 'default', '-config')
+    const gw = await startGateway(t, { config: testConfig({ 'plans.yaml': METERED_PLANS }), limiter: { settings: { redisUrl: redis.url } } })
+    const { status, body } = await ready(gw)
+    t.comment(`/readyz persistence: ${JSON.stringify(body.checks.persistence)}`)
+    t.equal(status, 200)
+    t.match(body.checks.persistence, { ok: true, redis: { [`127.0.0.1:${redis.port}`]: acl ? /^unknown: NOPERM/ : /^unknown: ERR unknown command/ } })
+    t.notOk(body.checks.persistence?.warning, 'no warning it cannot back')
+    t.equal(gw.logs.filter((l) => String(l.msg).startsWith('Redis persistence cannot be read')).length, 1, 'an info line says it could not be read')
+  })
+}
+
+t.test('through Sentinel: the master it names is read, and named by its own address', async (t) => {
+  const master = await startRedis(t)
+  const sentinel = await startRedisSentinel(t, master)
+  const gw = await startGateway(t, {
+    config: testConfig({ 'plans.yaml': METERED_PLANS }),
+    limiter: { settings: { redisSentinels: [`127.0.0.1:${sentinel.port}`], redisSentinelName: sentinel.masterName } }
+  })
+  const { body } = await ready(gw)
   t.comment(`/readyz persistence: ${JSON.stringify(body.checks.persistence)}`)
-  t.equal(status, 200)
-  t.match(body.checks.persistence, { ok: true, redis: { [`127.0.0.1:${redis.port}`]: /^unknown: / } })
-  t.notOk(body.checks.persistence?.warning, 'no warning it cannot back')
-  t.equal(gw.logs.filter((l) => String(l.msg).startsWith('Redis persistence cannot be read')).length, 1, 'an info line says it could not be read')
+  t.same(body.checks.persistence?.redis, { [`127.0.0.1:${master.port}`]: 'none' }, 'the master, not the sentinel')
+  t.match(body.checks.persistence?.warning, WARNING)
 })
 
 t.test('a Cluster: every master is read, each one named', async (t) => {
