@@ -6,7 +6,7 @@
 // service over a Redis setting would turn a billing risk into an outage. The config in force is
 // compared at every /readyz and every DEFAULT_PERSISTENCE_RECHECK_MS (a reload that gives a plan
 // perMonth brings the warning, one that removes the last quota clears it); Redis is read again on
-// that timer too (a Redis restarted with other settings), and while it has not answered.
+// that timer too (a Redis restarted with other settings), and at each probe until it has answered.
 import fp from 'fastify-plugin'
 import type { ConfigSnapshot } from '../config/types.js'
 import type { ReadinessRegistry } from '../runtime/readiness.js'
@@ -75,10 +75,18 @@ export const persistenceCheckPlugin = fp<PersistenceCheckOptions>(async function
     return next
   }
 
-  /** Reads Redis again (one reading at a time), then judges. */
+  /**
+   * Reads Redis again (one reading at a time), then judges. A Redis that does not answer keeps the
+   * last reading it gave (its settings did not change by going away), so an outage neither clears
+   * nor repeats the warning.
+   */
   async function reread (): Promise<void> {
     pending ??= readPersistence(settings ?? {}, readTimeoutMs)
-      .then((read) => { reading = read; judge() })
+      .then((read) => {
+        if (read.state === 'read' || reading.state === 'unreachable') reading = read
+        judge()
+      })
+      .catch((err: unknown) => { app.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'Redis persistence: reading failed') })
       .finally(() => { pending = undefined })
     await pending
   }
@@ -99,4 +107,4 @@ export const persistenceCheckPlugin = fp<PersistenceCheckOptions>(async function
       ...(now.warning === undefined ? {} : { warning: now.warning })
     }
   })
-}, { name: 'gateway-persistence-check', dependencies: ['gateway-config', 'gateway-clock'] })
+}, { name: 'gateway-persistence-check', dependencies: ['gateway-config'] })

@@ -5,10 +5,17 @@
 // unknown, said once, never guessed; through Sentinel → its master read; a Cluster → every master read.
 import { cpSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
+import Fastify from 'fastify'
+import { pino } from 'pino'
+import { Writable } from 'node:stream'
 import t from 'tap'
+import { configPlugin, createConfigHolder } from '../../../src/gateway/config/plugin.js'
+import { persistenceCheckPlugin } from '../../../src/gateway/redis/persistence-check.js'
+import { ReadinessRegistry } from '../../../src/gateway/runtime/readiness.js'
 import { persistenceMode, persistenceNeeds } from '../../../src/gateway/redis/persistence.js'
 import { FIXTURE_CONFIG_DIR, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
 import { METERED_PLANS } from '../../helpers/quota.js'
+import { poll } from '../../helpers/poll.js'
 import { startRedis, startRedisCluster, startRedisSentinel } from '../../helpers/redis.js'
 
 const WARNING = /keeps nothing across a restart.*month quotas \(perMonth\).*appendonly yes/
@@ -74,6 +81,38 @@ t.test('no perMonth: no warning; a reload that gives a plan perMonth brings it, 
   t.match(await gw.app.configReloader.reload('test'), { ok: true, changed: true })
   t.notOk((await ready(gw)).body.checks.persistence?.warning, 'cleared with the last perMonth')
   t.ok(gw.logs.some((l) => l.msg === 'Redis persistence: the earlier warning no longer applies'), 'and the log says so')
+})
+
+t.test('a Redis outage neither clears nor repeats the warning', async (t) => {
+  const redis = await startRedis(t)
+  const gw = await startGateway(t, { config: testConfig({ 'plans.yaml': METERED_PLANS }), limiter: { settings: { redisUrl: redis.url } } })
+  await redis.stop()
+  for (let i = 0; i < 3; i++) t.match((await ready(gw)).body.checks.persistence, { ok: true, redis: { [`127.0.0.1:${redis.port}`]: 'none' }, warning: WARNING }, `probe ${i + 1} with Redis down: the last reading`)
+  await redis.start()
+  t.match((await ready(gw)).body.checks.persistence, { warning: WARNING })
+  t.equal(warnings(gw).length, 1, 'one warning line in all')
+  t.notOk(gw.logs.some((l) => l.msg === 'Redis persistence: the earlier warning no longer applies'), 'never said to be cleared')
+})
+
+t.test('without a probe: a new config and a Redis that changed its settings are seen on the timer', async (t) => {
+  const redis = await startRedis(t)
+  const lines: Array<Record<string, unknown>> = []
+  const log = pino(new Writable({ write (chunk: Buffer, _enc, cb) { for (const l of chunk.toString().split('\n')) if (l !== '') lines.push(JSON.parse(l) as Record<string, unknown>); cb() } }))
+  const holder = createConfigHolder(testConfig())
+  const app = Fastify({ loggerInstance: log })
+  t.teardown(async () => { await app.close() })
+  await app.register(configPlugin, { holder })
+  await app.register(persistenceCheckPlugin, { settings: { redisUrl: redis.url }, readiness: new ReadinessRegistry(), recheckMs: 100 })
+  await app.ready()
+  const warned = (): number => lines.filter((l) => l.level === 40 && WARNING.test(String(l.msg))).length
+  t.equal(warned(), 0, 'no perMonth: nothing to warn about')
+  holder.swap(testConfig({ 'plans.yaml': METERED_PLANS })) // what a reload does
+  t.ok(await poll(async () => warned() === 1, 3_000, 50), 'a plan gains perMonth: warned within a recheck')
+  // Snapshots turned on (it keeps something now). Not `appendonly yes`: a Redis still writing its first
+  // AOF refuses SIGTERM ("Writing initial AOF, can't exit"), and the teardown would wait for it.
+  await redis.cli('CONFIG', 'SET', 'save', '3600 1')
+  t.ok(await poll(async () => lines.some((l) => l.msg === 'Redis persistence: the earlier warning no longer applies'), 3_000, 50), 'Redis given RDB snapshots: cleared within a recheck')
+  t.equal(warned(), 1)
 })
 
 for (const [how, args, acl] of [['renamed away', ['--rename-command', 'CONFIG', ''], false], ['denied by ACL', [], true]] as const) {
