@@ -4,17 +4,18 @@
 // maxmemory-policy warning (limiter/store-health.ts) it never fails readiness: the Redis answers,
 // requests are served and counted correctly until it restarts, and taking every gateway out of
 // service over a Redis setting would turn a billing risk into an outage. The config in force is
-// compared at every /readyz and every DEFAULT_PERSISTENCE_RECHECK_MS (a reload that gives a plan
-// perMonth brings the warning, one that removes the last quota clears it); Redis is read again on
-// that timer too (a Redis restarted with other settings), and at each probe until it has answered.
+// compared at every /readyz and every DEFAULT_PERSISTENCE_RECHECK_MS: a new one (a reload that gives
+// a plan perMonth, or removes the last) is judged at once and Redis is read again for it. Redis is
+// read at start, for each new config, and until it has answered — never on a timer of its own, so a
+// gateway that runs sends Redis nothing more than its requests need.
 import fp from 'fastify-plugin'
 import type { ConfigSnapshot } from '../config/types.js'
 import type { ReadinessRegistry } from '../runtime/readiness.js'
 import { describeRedis, type RedisSettings } from './connection.js'
 import { persistenceNeeds, persistenceWarning, readPersistence, type PersistenceReading } from './persistence.js'
 
-/** How often the config in force is compared and Redis's persistence read again. */
-export const DEFAULT_PERSISTENCE_RECHECK_MS = 60_000
+/** How often the config in force is compared with the one last judged (no Redis call unless it changed). */
+export const DEFAULT_PERSISTENCE_RECHECK_MS = 10_000
 /** A reading's bound on connecting and on each CONFIG GET (below /readyz's own bound of 1 s). */
 export const DEFAULT_PERSISTENCE_READ_TIMEOUT_MS = 500
 
@@ -91,16 +92,22 @@ export const persistenceCheckPlugin = fp<PersistenceCheckOptions>(async function
     await pending
   }
 
+  /** Judges the config in force now; reads Redis again in the background for a new config, or one never answered. */
+  function recheck (): Evaluation {
+    const changed = last !== undefined && last.snapshot !== app.gatewayConfig.current
+    const now = judge()
+    if (changed || now.reading.state === 'unreachable') void reread()
+    return now
+  }
+
   await reread()
-  const timer = setInterval(() => { void reread() }, opts.recheckMs ?? DEFAULT_PERSISTENCE_RECHECK_MS)
+  const timer = setInterval(recheck, opts.recheckMs ?? DEFAULT_PERSISTENCE_RECHECK_MS)
   timer.unref()
   app.addHook('onClose', async () => { clearInterval(timer) })
 
-  // Never rejects and never waits for Redis: the reason is shown beside `ok: true`; a new config is
-  // judged at once, a Redis not read yet is read in the background for the next probe.
+  // Never rejects and never waits for Redis: the reason is shown beside `ok: true`.
   opts.readiness.register('persistence', async () => {
-    const now = judge()
-    if (now.reading.state === 'unreachable') void reread()
+    const now = recheck()
     return {
       needs: now.needs.length === 0 ? 'nothing billed (no perMonth)' : now.needs,
       redis: readingDetail(now.reading),

@@ -7,7 +7,7 @@
 // guess. persistence-check.ts turns this into a start-up log line and a /readyz detail.
 import { Cluster, type Redis } from 'ioredis'
 import type { ConfigSnapshot, Limits } from '../config/types.js'
-import { within } from '../history/deadline.js'
+import { settlesWithin, within } from '../history/deadline.js'
 import { createRedisClient, type RedisClient, type RedisSettings, waitReady } from './connection.js'
 
 /** The connection a reading opens (CLIENT LIST shows it while it reads; it is closed right after). */
@@ -90,6 +90,8 @@ export async function readPersistence (settings: RedisSettings, timeoutMs: numbe
       : [[client, addressOf(client)]]
     return { state: 'read', nodes: await Promise.all(masters.map(async ([node, where]) => await readNode(node, where, timeoutMs))) }
   } finally {
+    // QUIT after the replies still due (a CONFIG GET that lost its race answers first); a Redis that does not answer is dropped.
+    await settlesWithin(client.quit(), timeoutMs)
     client.disconnect()
   }
 }

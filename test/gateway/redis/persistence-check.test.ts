@@ -14,8 +14,8 @@ import { persistenceCheckPlugin } from '../../../src/gateway/redis/persistence-c
 import { ReadinessRegistry } from '../../../src/gateway/runtime/readiness.js'
 import { persistenceMode, persistenceNeeds } from '../../../src/gateway/redis/persistence.js'
 import { FIXTURE_CONFIG_DIR, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
-import { METERED_PLANS } from '../../helpers/quota.js'
-import { poll } from '../../helpers/poll.js'
+import { COST_ROUTES, METERED_PLANS } from '../../helpers/quota.js'
+import { poll, sleep } from '../../helpers/poll.js'
 import { startRedis, startRedisCluster, startRedisSentinel } from '../../helpers/redis.js'
 
 const WARNING = /keeps nothing across a restart.*month quotas \(perMonth\).*appendonly yes/
@@ -94,7 +94,7 @@ t.test('a Redis outage neither clears nor repeats the warning', async (t) => {
   t.notOk(gw.logs.some((l) => l.msg === 'Redis persistence: the earlier warning no longer applies'), 'never said to be cleared')
 })
 
-t.test('without a probe: a new config and a Redis that changed its settings are seen on the timer', async (t) => {
+t.test('without a probe: a new config is judged on the timer, and Redis read again for it', async (t) => {
   const redis = await startRedis(t)
   const lines: Array<Record<string, unknown>> = []
   const log = pino(new Writable({ write (chunk: Buffer, _enc, cb) { for (const l of chunk.toString().split('\n')) if (l !== '') lines.push(JSON.parse(l) as Record<string, unknown>); cb() } }))
@@ -108,10 +108,14 @@ t.test('without a probe: a new config and a Redis that changed its settings are 
   t.equal(warned(), 0, 'no perMonth: nothing to warn about')
   holder.swap(testConfig({ 'plans.yaml': METERED_PLANS })) // what a reload does
   t.ok(await poll(async () => warned() === 1, 3_000, 50), 'a plan gains perMonth: warned within a recheck')
-  // Snapshots turned on (it keeps something now). Not `appendonly yes`: a Redis still writing its first
-  // AOF refuses SIGTERM ("Writing initial AOF, can't exit"), and the teardown would wait for it.
+
+  // Redis given RDB snapshots (it keeps something now). Not `appendonly yes`: a Redis still writing its
+  // first AOF refuses SIGTERM ("Writing initial AOF, can't exit"), and the teardown would wait for it.
   await redis.cli('CONFIG', 'SET', 'save', '3600 1')
-  t.ok(await poll(async () => lines.some((l) => l.msg === 'Redis persistence: the earlier warning no longer applies'), 3_000, 50), 'Redis given RDB snapshots: cleared within a recheck')
+  await sleep(500)
+  t.notOk(lines.some((l) => l.msg === 'Redis persistence: the earlier warning no longer applies'), 'Redis is not polled on the timer')
+  holder.swap(testConfig({ 'plans.yaml': METERED_PLANS, 'routes.yaml': COST_ROUTES })) // the next reload
+  t.ok(await poll(async () => lines.some((l) => l.msg === 'Redis persistence: the earlier warning no longer applies'), 3_000, 50), 'read again for the new config: cleared')
   t.equal(warned(), 1)
 })
 
