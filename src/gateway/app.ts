@@ -27,6 +27,7 @@ import { historyPlugin, type HistoryOptions } from './history/plugin.js'
 import { lifecyclePlugin } from './lifecycle/plugin.js'
 import { loadSheddingPlugin, type LoadSheddingOptions } from './edge/load-shedding.js'
 import { limiterPlugin, type LimiterOptions } from './limiter/plugin.js'
+import { persistenceCheckPlugin } from './redis/persistence-check.js'
 import { metricsPlugin } from './observability/metrics/plugin.js'
 import { limiterSpanEnd, limiterSpanStart } from './observability/tracing/limiter-spans.js'
 import { tracingPlugin, type TracingOptions } from './observability/tracing/plugin.js'
@@ -151,6 +152,7 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
   await app.register(limiterSpanStart)
   await app.register(historyPlugin, { ...options.history, settings: options.limiter?.settings })
   await app.register(limiterPlugin, { ...options.limiter, readiness, recorder: app.history.recorder })
+  await app.register(persistenceCheckPlugin, { settings: options.limiter?.settings, readiness })
   await app.register(limiterSpanEnd)
   await app.register(rejectScreened)
   await app.register(requireKey)

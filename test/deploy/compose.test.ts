@@ -6,7 +6,7 @@ import { join, posix, relative, resolve } from 'node:path'
 import t from 'tap'
 import { CONFIG_FILES, type ConfigTexts } from '../../src/gateway/config/loader.js'
 import { DEFAULT_ADMIN_PORT, DEFAULT_GATEWAY_PORT, DEFAULT_SHUTDOWN_GRACE_MS } from '../../src/gateway/runtime/settings.js'
-import { BACKEND_ENV, BACKEND_PORT, checkGatewayConfig, COMPOSE_DIR, COMPOSE_VARIANTS, composeFile, DEPLOY, GATEWAY_ENV, IMAGE_ENV, loadYaml, ROOT, walk, type Json } from '../helpers/deploy.js'
+import { BACKEND_ENV, BACKEND_PORT, checkGatewayConfig, COMPOSE_DIR, COMPOSE_VARIANTS, composeFile, DEPLOY, GATEWAY_ENV, IMAGE_ENV, loadYaml, REDIS_PERSISTENCE, redisServerOptions, ROOT, walk, type Json } from '../helpers/deploy.js'
 
 for (const [variant, { vars, configDir }] of Object.entries(COMPOSE_VARIANTS)) t.test(`compose (${variant}): backend, two gateways on one Redis, Prometheus, Grafana, live config volume`, async (t) => {
   const compose = composeFile(vars)
@@ -28,6 +28,12 @@ for (const [variant, { vars, configDir }] of Object.entries(COMPOSE_VARIANTS)) t
   const redisUrl = new URL(services['gateway-1']?.environment?.REDIS_URL as string)
   t.ok(services[redisUrl.hostname], `REDIS_URL points at the compose service "${redisUrl.hostname}"`)
   t.ok(Array.isArray(services.redis?.healthcheck?.test), 'redis has a healthcheck')
+  // Month quotas and overage are billed from Redis: it keeps them across its restart (AOF on a volume).
+  const redisOptions = redisServerOptions(services.redis?.command as string[])
+  for (const [name, value] of Object.entries(REDIS_PERSISTENCE)) t.equal(redisOptions.get(name), value, `redis: ${name} ${value}`)
+  const redisData = (services.redis?.volumes as Json[] | undefined ?? []).find((v) => v.target === redisOptions.get('dir'))
+  t.equal(redisData?.type, 'volume', `redis: its dir (${redisOptions.get('dir')}) is a named volume, kept when the container is replaced`)
+  t.ok(compose.volumes && redisData?.source in compose.volumes, 'that volume is declared')
 
   // backend
   const backend = services.backend as Json

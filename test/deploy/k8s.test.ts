@@ -15,6 +15,7 @@ import { validate as validateSecret } from 'kubernetes-models/_schemas/IoK8sApiC
 import { validate as validateService } from 'kubernetes-models/_schemas/IoK8sApiCoreV1Service'
 import { validate as validatePvc } from 'kubernetes-models/_schemas/IoK8sApiCoreV1PersistentVolumeClaim'
 import { validate as validateDeployment } from 'kubernetes-models/_schemas/IoK8sApiAppsV1Deployment'
+import { validate as validateStatefulSet } from 'kubernetes-models/_schemas/IoK8sApiAppsV1StatefulSet'
 import { validate as validateHpa } from 'kubernetes-models/_schemas/IoK8sApiAutoscalingV2HorizontalPodAutoscaler'
 import { validate as validatePdb } from 'kubernetes-models/_schemas/IoK8sApiPolicyV1PodDisruptionBudget'
 import { validate as validateNetworkPolicy } from 'kubernetes-models/_schemas/IoK8sApiNetworkingV1NetworkPolicy'
@@ -23,7 +24,7 @@ import { buildAdmin } from '../../src/gateway/admin/app.js'
 import { CONFIG_FILES, type ConfigTexts } from '../../src/gateway/config/loader.js'
 import { ReadinessRegistry } from '../../src/gateway/runtime/readiness.js'
 import { DEFAULT_ADMIN_PORT, DEFAULT_GATEWAY_PORT, DEFAULT_SHUTDOWN_GRACE_MS } from '../../src/gateway/runtime/settings.js'
-import { BACKEND_ENV, BACKEND_PORT, checkGatewayConfig, containerOf, envOf, envValue, GATEWAY_ENV, K8S_DIR, kustomize, loadYaml, parseDockerfile, ROOT, walk, type Json } from '../helpers/deploy.js'
+import { BACKEND_ENV, BACKEND_PORT, checkGatewayConfig, composeFile, containerOf, envOf, envValue, GATEWAY_ENV, K8S_DIR, kustomize, loadYaml, parseDockerfile, REDIS_PERSISTENCE, redisServerOptions, ROOT, walk, type Json } from '../helpers/deploy.js'
 
 type Validate = (data: unknown) => boolean
 // The operator package exports its models but not their compiled schemas; load the schema file itself.
@@ -38,6 +39,7 @@ const SCHEMAS: Record<string, Validate> = {
   'v1/Service': validateService,
   'v1/PersistentVolumeClaim': validatePvc,
   'apps/v1/Deployment': validateDeployment,
+  'apps/v1/StatefulSet': validateStatefulSet,
   'autoscaling/v2/HorizontalPodAutoscaler': validateHpa,
   'policy/v1/PodDisruptionBudget': validatePdb,
   'networking.k8s.io/v1/NetworkPolicy': validateNetworkPolicy,
@@ -180,7 +182,7 @@ function checkRendering (which: Rendering): void {
       'HorizontalPodAutoscaler/petstore-gateway', 'NetworkPolicy/petstore-backend', 'NetworkPolicy/petstore-gateway',
       'PersistentVolumeClaim/petstore-backend-data', 'PodDisruptionBudget/petstore-gateway', 'Secret/petstore-gateway',
       'Service/petstore-backend', 'Service/petstore-gateway', 'Service/petstore-gateway-admin', 'ServiceMonitor/petstore-gateway',
-      'Ingress/petstore-gateway'
+      'Ingress/petstore-gateway', 'StatefulSet/petstore-redis', 'Service/petstore-redis', 'NetworkPolicy/petstore-redis'
     ]) t.ok(kinds.includes(expected), expected)
   })
 
@@ -348,6 +350,49 @@ function checkRendering (which: Rendering): void {
       for (const peer of rule.from as Json[] ?? []) {
         t.same(peer.namespaceSelector?.matchLabels, { 'kubernetes.io/metadata.name': 'monitoring' }, 'admin port only from the monitoring namespace')
       }
+    }
+  })
+
+  t.test(`k8s ${which}: Redis — AOF everysec on a PersistentVolumeClaim, the compose settings, only from gateways`, async (t) => {
+    const redis = find('StatefulSet', 'petstore-redis') as Json
+    const pod = redis.spec.template.spec as Json
+    const c = containerOf(redis)
+    t.equal(redis.spec.replicas, 1, 'one primary: one place for the counts')
+    t.ok(matches(redis.spec.selector.matchLabels, redis.spec.template.metadata.labels), 'selector matches its pods')
+    const options = redisServerOptions(c.args as string[])
+    for (const [name, value] of Object.entries(REDIS_PERSISTENCE)) t.equal(options.get(name), value, `${name} ${value}`)
+    const compose = redisServerOptions(composeFile({}).services.redis.command as string[])
+    t.same([...options].sort(), [...compose].sort(), 'the same redis-server options as the compose stack')
+    const mount = (c.volumeMounts as Json[]).find((m) => m.mountPath === options.get('dir'))
+    const claim = (redis.spec.volumeClaimTemplates as Json[] | undefined ?? []).find((v) => v.metadata.name === mount?.name)
+    t.ok(claim, `its dir (${options.get('dir')}) is a volumeClaimTemplate's claim: it outlives the pod`)
+    t.same(claim?.spec.accessModes, ['ReadWriteOnce'], 'ReadWriteOnce')
+    t.ok(claim?.spec.resources.requests.storage, `sized (${claim?.spec.resources.requests.storage})`)
+    t.notOk((pod.volumes as Json[] | undefined ?? []).some((v) => v.name === mount?.name), 'not shadowed by a pod volume of the same name (an emptyDir would forget)')
+    t.equal(pod.securityContext?.runAsNonRoot, true, 'runAsNonRoot')
+    t.equal(pod.securityContext?.fsGroup, pod.securityContext?.runAsGroup, 'the claim is writable by the redis user')
+    t.equal(pod.automountServiceAccountToken, false, 'no service account token')
+    t.notMatch(c.image, /:latest$|^[^:]+$/, 'image has a pinned tag')
+    t.equal(c.image, composeFile({}).services.redis.image, 'the compose stack\'s image')
+    t.equal(c.securityContext?.readOnlyRootFilesystem, true, 'read-only root filesystem (Redis writes only its dir)')
+    t.same(c.securityContext?.capabilities?.drop, ['ALL'], 'drops all capabilities')
+    t.ok(c.resources?.requests?.memory && c.resources?.limits?.memory, 'memory request and limit')
+    t.ok(c.readinessProbe && c.livenessProbe, 'readiness and liveness probes')
+
+    const service = find('Service', redis.spec.serviceName) as Json
+    t.ok(service && matches(service.spec.selector, redis.spec.template.metadata.labels), `its Service ${redis.spec.serviceName} selects it`)
+    const secret = rendered(which).find((d) => d.file === 'secret.example.yaml')?.doc as Json
+    const url = new URL(secret.stringData['redis-url'] as string)
+    t.equal(url.hostname, service?.metadata.name, 'the example Secret\'s redis-url names it')
+    t.equal(Number(url.port), service?.spec.ports[0].port, 'on its port')
+    t.equal(portNumber(c, service?.spec.ports[0].targetPort), Number(url.port), 'which is the container\'s')
+
+    const gatewayLabels = find('Deployment', 'petstore-gateway')?.spec.template.metadata.labels as Record<string, string>
+    const policy = find('NetworkPolicy', 'petstore-redis') as Json
+    t.ok(matches(policy.spec.podSelector.matchLabels, redis.spec.template.metadata.labels), 'a NetworkPolicy applies to the Redis pod')
+    for (const rule of policy.spec.ingress as Json[]) {
+      t.ok(rule.from?.length > 0 && (rule.from as Json[]).every((f) => matches(f.podSelector?.matchLabels, gatewayLabels) && f.namespaceSelector === undefined), 'every peer is a gateway pod')
+      t.same((rule.ports as Json[]).map((p) => p.port), [Number(url.port)], 'on the Redis port only')
     }
   })
 

@@ -149,3 +149,19 @@ export function composeFile (vars: Record<string, string>): Json {
 export function containerOf (deployment: Json | undefined): Json {
   return deployment?.spec.template.spec.containers[0] as Json
 }
+
+/** The `--name value` options of a redis-server command line (compose `command`, k8s `args`), name → value. */
+export function redisServerOptions (command: readonly string[]): Map<string, string> {
+  const options = new Map<string, string>()
+  const args = command[0] === 'redis-server' ? command.slice(1) : command
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] as string
+    if (!arg.startsWith('--')) throw new Error(`redis-server option expected, got "${arg}"`)
+    options.set(arg.slice(2), args[i + 1] ?? '')
+    i++
+  }
+  return options
+}
+
+/** What a Redis for the gateway must run with (docs/deployment.md#what-redis-must-keep): AOF, fsync once a second, no eviction. */
+export const REDIS_PERSISTENCE = { appendonly: 'yes', appendfsync: 'everysec', 'maxmemory-policy': 'noeviction' } as const
