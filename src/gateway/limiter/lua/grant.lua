@@ -12,7 +12,8 @@
 -- ARGV[3i-1]  'minuteLimit dayLimit monthLimit requests cost extra reserve write soft mb mine' (monthLimit 0: none;
 --             write 0: a read, changing nothing; soft 1: the month never refuses; mine: the caller's blocks in bucket mb)
 -- ARGV[3i]    ban policy 'threshold,windowMs,durationMs,maxMs', or '' (never banned)
--- ARGV[3i+1]  adjustments 'minuteBucket,dayBucket,month,delta;…', applied first (bucket 0: none)
+-- ARGV[3i+1]  adjustments 'minuteBucket,dayBucket,month,delta;…', applied first (bucket 0: none); a delta ending in
+--             'a' writes back an outage-allowance admission (not spent from the caller's reserve)
 -- Reply: { now, then per entry: outcome (0 ok, 1 rate_limited, 2 banned), admitted, the rejected request that started a
 --          ban (1-based; 0 none), extra, the caller's reserve, every reserve, then for minute, day, month: units, reset
 --          ms, retry ms (0 unless rejected); ban's end; the blocks other processes hold in this minute bucket }
@@ -136,10 +137,10 @@ for i = 1, floor(#KEYS / 2) do
     end
     local changed, written = false, 0
     -- Adjustments (rare). What they add was admitted from the caller's reserve (or is a re-seed,
-    -- when it has none): its reserve shrinks by as much.
-    for aj, ad, aq, delta in string.gmatch(adjs, '(%d+),(%d+),(%d+),(-?%d+)') do
+    -- when it has none): its reserve shrinks by as much; the outage allowance's ('a') does not.
+    for aj, ad, aq, delta, kind in string.gmatch(adjs, '(%d+),(%d+),(%d+),(-?%d+)(a?)') do
       aj, ad, aq, delta = floor(aj), floor(ad), floor(aq), delta + 0
-      if delta > 0 then written = written + delta end
+      if delta > 0 and kind == '' then written = written + delta end
       mn, mo, cur = adjust(key, MR, aj, delta, m, cur, mn, mo)
       dn, do_, dcur = adjust(dkey, DR, ad, delta, d, dcur, dn, do_)
       if q_on and aq > 0 and aq >= qm then qc = max(0, qc + delta) end
