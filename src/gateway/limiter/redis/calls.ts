@@ -15,8 +15,8 @@ import type { Shards } from './shard.js'
 
 /** A consumer seen this often per second gets a block beyond its waiting requests. */
 export const HOT_RATE = 2
-/** The reserve asked for: this many seconds of the consumer's traffic, at most a quarter of the room left. */
-export const RESERVE_SECONDS = 10
+/** The reserve asked for: an outage of a minute at the consumer's rate, at most a quarter of the room left (the script shares it further). */
+export const RESERVE_SECONDS = 60
 /** No reserve unless the room would last this long at the consumer's rate: one racing to its limit would strand it. */
 export const RESERVE_SLACK_SECONDS = 10
 /** An id unseen this long hands its reserve back. */
