@@ -96,10 +96,10 @@ export async function outageTail (t: Pick<Test, 'teardown'>, opts: OutageTailOpt
   }))
 
   const pick = zipf(opts.consumers)
-  const results: PhaseResult[] = []
+  const results: Array<{ name: string, requests: number, ok: number, statuses: Record<number, number> }> = []
   const inFlight: Array<Promise<void>> = []
   let sent = 0
-  const send = (phase: PhaseResult & { statuses: Record<number, number> }): void => {
+  const send = (phase: { statuses: Record<number, number> }): void => {
     const gateway = gateways[sent++ % 2]!
     const key = token(pick())
     inFlight.push((async () => {
