@@ -20,6 +20,8 @@ export const SPEND_MARGIN_MS = 2
 export const ALLOWANCE_WINDOW_MS = 62_000
 /** No allowance for a consumer whose room, last seen, would not last this long at its rate (it races its limit). */
 export const ALLOWANCE_SLACK_MS = 60_000
+/** No allowance for a consumer never answered here by Redis that arrives this often per second (a burst, maybe racing its limit). */
+export const ALLOWANCE_UNSEEN_RATE = 5
 
 /** A request waiting for a grant call; `attempts`: calls whose units came too late to spend for it. */
 export interface Waiting { readonly cost: number, readonly resolve: (result: ConsumeResult) => void, readonly reject: (err: Error) => void, attempts: number }
@@ -156,14 +158,15 @@ function outageAdjustment (a: Account, latest: number, cost: number, allowance: 
 /**
  * What the outage allowance still lets this process admit for `a` at local `x`: `units` per rolling minute
  * and uncounted at once, none for a consumer whose room last seen here was within the allowance of all
- * processes (`total`) of its limit or would not last ALLOWANCE_SLACK_MS at its rate (it races its limit).
+ * processes (`total`) of its limit or would not last ALLOWANCE_SLACK_MS at its rate (it races its limit),
+ * nor for one never answered here arriving at ALLOWANCE_UNSEEN_RATE or more.
  */
 export function allowanceLeft (a: Account, x: number, units: number, total: number): number {
   if (units <= 0) return 0
-  if (a.view !== undefined) {
-    const room = roomSeen(a)
-    if (room < total || room < rate(a, x) * ALLOWANCE_SLACK_MS / 1000) return 0
-  }
+  // Never seen here: its room is unknown (at most its limits), and a burst is taken for a racing consumer.
+  const r = rate(a, x)
+  const room = a.view === undefined ? Math.min(a.limits.perMinute, a.limits.perDay) : roomSeen(a)
+  if (room < total || room < r * ALLOWANCE_SLACK_MS / 1000 || (a.view === undefined && r >= ALLOWANCE_UNSEEN_RATE)) return 0
   a.allowanceSpent = a.allowanceSpent.filter((s) => s.at > x - ALLOWANCE_WINDOW_MS)
   const spent = a.allowanceSpent.reduce((n, s) => n + s.cost, 0)
   const uncounted = a.allowanceUnwritten.reduce((n, u) => n + u.delta, 0)
