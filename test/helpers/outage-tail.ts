@@ -87,13 +87,15 @@ export async function outageTail (t: Pick<Test, 'teardown'>, opts: OutageTailOpt
   await waitForHttp(`${backendUrl}/v1/pets`, 30_000)
   const dir = configDir(opts.consumers, opts.perMinute)
   t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
-  const gateways = await Promise.all([0, 1].map(async () => {
+  // One after the other: two gateways compiling at once on a loaded 2-core machine can miss the start timeout.
+  const gateways: Array<{ pool: Pool, adminUrl: string }> = []
+  for (let i = 0; i < 2; i++) gateways.push(await (async () => {
     const { port, adminPort } = await startGatewayProcess(t, (port, adminPort) => gatewayProcessEnv({ port, adminPort, backendUrl, configDir: dir, redisUrl: redis.url },
       { LOG_LEVEL: 'warn', STORE_PROCESSES: '2', ...opts.env }), root)
     const pool = new Pool(`http://127.0.0.1:${port}`, { connections: 64 })
     t.teardown(async () => { await pool.close() })
     return { pool, adminUrl: `http://127.0.0.1:${adminPort}` }
-  }))
+  })())
 
   const pick = zipf(opts.consumers)
   const results: Array<{ name: string, requests: number, ok: number, statuses: Record<number, number> }> = []
