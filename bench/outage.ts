@@ -6,10 +6,14 @@
 // linked in) its gateway runs the `local` rows too, for a before/after table. Writes
 // bench/results/outage.json and outage.md, and prints the table (docs/limiter-internals.md quotes it).
 // Env: OUTAGE_POLICIES [local,open,closed] OUTAGE_SCENARIOS [all, comma-separated names].
+// OUTAGE_TAIL=1 runs the long tail instead (test/helpers/outage-tail.ts: 2,000 consumers by Zipf at
+// 150 requests/s, a 5 s SIGSTOP and a 10 s kill with an empty restart, per policy of OUTAGE_POLICIES
+// [local,strict]; OUTAGE_TAIL_FREEZE_MS adds a longer freeze, e.g. 60000) into bench/results/outage-tail.md.
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Test } from 'tap'
 import { ADMITTED, attack, SCENARIOS, type AttackOptions } from '../test/helpers/attack.js'
+import { describePhases, outageTail, type Phase } from '../test/helpers/outage-tail.js'
 import type { StoreOnError } from '../src/gateway/limiter/redis/outage.js'
 import { REPO_ROOT } from './lib/processes.js'
 
@@ -46,6 +50,35 @@ async function runOnce (scenario: string, options: AttackOptions, policy: StoreO
   }
 }
 
+/** The long tail through outages, per policy: the share answered 2xx in each phase. */
+async function tail (): Promise<void> {
+  const policies = (process.env.OUTAGE_POLICIES ?? 'local,strict').split(',') as StoreOnError[]
+  const freeze = Number(process.env.OUTAGE_TAIL_FREEZE_MS ?? 0)
+  const phases: Phase[] = [
+    { kind: 'traffic', name: 'before', ms: 4_000 },
+    { kind: 'freeze', name: 'frozen 5 s', ms: 5_000 },
+    { kind: 'traffic', name: 'thawed', ms: 3_000 },
+    { kind: 'kill', name: 'killed 10 s, restarted empty', ms: 10_000 },
+    { kind: 'traffic', name: 'recovering', ms: 3_000 },
+    { kind: 'traffic', name: 'after recovery', ms: 4_000 },
+    ...(freeze > 0 ? [{ kind: 'freeze', name: `frozen ${freeze / 1000} s`, ms: freeze } as const, { kind: 'traffic', name: 'after the long freeze', ms: 4_000 } as const] : [])
+  ]
+  const lines = ['| STORE_ON_ERROR | ' + phases.map((p) => p.name).join(' | ') + ' | outage admissions |', '|---|' + phases.map(() => '---:|').join('') + '---|']
+  for (const policy of policies) {
+    const teardowns: Array<() => unknown> = []
+    try {
+      const run = await outageTail({ teardown: (fn: () => unknown) => { teardowns.push(fn) } }, { consumers: 2_000, rate: 150, perMinute: 3_000, phases, env: { STORE_ON_ERROR: policy } })
+      process.stdout.write(`${policy}: ${describePhases(run)}\n`)
+      lines.push(`| ${policy} | ` + run.phases.map((p) => `${(100 * p.ok / Math.max(1, p.requests)).toFixed(1)} % of ${p.requests}`).join(' | ') + ` | ${run.outageAdmissions.reserve} reserve, ${run.outageAdmissions.allowance} allowance |`)
+    } finally {
+      for (const fn of teardowns.reverse()) await fn()
+    }
+  }
+  const head = `# Outage — the long tail\n\n${new Date().toISOString()} · two gateway processes on one Redis (STORE_PROCESSES=2), 2,000 consumers by Zipf (s = 1.1) at 150 requests/s, 3,000/min each (test/helpers/outage-tail.ts); answered 2xx per phase, one run per row.\n\n`
+  writeFileSync(join(REPO_ROOT, 'bench', 'results', 'outage-tail.md'), head + lines.join('\n') + '\n')
+  process.stdout.write(`\n${lines.join('\n')}\n`)
+}
+
 async function main (): Promise<void> {
   const policies = (process.env.OUTAGE_POLICIES ?? 'local,open,closed').split(',') as StoreOnError[]
   const names = process.env.OUTAGE_SCENARIOS?.split(',') ?? Object.keys(SCENARIOS)
@@ -66,4 +99,4 @@ async function main (): Promise<void> {
   process.stdout.write(`\n${table.join('\n')}\n`)
 }
 
-await main()
+await (process.env.OUTAGE_TAIL === '1' ? tail() : main())

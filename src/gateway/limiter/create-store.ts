@@ -4,17 +4,19 @@ import { randomBytes } from 'node:crypto'
 import { createRedisClient, describeRedis, waitReady, type RedisSettings } from '../redis/connection.js'
 import { createMemoryStore } from './memory/store.js'
 import { ioredisPort, nodeRuntime } from './redis/ioredis-port.js'
-import type { StoreOnError } from './redis/outage.js'
+import { DEFAULT_OUTAGE_ALLOWANCE_PERCENT, DEFAULT_STORE_PROCESSES, type StoreOnError } from './redis/outage.js'
 import type { ShardState } from './redis/shard.js'
 import { createRedisStore } from './redis/store.js'
 import type { LimiterStore } from './store.js'
 
 export const DEFAULT_READY_WAIT_MS = 3_000
 
-/** STORE_TIMEOUT_MS, STORE_ON_ERROR, STORE_RECOVERY_BARRIER_MS, ANONYMOUS_STATE_MAX (docs/configuration.md). */
+/** STORE_TIMEOUT_MS, STORE_ON_ERROR, STORE_OUTAGE_ALLOWANCE_PERCENT, STORE_PROCESSES, STORE_RECOVERY_BARRIER_MS, ANONYMOUS_STATE_MAX (docs/configuration.md). */
 export interface StoreSettings extends RedisSettings {
   readonly storeTimeoutMs?: number | undefined
   readonly storeOnError?: StoreOnError | undefined
+  readonly storeOutageAllowancePercent?: number | undefined
+  readonly storeProcesses?: number | undefined
   readonly recoveryBarrierMs?: number | undefined
   readonly anonymousStateMax?: number | undefined
 }
@@ -43,6 +45,7 @@ export async function createStore (settings: StoreSettings, opts: CreateStoreOpt
     holder: randomBytes(6).toString('base64url'),
     timeoutMs: settings.storeTimeoutMs,
     policy: settings.storeOnError,
+    allowance: { share: (settings.storeOutageAllowancePercent ?? DEFAULT_OUTAGE_ALLOWANCE_PERCENT) / 100, processes: settings.storeProcesses ?? DEFAULT_STORE_PROCESSES },
     barrierMs: settings.recoveryBarrierMs,
     anonymousMax: settings.anonymousStateMax,
     onShardChange: opts.onShardChange

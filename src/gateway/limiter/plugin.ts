@@ -83,6 +83,7 @@ export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlug
   app.decorate('limiterStatus', {
     storeErrors: () => health.errors(),
     fallbackActive: () => health.fallbackActive(),
+    outageAdmissions: () => health.outageAdmissions(),
     bannedKeys: () => banCount.value()
   })
   app.decorateRequest('rateLimit', null)

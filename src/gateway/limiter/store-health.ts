@@ -13,14 +13,20 @@ export type StoreState = 'ok' | 'fallback' | 'down'
 export interface StoreHealth {
   errors: () => number
   fallbackActive: () => boolean
+  /** Requests admitted while their shard did not answer, by kind (STORE_ON_ERROR=local or strict), since start. */
+  outageAdmissions: () => OutageAdmissions
   probe: () => Promise<StoreState>
   maxmemoryPolicy: () => Promise<string | undefined>
 }
+
+/** Outage admissions by kind: from the process's reserve, from the outage allowance. */
+export interface OutageAdmissions { readonly reserve: number, readonly allowance: number }
 
 /** The in-process store's health: no failures, always answering. */
 export const IN_PROCESS_HEALTH: StoreHealth = Object.freeze({
   errors: () => 0,
   fallbackActive: () => false,
+  outageAdmissions: () => ({ reserve: 0, allowance: 0 }),
   probe: async () => 'ok' as const,
   maxmemoryPolicy: async () => undefined
 })

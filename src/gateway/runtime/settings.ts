@@ -9,7 +9,7 @@ import { DEFAULT_HEAD_TIMEOUT_MS, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIO
 import { DEFAULT_SHED_QUEUE_DELAY_MS } from '../edge/load-shedding.js'
 import { DEFAULT_PIPELINE_DEPTH, DEFAULT_PIPELINE_MAX_PARSED, MIN_PIPELINE_DEPTH } from '../edge/pipeline-gate.js'
 import { DEFAULT_REDIS_SENTINEL_NAME } from '../redis/connection.js'
-import { DEFAULT_STORE_ON_ERROR, STORE_ON_ERROR_POLICIES, type StoreOnError } from '../limiter/redis/outage.js'
+import { DEFAULT_OUTAGE_ALLOWANCE_PERCENT, DEFAULT_STORE_ON_ERROR, STORE_ON_ERROR_POLICIES, type StoreOnError } from '../limiter/redis/outage.js'
 import { DEFAULT_ANONYMOUS_STATE_MAX } from '../limiter/memory/store.js'
 import { DEFAULT_STORE_TIMEOUT_MS } from '../limiter/redis/store.js'
 import { DEFAULT_RECOVERY_BARRIER_MS } from '../limiter/redis/shard.js'
@@ -72,8 +72,15 @@ export interface GatewaySettings {
   readonly recoveryBarrierMs: number
   /** HISTORY_FLUSH_MS: how often usage history and shadow records are written (history/plugin.ts). */
   readonly historyFlushMs: number
-  /** STORE_ON_ERROR: `local` (each process's reserve, kept back in Redis), `open` (admit) or `closed` (503). */
+  /**
+   * STORE_ON_ERROR: `local` (each process's reserve, kept back in Redis, then the outage allowance), `strict` (the
+   * reserve only: never over a limit), `open` (admit) or `closed` (503). Bounds: docs/limiter-internals.md.
+   */
   readonly storeOnError: StoreOnError
+  /** STORE_OUTAGE_ALLOWANCE_PERCENT (10): under `local`, the % of a consumer's minute limit all processes together may admit uncounted in an outage. */
+  readonly storeOutageAllowancePercent: number
+  /** STORE_PROCESSES (GATEWAY_WORKERS): gateway processes sharing the Redis; each admits the allowance ÷ this. */
+  readonly storeProcesses: number
   readonly logLevel: string
   /** LOG_BUFFER_BYTES: log lines are batched up to this many bytes (flushed every 200 ms and on exit); 0 writes each line. */
   readonly logBufferBytes: number
@@ -193,6 +200,8 @@ export function settingsFromEnv (env: Env = process.env): GatewaySettings {
     recoveryBarrierMs: int(env, 'STORE_RECOVERY_BARRIER_MS', DEFAULT_RECOVERY_BARRIER_MS, 0, 60_000),
     historyFlushMs: int(env, 'HISTORY_FLUSH_MS', DEFAULT_HISTORY_FLUSH_MS, 100, 60_000),
     storeOnError: oneOf(env, 'STORE_ON_ERROR', DEFAULT_STORE_ON_ERROR, STORE_ON_ERROR_POLICIES),
+    storeOutageAllowancePercent: int(env, 'STORE_OUTAGE_ALLOWANCE_PERCENT', DEFAULT_OUTAGE_ALLOWANCE_PERCENT, 0, 100),
+    storeProcesses: int(env, 'STORE_PROCESSES', int(env, 'GATEWAY_WORKERS', DEFAULT_GATEWAY_WORKERS, 1, MAX_GATEWAY_WORKERS), 1, 10_000),
     logLevel: str(env, 'LOG_LEVEL', DEFAULT_LOG_LEVEL),
     logBufferBytes: int(env, 'LOG_BUFFER_BYTES', DEFAULT_LOG_BUFFER_BYTES, 0, 1_000_000),
     logBacklogBytes: int(env, 'LOG_BACKLOG_BYTES', DEFAULT_LOG_BACKLOG_BYTES, 0, 256 * 1024 * 1024),

@@ -14,7 +14,7 @@ import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 
 /** Changing a script changes its SHA: review the new script, then update the pin. */
 const PINNED_SHAS = {
-  grant: 'ee2f87b72e75be5c21f8f5690b9c542b490bfcf8',
+  grant: '8479d3fee4f67f34851a34e68d4d484599960906',
   epoch: '2a5fcd9a9b5703728c6079a729bc48521a7a0998'
 }
 
@@ -62,8 +62,9 @@ t.test('standalone Redis: two gateways, one limit', async (t) => {
   const { evalsha = 0, eval: evals = 0, info: _info, 'config|resetstat': _reset, ...internal } = stats
   const calls = evalsha + evals
   t.ok(calls >= 1 && calls <= n / 2, `${calls} script calls decided ${n} concurrent requests`)
-  // zrangebyscore: the bans gauge's background count (ban-count.ts) after the pro burst's ban, off the request path.
-  const outsideScript = Object.keys(internal).filter((c) => !['hmget', 'hget', 'hset', 'pexpireat', 'time', 'zrangebyscore'].includes(c))
+  // zremrangebyscore, zrangebyscore: the bans gauge's background count (ban-count.ts, admin.ts listBans) after the
+  // pro burst's ban, off the request path (on a loaded machine it may land on either side of the RESETSTAT).
+  const outsideScript = Object.keys(internal).filter((c) => !['hmget', 'hget', 'hset', 'pexpireat', 'time', 'zremrangebyscore', 'zrangebyscore'].includes(c))
   t.same(outsideScript, [], 'no other command reaches Redis on the hot path')
   t.comment(`script calls per request: ${(calls / n).toFixed(3)}; commandstats after ${n} requests: ${JSON.stringify(stats)}`)
 

@@ -23,6 +23,8 @@ t.test('defaults follow docs/decisions.md §8', async (t) => {
     recoveryBarrierMs: 2000,
     historyFlushMs: 5000,
     storeOnError: 'local',
+    storeOutageAllowancePercent: 10,
+    storeProcesses: 1,
     logLevel: 'info',
     logBufferBytes: 4096,
     logBacklogBytes: 1024 * 1024,
@@ -68,6 +70,9 @@ t.test('values from the environment are parsed and checked', async (t) => {
   t.throws(() => settingsFromEnv({ GATEWAY_PORT: '70000' }), { message: 'GATEWAY_PORT: expected an integer from 0 to 65535, got "70000"' })
   t.same([settingsFromEnv({ STORE_TIMEOUT_MS: '20', STORE_ON_ERROR: 'closed' })].map((x) => [x.storeTimeoutMs, x.storeOnError]), [[20, 'closed']])
   t.equal(settingsFromEnv({ STORE_RECOVERY_BARRIER_MS: '500' }).recoveryBarrierMs, 500)
+  t.same([settingsFromEnv({ STORE_ON_ERROR: 'strict', STORE_OUTAGE_ALLOWANCE_PERCENT: '5', GATEWAY_WORKERS: '4' })].map((x) => [x.storeOnError, x.storeOutageAllowancePercent, x.storeProcesses]), [['strict', 5, 4]], 'STORE_PROCESSES defaults to GATEWAY_WORKERS')
+  t.equal(settingsFromEnv({ GATEWAY_WORKERS: '4', STORE_PROCESSES: '6' }).storeProcesses, 6)
+  t.throws(() => settingsFromEnv({ STORE_OUTAGE_ALLOWANCE_PERCENT: '101' }), /STORE_OUTAGE_ALLOWANCE_PERCENT/)
   t.throws(() => settingsFromEnv({ STORE_RECOVERY_BARRIER_MS: '60001' }), /STORE_RECOVERY_BARRIER_MS/)
   t.same([settingsFromEnv({ UPSTREAM_CONNECTIONS: '8', UPSTREAM_QUEUE_MAX: '0' })].map((x) => [x.upstreamConnections, x.upstreamQueueMax]), [[8, 0]])
   t.equal(settingsFromEnv({ SHED_QUEUE_DELAY_MS: '0' }).shedQueueDelayMs, 0)
@@ -76,7 +81,7 @@ t.test('values from the environment are parsed and checked', async (t) => {
   t.throws(() => settingsFromEnv({ PIPELINE_DEPTH: '1' }), { message: 'PIPELINE_DEPTH: expected an integer from 2 to 64, got "1"' })
   t.throws(() => settingsFromEnv({ UPSTREAM_CONNECTIONS: '0' }), { message: 'UPSTREAM_CONNECTIONS: expected an integer from 1 to 4096, got "0"' })
   t.equal(settingsFromEnv({ HISTORY_FLUSH_MS: '250' }).historyFlushMs, 250)
-  t.throws(() => settingsFromEnv({ STORE_ON_ERROR: 'fail-open' }), { message: 'STORE_ON_ERROR: expected one of local, open, closed, got "fail-open"' })
+  t.throws(() => settingsFromEnv({ STORE_ON_ERROR: 'fail-open' }), { message: 'STORE_ON_ERROR: expected one of local, strict, open, closed, got "fail-open"' })
   t.throws(() => settingsFromEnv({ BACKEND_URL: 'ftp://x' }), { message: 'BACKEND_URL: expected http(s)://host:port, got "ftp://x"' })
   t.same([settingsFromEnv({ MAX_CONNECTIONS: '500', MAX_CONNECTIONS_PER_CLIENT: '0' })].map((x) => [x.maxConnections, x.maxConnectionsPerClient]), [[500, 0]],
     'MAX_CONNECTIONS_PER_CLIENT=0 turns the per-client cap off')

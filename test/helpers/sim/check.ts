@@ -31,8 +31,11 @@ function monthOf (ms: number): number {
   return d.getUTCFullYear() * 12 + d.getUTCMonth()
 }
 
-/** Every window of every consumer over its limit. */
-export function violations (admissions: readonly Admission[], limits: ReadonlyMap<string, Limits>): Violation[] {
+/**
+ * Every window of every consumer over its limit — or, for a consumer in `allowed`, over its limit by more than
+ * that many units (STORE_ON_ERROR=local's outage allowance, all processes together: docs/limiter-internals.md).
+ */
+export function violations (admissions: readonly Admission[], limits: ReadonlyMap<string, Limits>, allowed?: ReadonlyMap<string, number>): Violation[] {
   const byConsumer = new Map<string, Admission[]>()
   for (const a of admissions) {
     const list = byConsumer.get(a.consumer)
@@ -41,7 +44,9 @@ export function violations (admissions: readonly Admission[], limits: ReadonlyMa
   }
   const out: Violation[] = []
   for (const [consumer, list] of byConsumer) {
-    const l = limits.get(consumer)!
+    const limit = limits.get(consumer)!
+    const over = allowed?.get(consumer) ?? 0
+    const l = { perMinute: limit.perMinute + over, perDay: limit.perDay + over, perMonth: limit.perMonth > 0 ? limit.perMonth + over : 0 }
     list.sort((a, b) => a.t - b.t)
     const minute = fullest(list, 60_000)
     if (minute.units > l.perMinute) out.push({ consumer, window: 'minute', limit: l.perMinute, units: minute.units, at: minute.at })

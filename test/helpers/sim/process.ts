@@ -6,7 +6,7 @@
 // A stalled process (a blocked event loop) handles nothing until the stall ends — then its timers
 // first, as Node's loop does. Every admission is recorded at the virtual instant it is made.
 import { createGrants, type Grants } from '../../../src/gateway/limiter/redis/grants.js'
-import type { StoreOnError } from '../../../src/gateway/limiter/redis/outage.js'
+import type { OutageAllowance, StoreOnError } from '../../../src/gateway/limiter/redis/outage.js'
 import type { RedisPort, Runtime } from '../../../src/gateway/limiter/redis/port.js'
 import type { Ask } from '../../../src/gateway/limiter/store.js'
 import type { SimRedis } from './redis-model.js'
@@ -23,6 +23,8 @@ export interface Net {
 
 export interface ProcessOptions {
   policy: StoreOnError
+  /** Under `local`: the outage allowance (the shipped share, over the schedule's processes). */
+  allowance?: OutageAllowance
   timeoutMs: number
   barrierMs: number
   /** Local clock = offset + world time × (1 + drift). */
@@ -42,6 +44,8 @@ export class SimProcess implements Owner {
   busyUntil = 0
   dead = false
   readonly admissions: Admission[] = []
+  /** Requests refused (any outcome but `ok`), at the virtual instant of the answer. */
+  readonly refusals: Array<{ readonly consumer: string, readonly t: number, readonly outcome: string }> = []
   /** Requests answered: by outcome (`ok`, `rate_limited`, `key_banned`, `unavailable`). */
   readonly outcomes = new Map<string, number>()
   /** Requests still waiting for an answer. */
@@ -74,7 +78,7 @@ export class SimProcess implements Owner {
       ping: async () => { await this.send(() => 'PONG') },
       watch: (listener) => { this.listeners.push(listener) }
     }
-    this.grants = createGrants({ port, runtime, holder: name, timeoutMs: opts.timeoutMs, policy: opts.policy, barrierMs: opts.barrierMs, anonymousMax: 100 })
+    this.grants = createGrants({ port, runtime, holder: name, timeoutMs: opts.timeoutMs, policy: opts.policy, allowance: opts.allowance, barrierMs: opts.barrierMs, anonymousMax: 100 })
   }
 
   /** A request of `id` arrives now. */
@@ -85,8 +89,10 @@ export class SimProcess implements Owner {
       const outcome = result.outcome === 'ban_started' ? 'key_banned' : result.outcome
       this.outcomes.set(outcome, (this.outcomes.get(outcome) ?? 0) + 1)
       if (result.outcome === 'ok') this.admissions.push({ consumer: id, t: this.world.now, cost: ask.cost, via: result.via ?? 'store' })
+      else this.refusals.push({ consumer: id, t: this.world.now, outcome })
     }, () => {
       this.waiting--
+      this.refusals.push({ consumer: id, t: this.world.now, outcome: 'unavailable' })
       this.outcomes.set('unavailable', (this.outcomes.get('unavailable') ?? 0) + 1)
     })
   }

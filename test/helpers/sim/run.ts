@@ -2,6 +2,7 @@
 // Redis path against the modelled Redis, the load and the faults on the world's clock, then the
 // checks (check.ts). `describe()` says what happened, for a failing seed's report.
 import { createMemoryStore } from '../../../src/gateway/limiter/memory/store.js'
+import { allowanceUnits, DEFAULT_OUTAGE_ALLOWANCE_PERCENT, type OutageAllowance } from '../../../src/gateway/limiter/redis/outage.js'
 import { DEFAULT_BAN } from './schedules.js'
 import { ideal, violations, type Limits, type Violation } from './check.js'
 import { SimProcess, type Admission } from './process.js'
@@ -26,8 +27,12 @@ export interface Report {
   readonly scripts: number
   /** data-loss: when the windows are empty by truth again (virtual ms). */
   readonly freeAgainAt: number | undefined
+  /** Per consumer, the most units over its limit the checker allowed (STORE_ON_ERROR=local's outage allowance). */
+  readonly allowed: ReadonlyMap<string, number>
   /** One consumer's admissions, in time order. */
   admissionsOf: (consumer: string) => Admission[]
+  /** Every refusal (its consumer, the instant of the answer, the outcome). */
+  readonly refusals: ReadonlyArray<{ readonly consumer: string, readonly t: number, readonly outcome: string }>
   describe: () => string
 }
 
@@ -43,8 +48,11 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
   const redis = new SimRedis(world, schedule.skew, vm)
   if (schedule.seasoned) redis.set('rl:{#epoch}', 'deployed,0')
   const processes: SimProcess[] = []
+  // STORE_ON_ERROR=local's outage allowance: the schedule's, else the shipped share over the schedule's processes.
+  const allowance: OutageAllowance = schedule.allowance ?? { share: DEFAULT_OUTAGE_ALLOWANCE_PERCENT / 100, processes: schedule.processes }
   const spawn = (i: number): SimProcess => new SimProcess(world, redis, `p${i}-${processes.length}`, {
     policy: schedule.policy,
+    allowance,
     timeoutMs: schedule.timeoutMs,
     barrierMs: schedule.barrierMs,
     offset: world.between(-1e6, 1e6),
@@ -90,7 +98,10 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
 
   const admissions = processes.flatMap((p) => p.admissions)
   const limits = new Map<string, Limits>(schedule.consumers.map((c) => [c.id, { perMinute: c.perMinute, perDay: c.perDay, perMonth: c.overage ? 0 : c.perMonth }]))
-  const found = schedule.policy === 'open' ? [] : violations(admissions, limits)
+  // Under `local` a consumer may go over by the allowance of every process that ran (a crashed one's uncounted
+  // admissions are gone with it, its replacement has its own): the checker is told that bound, per consumer.
+  const allowed = new Map<string, number>(schedule.policy === 'local' ? schedule.consumers.map((c) => [c.id, allowanceUnits(allowance, c.perMinute) * processes.length]) : [])
+  const found = schedule.policy === 'open' ? [] : violations(admissions, limits, allowed)
   const outcomes: Record<string, number> = {}
   for (const p of processes) for (const [k, v] of p.outcomes) outcomes[k] = (outcomes[k] ?? 0) + v
   let underPct: number | undefined
@@ -121,7 +132,9 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
     outcomes,
     scripts: redis.scripts,
     freeAgainAt: schedule.freeAgainAt,
+    allowed,
     admissionsOf: (consumer) => admissions.filter((a) => a.consumer === consumer).sort((a, b) => a.t - b.t),
+    refusals: processes.flatMap((p) => p.refusals),
     describe () {
       const lines = [
         `family ${family}, seed ${seed}: ${schedule.processes} processes, STORE_ON_ERROR=${schedule.policy}, timeout ${schedule.timeoutMs} ms, barrier ${schedule.barrierMs} ms, Redis skew ${schedule.skew.toFixed(0)} ms, ${schedule.seasoned ? 'seasoned' : 'fresh'} Redis`,

@@ -2,12 +2,13 @@
 // when, and which faults strike. Each family aims at one kind of trouble; `chaos` draws from all of
 // them at once. Everything is drawn from the world's random stream, so a seed is a schedule.
 import type { BanPolicy } from '../../../src/gateway/config/types.js'
-import type { StoreOnError } from '../../../src/gateway/limiter/redis/outage.js'
+import type { OutageAllowance, StoreOnError } from '../../../src/gateway/limiter/redis/outage.js'
+import { makeOutageTailSchedule } from './outage-schedules.js'
 import type { Net } from './process.js'
 import type { World } from './world.js'
 
-export type Family = 'chaos' | 'idle-process' | 'ban-recover' | 'data-loss' | 'steady' | 'long-tail' | 'burst'
-export const FAMILIES: readonly Family[] = ['chaos', 'idle-process', 'ban-recover', 'data-loss', 'steady', 'long-tail', 'burst']
+export type Family = 'chaos' | 'idle-process' | 'ban-recover' | 'data-loss' | 'steady' | 'long-tail' | 'burst' | 'outage-tail'
+export const FAMILIES: readonly Family[] = ['chaos', 'idle-process', 'ban-recover', 'data-loss', 'steady', 'long-tail', 'burst', 'outage-tail']
 
 export interface Consumer {
   readonly id: string
@@ -46,6 +47,10 @@ export interface Schedule {
   readonly steady: boolean
   /** data-loss: when each consumer's window is empty by truth again, so a request then must be admitted (virtual ms). */
   readonly freeAgainAt?: number
+  /** Under `local`, the outage allowance (default: the shipped share over `processes`). */
+  readonly allowance?: OutageAllowance
+  /** outage-tail: the one long outage [from, to) (virtual ms), for the answered share. */
+  readonly outage?: { readonly from: number, readonly to: number }
 }
 
 /** Requests one schedule carries at most (beyond it, drawn at random): many short schedules find more than a few long ones. */
@@ -107,6 +112,7 @@ function faults (w: World, start: number, duration: number, processes: number, n
 export function makeSchedule (w: World, family: Family, start: number): Schedule {
   const skew = w.between(-5000, 5000)
   const base = { family, policy: 'local' as StoreOnError, timeoutMs: 250, barrierMs: 2000, net: net(w), skew, seasoned: w.chance(0.7), steady: false }
+  if (family === 'outage-tail') return makeOutageTailSchedule(w, start, { ...base, family })
   if (family === 'steady') {
     const processes = int(w, 1, 3)
     const perMinute = int(w, 60, 120)

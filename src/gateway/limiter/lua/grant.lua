@@ -6,13 +6,16 @@
 -- KEYS[2i-1]  rl:{id}    t, n, o minute ring (newest bucket, units in window, oldest bucket with units), '0'..'60' its
 --                        buckets; D, N, O, c the day ring's (c: bucket D's units); Q, q month, units; b, e, l ban end,
 --                        last ban's end, level; k recent 429s 'ms:n,…'; r reserves 'holder,units,untilMs;…'; p blocks
---                        granted in the current minute bucket (tagged like a ring bucket); x expiry (Unix ms)
+--                        granted in the current minute bucket (tagged like a ring bucket); x expiry (Unix ms); L lapsed
+--                        reserves charged to the day and month 'holder,units,dayBucket,month;…' (taken back when
+--                        their holder calls again: its write-backs count what it spent)
 -- KEYS[2i]    rl:{id}:d  the day ring's buckets before D, '0'..'96'
 -- ARGV[1]     the caller's holder id
 -- ARGV[3i-1]  'minuteLimit dayLimit monthLimit requests cost extra reserve write soft mb mine' (monthLimit 0: none;
 --             write 0: a read, changing nothing; soft 1: the month never refuses; mine: the caller's blocks in bucket mb)
 -- ARGV[3i]    ban policy 'threshold,windowMs,durationMs,maxMs', or '' (never banned)
--- ARGV[3i+1]  adjustments 'minuteBucket,dayBucket,month,delta;…', applied first (bucket 0: none)
+-- ARGV[3i+1]  adjustments 'minuteBucket,dayBucket,month,delta;…', applied first (bucket 0: none); a delta ending in
+--             'a' writes back an outage-allowance admission (not spent from the caller's reserve)
 -- Reply: { now, then per entry: outcome (0 ok, 1 rate_limited, 2 banned), admitted, the rejected request that started a
 --          ban (1-based; 0 none), extra, the caller's reserve, every reserve, then for minute, day, month: units, reset
 --          ms, retry ms (0 unless rejected); ban's end; the blocks other processes hold in this minute bucket }
@@ -104,7 +107,7 @@ for i = 1, floor(#KEYS / 2) do
   local ml, dl, ql, n, cost, extra, want, write, soft, my_b, mine = string.match(ARGV[a], '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d) (%d) (%-?%d+) (%d+)$')
   ml, dl, ql, n, cost, extra, want, write, soft, mine = ml + 0, dl + 0, ql + 0, n + 0, cost + 0, extra + 0, want + 0, write == '1', soft == '1', my_b + 0 == mb and mine + 0 or 0
   local policy, adjs = ARGV[a + 1], ARGV[a + 2]
-  local f = redis.call('HMGET', key, 't', 'n', 'o', '' .. mb % MR.slots, 'D', 'N', 'O', 'c', 'b', 'r', 'x', 'p')
+  local f = redis.call('HMGET', key, 't', 'n', 'o', '' .. mb % MR.slots, 'D', 'N', 'O', 'c', 'b', 'r', 'x', 'p', 'L')
   local ban_until = (f[9] or 0) + 0
   local entry
   if write and policy ~= '' and ban_until > now then
@@ -136,23 +139,38 @@ for i = 1, floor(#KEYS / 2) do
     end
     local changed, written = false, 0
     -- Adjustments (rare). What they add was admitted from the caller's reserve (or is a re-seed,
-    -- when it has none): its reserve shrinks by as much.
-    for aj, ad, aq, delta in string.gmatch(adjs, '(%d+),(%d+),(%d+),(-?%d+)') do
+    -- when it has none): its reserve shrinks by as much; the outage allowance's ('a') does not.
+    for aj, ad, aq, delta, kind in string.gmatch(adjs, '(%d+),(%d+),(%d+),(-?%d+)(a?)') do
       aj, ad, aq, delta = floor(aj), floor(ad), floor(aq), delta + 0
-      if delta > 0 then written = written + delta end
+      if delta > 0 and kind == '' then written = written + delta end
       mn, mo, cur = adjust(key, MR, aj, delta, m, cur, mn, mo)
       dn, do_, dcur = adjust(dkey, DR, ad, delta, d, dcur, dn, do_)
       if q_on and aq > 0 and aq >= qm then qc = max(0, qc + delta) end
       changed = true
     end
-    -- Reserves: others' are kept back; an expired one is charged to the day and the month (its
-    -- holder may have spent it before the minute window let go of it), then dropped.
+    -- Lapsed reserves: the caller's charge is taken back (what it spent comes in its write-backs);
+    -- others' stay charged while their day bucket is in the window (a crashed holder's may be spent).
+    local lapsed, l_changed = {}, false
+    for h, u, ld, lq in string.gmatch(f[13] or '', '([^,;]+),(%d+),(%d+),(%d+)') do
+      u, ld, lq = u + 0, floor(ld), floor(lq)
+      if h == ARGV[1] and write then
+        dn, do_, dcur = adjust(dkey, DR, ld, -u, d, dcur, dn, do_)
+        if q_on and lq == qm then qc = max(0, qc - u) end
+        l_changed, changed = true, true
+      elseif ld > d - DR.slots then lapsed[#lapsed + 1] = fmt('%s,%d,%d,%d', h, u, ld, lq)
+      else l_changed = true end
+    end
+    -- Reserves: others' are kept back; another holder's that expired is charged to the day and the
+    -- month (it may have spent it before the minute window let go of it) and noted in L, then dropped.
+    -- The caller's own that expired is dropped uncharged: this call's write-backs count what it spent.
     local others, holders, mine, kept, r_changed = 0, 0, 0, {}, false
     for h, u, til in string.gmatch(f[10] or '', '([^,;]+),(%d+),(%d+)') do
       u, til = u + 0, til + 0
-      if til <= now then
+      if til <= now and h == ARGV[1] and write then r_changed = true
+      elseif til <= now then
         dn, dcur, do_, changed = dn + u, dcur + u, do_ or d, true
         if q_on then qc = qc + u end
+        lapsed[#lapsed + 1], l_changed = fmt('%s,%d,%d,%d', h, u, d, q_on and qm or 0), true
       elseif h == ARGV[1] and write then mine, r_changed = u, true
       else
         kept[#kept + 1] = fmt('%s,%d,%.0f', h, u, til)
@@ -213,6 +231,7 @@ for i = 1, floor(#KEYS / 2) do
       end
       if q_on then fields[#fields + 1], fields[#fields + 2], fields[#fields + 3], fields[#fields + 4] = 'Q', qm, 'q', qc end
       if r_changed then fields[#fields + 1], fields[#fields + 2] = 'r', table.concat(kept, ';') end
+      if l_changed then fields[#fields + 1], fields[#fields + 2] = 'L', table.concat(lapsed, ';') end
       if granted > 0 then fields[#fields + 1], fields[#fields + 2] = 'p', (mb % MR.mod) * MR.scale + pooled end
       local expiry = (d + DR.slots) * DR.ms
       if #kept > 0 then expiry = max(expiry, now + RESERVE_TTL_MS) end

@@ -1,8 +1,9 @@
 // What one process holds for one limiter id on the Redis path, and the arithmetic on it: the pool (units Redis
 // counted for this process in one minute bucket, spent until that bucket ends by the shard's clock, then given back),
 // the reserve (units Redis keeps back for this process, spent only while the shard does not answer, written back
-// after), the ledger (what it admitted per bucket still in a window, re-seeded into a shard that lost its data), the
-// requests waiting for a call, and the answers built from them.
+// after), the outage allowance (admitted uncounted while the shard does not answer, at most a stated share of the
+// limit, written back after), the ledger (what it admitted per bucket still in a window, re-seeded into a shard that
+// lost its data), the requests waiting for a call, and the answers built from them.
 import type { BanPolicy, Limits } from '../../config/types.js'
 import { calendarMonth, DAY_BUCKET_MS, DAY_WINDOW, MINUTE_BUCKET_MS, MINUTE_WINDOW } from '../arithmetic.js'
 import type { ConsumeOutcome, ConsumeResult, WindowState } from '../store.js'
@@ -15,6 +16,12 @@ export const RESERVE_TTL_MS = 120_000
 export const RESERVE_COVER_MS = 62_000
 /** A grant is spent only this far inside its bucket (a TIME read in whole ms, timer granularity). */
 export const SPEND_MARGIN_MS = 2
+/** The allowance is counted per this much local time: a rolling minute of Redis's, with room for drift. */
+export const ALLOWANCE_WINDOW_MS = 62_000
+/** No allowance for a consumer whose room, last seen, would not last this long at its rate (it races its limit). */
+export const ALLOWANCE_SLACK_MS = 60_000
+/** No allowance for a consumer never answered here by Redis that arrives this often per second (a burst, maybe racing its limit). */
+export const ALLOWANCE_UNSEEN_RATE = 5
 
 /** A request waiting for a grant call; `attempts`: calls whose units came too late to spend for it. */
 export interface Waiting { readonly cost: number, readonly resolve: (result: ConsumeResult) => void, readonly reject: (err: Error) => void, attempts: number }
@@ -51,6 +58,9 @@ export class Account {
   /** Reserve admissions not yet counted in Redis, and give-backs to send. */
   unwritten: Adjustment[] = []
   returns: Adjustment[] = []
+  /** Allowance admissions not yet counted in Redis, and every allowance admission of the last ALLOWANCE_WINDOW_MS (local ms, cost). */
+  allowanceUnwritten: Adjustment[] = []
+  allowanceSpent: Array<{ readonly at: number, readonly cost: number }> = []
   readonly ledger = { minute: new Map<number, number>(), day: new Map<number, number>(), month: new Map<number, number>() }
 
   constructor (readonly id: string, readonly key: string, readonly shard: string) {}
@@ -135,12 +145,51 @@ export function unwrittenUnits (a: Account): number {
   return a.unwritten.reduce((n, u) => n + u.delta, 0)
 }
 
+/** Units admitted in an outage not yet counted in Redis: from the reserve and from the allowance. */
+export function uncountedUnits (a: Account): number {
+  return unwrittenUnits(a) + a.allowanceUnwritten.reduce((n, u) => n + u.delta, 0)
+}
+
+/** The adjustment of an outage admission of `cost` at Redis time `latest` (its latest bound: never earlier than real). */
+function outageAdjustment (a: Account, latest: number, cost: number, allowance: boolean): Adjustment {
+  return { minute: Math.floor(latest / MINUTE_BUCKET_MS), day: Math.floor(latest / DAY_BUCKET_MS), month: a.monthLimit > 0 ? calendarMonth(latest).index : 0, delta: cost, ...(allowance ? { allowance } : {}) }
+}
+
+/**
+ * What the outage allowance still lets this process admit for `a` at local `x`: `units` per rolling minute
+ * and uncounted at once, none for a consumer whose room last seen here was within the allowance of all
+ * processes (`total`) of its limit or would not last ALLOWANCE_SLACK_MS at its rate (it races its limit),
+ * nor for one never answered here arriving at ALLOWANCE_UNSEEN_RATE or more.
+ */
+export function allowanceLeft (a: Account, x: number, units: number, total: number): number {
+  if (units <= 0) return 0
+  // Never seen here: its room is unknown (at most its limits), and a burst is taken for a racing consumer.
+  const r = rate(a, x)
+  const room = a.view === undefined ? Math.min(a.limits.perMinute, a.limits.perDay) : roomSeen(a)
+  if (room < total || room < r * ALLOWANCE_SLACK_MS / 1000 || (a.view === undefined && r >= ALLOWANCE_UNSEEN_RATE)) return 0
+  a.allowanceSpent = a.allowanceSpent.filter((s) => s.at > x - ALLOWANCE_WINDOW_MS)
+  const spent = a.allowanceSpent.reduce((n, s) => n + s.cost, 0)
+  const uncounted = a.allowanceUnwritten.reduce((n, u) => n + u.delta, 0)
+  return Math.max(0, units - Math.max(spent, uncounted))
+}
+
+/** Admits `cost` from the outage allowance (see allowanceLeft); written back at the latest Redis time. */
+export function spendAllowance (a: Account, clock: ShardClock, x: number, cost: number, units: number, total: number): boolean {
+  const latest = clock.latest(x)
+  if (latest === undefined || allowanceLeft(a, x, units, total) < cost) return false
+  const adj = outageAdjustment(a, latest, cost, true)
+  a.allowanceUnwritten = addAdjustment(a.allowanceUnwritten, adj)
+  a.allowanceSpent.push({ at: x, cost })
+  record(a, adj.minute, adj.day, adj.month, cost)
+  return true
+}
+
 /** Spends `cost` of the reserve if Redis keeps it long enough after; written back at the latest Redis time. */
 export function spendReserve (a: Account, clock: ShardClock, x: number, cost: number): boolean {
   const latest = clock.latest(x)
   if (latest === undefined || latest > a.reserveUntil - RESERVE_COVER_MS) return false
   if (unwrittenUnits(a) + cost > (a.reserveCap ?? a.reserve)) return false
-  const adj = { minute: Math.floor(latest / MINUTE_BUCKET_MS), day: Math.floor(latest / DAY_BUCKET_MS), month: a.monthLimit > 0 ? calendarMonth(latest).index : 0, delta: cost }
+  const adj = outageAdjustment(a, latest, cost, false)
   a.unwritten = addAdjustment(a.unwritten, adj)
   record(a, adj.minute, adj.day, adj.month, cost)
   return true
@@ -175,11 +224,14 @@ function window (w: WindowReply | undefined, pool: number, kept: number, rejecte
   return { count: Math.max(0, rejected ? w.used + kept : w.used - pool), resetAt: w.resetAt, retryAt: rejected ? w.retryAt : 0 }
 }
 
-/** `outcome` 'peek': read from `reply` (a read call), as a decision would find the windows now. */
-export function consumeResult (a: Account, outcome: ConsumeOutcome | 'peek', now: number, via: 'store' | 'grant' | 'fallback', bannedUntil = 0, reply?: GrantReply): ConsumeResult {
+/**
+ * `outcome` 'peek': read from `reply` (a read call), as a decision would find the windows now. `outageLeft`: what
+ * this process may still admit while its shard does not answer (the minute's remaining shows no more).
+ */
+export function consumeResult (a: Account, outcome: ConsumeOutcome | 'peek', now: number, via: 'store' | 'grant' | 'fallback', bannedUntil = 0, reply?: GrantReply, outageLeft?: number): ConsumeResult {
   const view = reply ?? a.view
   // Units counted and not spent yet are not used; reserve admissions not yet counted are.
-  const pool = reply === undefined ? a.pool - unwrittenUnits(a) : 0
+  const pool = reply === undefined ? a.pool - uncountedUnits(a) : 0
   const kept = view?.held ?? 0
   let decided: ConsumeOutcome = outcome === 'peek' ? 'ok' : outcome
   if (outcome === 'peek' && view !== undefined) {
@@ -187,10 +239,11 @@ export function consumeResult (a: Account, outcome: ConsumeOutcome | 'peek', now
     decided = bannedUntil > now ? 'key_banned' : full ? 'rate_limited' : 'ok'
   }
   const rejected = decided === 'rate_limited'
+  const minuteState = window(view?.minute, pool, kept, rejected, now, 60 * MINUTE_BUCKET_MS)
   return {
     outcome: decided,
     now,
-    minute: window(view?.minute, pool, kept, rejected, now, 60 * MINUTE_BUCKET_MS),
+    minute: outageLeft === undefined ? minuteState : { ...minuteState, count: Math.max(minuteState.count, a.limits.perMinute - outageLeft) },
     day: window(view?.day, pool, kept, rejected, now, 96 * DAY_BUCKET_MS),
     month: a.monthLimit > 0 ? window(view?.month, pool, kept, rejected, now, 0) : undefined,
     bannedUntil: decided === 'key_banned' || decided === 'ban_started' ? bannedUntil : 0,

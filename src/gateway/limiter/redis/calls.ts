@@ -8,15 +8,15 @@ import { consumeResult, entryOf } from './account.js'
 import type { Account, Waiting } from './account.js'
 import type { Job } from './batcher.js'
 import type { ShardClock } from './clock.js'
-import { StoreUnavailableError, type StoreOnError } from './outage.js'
+import { allowanceUnits, StoreUnavailableError, type OutageAllowance, type StoreOnError } from './outage.js'
 import type { Runtime } from './port.js'
 import type { GrantEntry, GrantReply } from './scripts.js'
 import type { Shards } from './shard.js'
 
 /** A consumer seen this often per second gets a block beyond its waiting requests. */
 export const HOT_RATE = 2
-/** The reserve asked for: this many seconds of the consumer's traffic, at most a quarter of the room left. */
-export const RESERVE_SECONDS = 10
+/** The reserve asked for: an outage of a minute at the consumer's rate, at most a quarter of the room left (the script shares it further). */
+export const RESERVE_SECONDS = 60
 /** No reserve unless the room would last this long at the consumer's rate: one racing to its limit would strand it. */
 export const RESERVE_SLACK_SECONDS = 10
 /** An id unseen this long hands its reserve back. */
@@ -30,14 +30,20 @@ const MAX_ATTEMPTS = 3
 export interface CallDeps {
   readonly runtime: Runtime
   readonly policy: StoreOnError
+  /** Under `local`: the outage allowance (`strict` has none). */
+  readonly allowance: OutageAllowance
   readonly shards: Shards
   readonly batcher: { add: (job: Job) => void }
   onBan: (id: string, until: number) => void
+  /** A request was admitted while its shard did not answer, from the reserve or the allowance. */
+  onOutageAdmission?: ((kind: 'reserve' | 'allowance') => void) | undefined
 }
 
 /** The write calls of every id, and what answers a request without one. */
 export function createCalls (deps: CallDeps) {
   const { runtime, policy, shards, batcher } = deps
+  const reserves = policy === 'local' || policy === 'strict'
+  const allowance = policy === 'local' ? deps.allowance : { share: 0, processes: 1 }
   const clockOf = (a: Account): ShardClock => shards.of(a.shard).clock
   const up = (a: Account): boolean => shards.of(a.shard).state === 'up'
 
@@ -69,16 +75,28 @@ export function createCalls (deps: CallDeps) {
     for (const w of a.waiting.splice(0)) outage(a, w, x)
   }
 
-  /** The outage policy's answer to `w` at local `x`. */
+  /** The outage policy's answer to `w` at local `x`: the reserve first, then the allowance. */
   function outage (a: Account, w: Waiting, x: number): void {
-    if (policy === 'open') w.resolve(consumeResult({ ...a, view: undefined, pool: 0 }, 'ok', runtime.now(), 'fallback')) // nothing known: the whole limits
-    else if (policy === 'local' && acct.spendReserve(a, clockOf(a), x, w.cost)) w.resolve(consumeResult(a, 'ok', clockOf(a).latest(x) ?? x, 'fallback'))
-    else w.reject(new StoreUnavailableError(`limiter store ${up(a) ? 'did not answer in time' : 'unavailable'}`))
+    if (policy === 'open') return w.resolve(consumeResult({ ...a, view: undefined, pool: 0 }, 'ok', runtime.now(), 'fallback')) // nothing known: the whole limits
+    const clock = clockOf(a)
+    const units = allowanceUnits(allowance, a.limits.perMinute)
+    const kind = !reserves ? undefined
+      : acct.spendReserve(a, clock, x, w.cost) ? 'reserve'
+        : acct.spendAllowance(a, clock, x, w.cost, units, units * allowance.processes) ? 'allowance' : undefined
+    if (kind === undefined) return w.reject(new StoreUnavailableError(`limiter store ${up(a) ? 'did not answer in time' : 'unavailable'}`))
+    deps.onOutageAdmission?.(kind)
+    w.resolve(consumeResult(a, 'ok', clock.latest(x) ?? x, 'fallback', 0, undefined, outageRemaining(a, x, units)))
+  }
+
+  /** What this process may still admit for `a` while its shard does not answer: its reserve left and its allowance left. */
+  function outageRemaining (a: Account, x: number, units: number): number {
+    const reserveLeft = Math.max(0, (a.reserveCap ?? a.reserve) - acct.unwrittenUnits(a))
+    return reserveLeft + acct.allowanceLeft(a, x, units, units * allowance.processes)
   }
 
   /** The reserve for `a`: only when busy in its last second seen and the one before (a lone burst races for the whole window). */
   function reserveWant (a: Account, x: number): number {
-    if (policy !== 'local' || x - a.lastSeen > IDLE_MS || a.seenBefore === 0) return 0
+    if (!reserves || x - a.lastSeen > IDLE_MS || a.seenBefore === 0) return 0
     const r = acct.rate(a, Math.min(x, a.second * 1000 + 999)) // a give-back at the second's end keeps it
     const room = acct.roomSeen(a)
     if (r < HOT_RATE || room < r * RESERVE_SLACK_SECONDS) return 0
@@ -156,6 +174,7 @@ export function createCalls (deps: CallDeps) {
   function writeJob (a: Account): Job {
     let groups: Waiting[][] = []
     let sent: GrantEntry['adjustments'] = []
+    let sentAllowance: GrantEntry['adjustments'] = []
     let timedOut = false
     return {
       key: a.key,
@@ -171,7 +190,8 @@ export function createCalls (deps: CallDeps) {
         }
         const want = reserveWant(a, x)
         sent = a.unwritten.slice()
-        const adjustments = [...a.returns, ...sent]
+        sentAllowance = a.allowanceUnwritten.slice()
+        const adjustments = [...a.returns, ...sent, ...sentAllowance]
         a.returns = [] // a give-back is sent once: twice could uncount a request that was admitted
         if (groups.length === 0 && adjustments.length === 0 && want >= a.reserve) return []
         // Applied or not, reserve admissions stay within min(reserve, what this call writes back + want).
@@ -190,6 +210,7 @@ export function createCalls (deps: CallDeps) {
           const last = replies[replies.length - 1]!
           Object.assign(a, { view: last, viewAt: info.redisNow, viewLocal: info.received, reserve: last.reserve, reserveUntil: info.redisNow + acct.RESERVE_TTL_MS, reserveCap: undefined })
           a.unwritten = sent.reduce((list, s) => acct.addAdjustment(list, { ...s, delta: -s.delta }), a.unwritten)
+          a.allowanceUnwritten = sentAllowance.reduce((list, s) => acct.addAdjustment(list, { ...s, delta: -s.delta }), a.allowanceUnwritten)
           let delay = 0
           replies.forEach((r, i) => { delay = Math.max(delay, answer(a, r, groups[i] ?? [], info.redisNow, info.received, timedOut)) })
           acct.expirePool(a, clock, runtime.now())

@@ -13,7 +13,7 @@ import * as acct from './account.js'
 import { consumeResult, entryOf, type Account } from './account.js'
 import { BATCH_MAX, createBatcher } from './batcher.js'
 import { createCalls, IDLE_MS } from './calls.js'
-import type { StoreOnError } from './outage.js'
+import { DEFAULT_OUTAGE_ALLOWANCE_PERCENT, DEFAULT_STORE_PROCESSES, type OutageAllowance, type StoreOnError } from './outage.js'
 import { GRANT, grantArgs, grantKeys, readGrantReply, type GrantEntry } from './scripts.js'
 import { createShards, type ShardOptions } from './shard.js'
 
@@ -29,9 +29,13 @@ export interface GrantsOptions extends Omit<ShardOptions, 'reseed'> {
   /** This process's name in Redis (its reserves). */
   holder: string
   policy: StoreOnError
+  /** Under `local`, the outage allowance (default: DEFAULT_OUTAGE_ALLOWANCE_PERCENT of a limit, one process). */
+  allowance?: OutageAllowance | undefined
   anonymousMax?: number | undefined
   /** A reply said a ban started. */
   onBan?: (id: string, until: number) => void
+  /** A request was admitted while its shard did not answer, from the reserve or the allowance. */
+  onOutageAdmission?: ((kind: 'reserve' | 'allowance') => void) | undefined
 }
 
 export type Grants = ReturnType<typeof createGrants>
@@ -44,7 +48,8 @@ export function createGrants (opts: GrantsOptions) {
   const reseeding = new Set<Account>()
   const shards = createShards({ ...opts, reseed })
   const batcher = createBatcher(port, runtime, shards, holder, opts.timeoutMs)
-  const { clockOf, up, call, next, outage } = createCalls({ runtime, policy, shards, batcher, onBan: (id, until) => { opts.onBan?.(id, until) } })
+  const allowance = opts.allowance ?? { share: DEFAULT_OUTAGE_ALLOWANCE_PERCENT / 100, processes: DEFAULT_STORE_PROCESSES }
+  const { clockOf, up, call, next, outage } = createCalls({ runtime, policy, allowance, shards, batcher, onBan: (id, until) => { opts.onBan?.(id, until) }, onOutageAdmission: opts.onOutageAdmission })
   let closed = false
   let cancelSweep = runtime.after(SWEEP_MS, function tick () {
     sweep()
@@ -74,7 +79,7 @@ export function createGrants (opts: GrantsOptions) {
       if (a.shard !== shard) continue
       const remaining = Math.max(0, a.reserve - acct.unwrittenUnits(a))
       // Nothing of the old reserve is spent until Redis confirms the new one (reserveCap 0).
-      Object.assign(a, { pool: 0, returns: [], unwritten: [], reserve: 0, reserveCap: 0 })
+      Object.assign(a, { pool: 0, returns: [], unwritten: [], allowanceUnwritten: [], reserve: 0, reserveCap: 0 })
       const adjustments = acct.ledgerAdjustments(a)
       if (adjustments.length === 0 && remaining === 0) continue
       all.push(entryOf(a, 0, 1, 0, remaining, adjustments))
@@ -105,7 +110,7 @@ export function createGrants (opts: GrantsOptions) {
       const earliest = clockOf(a).earliest(x)
       if (earliest !== undefined) acct.pruneLedger(a, earliest)
       const idle = x - a.lastSeen > IDLE_MS
-      if (!a.calling && up(a) && (a.returns.length > 0 || a.unwritten.length > 0 || (idle && a.reserve > 0))) call(a)
+      if (!a.calling && up(a) && (a.returns.length > 0 || a.unwritten.length > 0 || a.allowanceUnwritten.length > 0 || (idle && a.reserve > 0))) call(a)
       if (x - a.lastSeen > FORGET_MS && !a.calling && a.reserve === 0 && a.ledger.day.size + a.ledger.month.size === 0 && tableOf(a.id).get(a.id) === a) tableOf(a.id).delete(a.id)
     }
     if (from + SWEEP_SLICE < accounts.length && !closed) runtime.turnEnd(() => { sweep(accounts, from + SWEEP_SLICE) })
@@ -129,8 +134,8 @@ export function createGrants (opts: GrantsOptions) {
     },
     /** Drops what this process holds for `id` (its state in Redis was reset). */
     forget (id: string) { tableOf(id).delete(id) },
-    /** True while a shard does not answer or reserve admissions are not yet counted in Redis. */
-    degraded: () => shards.anyDown() || [...consumers.values(), ...anonymous.values()].some((a) => a.unwritten.length > 0),
+    /** True while a shard does not answer or outage admissions are not yet counted in Redis. */
+    degraded: () => shards.anyDown() || [...consumers.values(), ...anonymous.values()].some((a) => a.unwritten.length > 0 || a.allowanceUnwritten.length > 0),
     /** Resolves once every shard known is up, or after `ms`. */
     async settled (ms: number) {
       for (const name of port.shards()) shards.of(name)

@@ -18,8 +18,11 @@ export const EPOCH = load('epoch')
 /** Fields of one grant entry's reply, after the call's leading Redis time. */
 const GRANT_REPLY_FIELDS = 17
 
-/** One adjustment: add `delta` (negative: give back) to these buckets; 0 skips a window. */
-export interface Adjustment { readonly minute: number, readonly day: number, readonly month: number, readonly delta: number }
+/**
+ * One adjustment: add `delta` (negative: give back) to these buckets; 0 skips a window. `allowance`: an
+ * outage-allowance admission written back (it does not come out of the caller's reserve).
+ */
+export interface Adjustment { readonly minute: number, readonly day: number, readonly month: number, readonly delta: number, readonly allowance?: boolean }
 
 /**
  * One entry of a grant call: one id's `requests` of one `cost`, `extra` units wanted beyond them,

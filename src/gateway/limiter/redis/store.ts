@@ -11,7 +11,7 @@ import { type StoreOnError, withinBudget } from './outage.js'
 /** STORE_TIMEOUT_MS: a call unanswered this long fails its shard over to STORE_ON_ERROR (a late reply still counts). */
 export const DEFAULT_STORE_TIMEOUT_MS = 250
 
-export interface RedisStoreOptions extends Omit<GrantsOptions, 'timeoutMs' | 'policy' | 'onBan'> {
+export interface RedisStoreOptions extends Omit<GrantsOptions, 'timeoutMs' | 'policy' | 'onBan' | 'onOutageAdmission'> {
   description: RedisDescription
   timeoutMs?: number | undefined
   policy?: StoreOnError | undefined
@@ -26,6 +26,7 @@ export function createRedisStore (client: RedisClient, opts: RedisStoreOptions):
   const policy = opts.policy ?? 'local'
   const timeoutMs = opts.timeoutMs ?? DEFAULT_STORE_TIMEOUT_MS
   let errors = 0
+  const admitted = { reserve: 0, allowance: 0 }
   const admin = createRedisAdmin(client, (id) => { grants.forget(id) })
   const grants = createGrants({
     ...opts,
@@ -35,7 +36,8 @@ export function createRedisStore (client: RedisClient, opts: RedisStoreOptions):
       if (state === 'down') errors++
       opts.onShardChange?.(shard, state, reason)
     },
-    onBan: (id, until) => { admin.noteBan(id, until) }
+    onBan: (id, until) => { admin.noteBan(id, until) },
+    onOutageAdmission: (kind) => { admitted[kind]++ }
   })
   return {
     describe: () => opts.description,
@@ -46,6 +48,7 @@ export function createRedisStore (client: RedisClient, opts: RedisStoreOptions):
     health: {
       errors: () => errors,
       fallbackActive: () => grants.degraded(),
+      outageAdmissions: () => ({ ...admitted }),
       async probe () {
         try {
           await withinBudget(client.ping(), timeoutMs)

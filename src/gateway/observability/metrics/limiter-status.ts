@@ -6,6 +6,8 @@ export interface LimiterStatus {
   storeErrors: () => number
   /** True while a store circuit breaker is open and the fallback policy is in force. */
   fallbackActive: () => boolean
+  /** Requests admitted while the store did not answer, by kind (reserve, allowance), since start. */
+  outageAdmissions?: () => { readonly reserve: number, readonly allowance: number }
   /** Bans in force in the shared store (all processes) at the last background count; undefined before the first. */
   bannedKeys: () => number | undefined
 }

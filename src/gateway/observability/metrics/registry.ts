@@ -305,6 +305,22 @@ export function createGatewayMetrics (opts: MetricsOptions): GatewayMetrics {
     registers,
     collect () { this.set(limiter()?.fallbackActive() === true ? 1 : 0) }
   })
+  const outageSeen = { reserve: 0, allowance: 0 }
+  new Counter<'kind'>({
+    name: 'gateway_store_outage_admissions_total',
+    help: 'Requests admitted while the limiter store did not answer (STORE_ON_ERROR=local or strict), by kind: ' +
+      'reserve (room Redis kept back for this process) or allowance (the outage allowance, written back later)',
+    labelNames: ['kind'],
+    registers,
+    collect () {
+      const now = limiter()?.outageAdmissions?.()
+      for (const kind of ['reserve', 'allowance'] as const) {
+        const total = now?.[kind] ?? outageSeen[kind]
+        this.inc({ kind }, Math.max(0, total - outageSeen[kind]))
+        outageSeen[kind] = Math.max(total, outageSeen[kind])
+      }
+    }
+  })
   new Gauge({
     name: 'gateway_banned_keys',
     help: 'Bans in force in the shared limiter store (all processes), counted in the background every 15 s ' +

@@ -187,6 +187,17 @@ t.test('store metrics are read from the limiter status at scrape time, and a mis
   t.equal(sampleValue(samples, 'gateway_store_errors_total'), 7, 'a counter that follows the limiter total')
 })
 
+t.test('outage admissions by kind follow the limiter totals', async (t) => {
+  const admitted = { reserve: 0, allowance: 0 }
+  const status: LimiterStatus = { storeErrors: () => 0, fallbackActive: () => true, bannedKeys: () => 0, outageAdmissions: () => ({ ...admitted }) }
+  const metrics = createGatewayMetrics({ plans: ['free'], limiterStatus: () => status, defaultMetrics: false })
+  let samples = parseScrape(await metrics.registry.metrics())
+  t.same(['reserve', 'allowance'].map((kind) => sampleValue(samples, 'gateway_store_outage_admissions_total', { kind })), [0, 0], 'both kinds from the first scrape')
+  Object.assign(admitted, { reserve: 4, allowance: 9 })
+  samples = parseScrape(await metrics.registry.metrics())
+  t.same(['reserve', 'allowance'].map((kind) => sampleValue(samples, 'gateway_store_outage_admissions_total', { kind })), [4, 9])
+})
+
 t.test('with metrics: false nothing is recorded per request, and /metrics still answers', async (t) => {
   const gw = await startGateway(t, { metrics: false })
   await (await fetch(`${gw.url}/v1/pets`, { headers: PRO })).arrayBuffer()
