@@ -31,8 +31,8 @@ function monthOf (ms: number): number {
   return d.getUTCFullYear() * 12 + d.getUTCMonth()
 }
 
-/** Every window of every consumer over its limit. */
-export function violations (admissions: readonly Admission[], limits: ReadonlyMap<string, Limits>): Violation[] {
+/** Every window of every consumer over its limit; `slackMs` shortens the rolling windows (a stated bound, not the invariant). */
+export function violations (admissions: readonly Admission[], limits: ReadonlyMap<string, Limits>, slackMs = 0): Violation[] {
   const byConsumer = new Map<string, Admission[]>()
   for (const a of admissions) {
     const list = byConsumer.get(a.consumer)
@@ -43,9 +43,9 @@ export function violations (admissions: readonly Admission[], limits: ReadonlyMa
   for (const [consumer, list] of byConsumer) {
     const l = limits.get(consumer)!
     list.sort((a, b) => a.t - b.t)
-    const minute = fullest(list, 60_000)
+    const minute = fullest(list, 60_000 - slackMs)
     if (minute.units > l.perMinute) out.push({ consumer, window: 'minute', limit: l.perMinute, units: minute.units, at: minute.at })
-    const day = fullest(list, 86_400_000)
+    const day = fullest(list, 86_400_000 - slackMs)
     if (day.units > l.perDay) out.push({ consumer, window: 'day', limit: l.perDay, units: day.units, at: day.at })
     if (l.perMonth > 0) {
       const months = new Map<number, number>()

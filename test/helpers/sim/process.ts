@@ -34,6 +34,8 @@ export interface ProcessOptions {
 export interface Admission {
   readonly consumer: string
   readonly t: number
+  /** Redis's clock at the admission (differs from t + skew only when Redis's clock steps or drifts). */
+  readonly redisT: number
   readonly cost: number
   readonly via: string
 }
@@ -84,7 +86,7 @@ export class SimProcess implements Owner {
       this.waiting--
       const outcome = result.outcome === 'ban_started' ? 'key_banned' : result.outcome
       this.outcomes.set(outcome, (this.outcomes.get(outcome) ?? 0) + 1)
-      if (result.outcome === 'ok') this.admissions.push({ consumer: id, t: this.world.now, cost: ask.cost, via: result.via ?? 'store' })
+      if (result.outcome === 'ok') this.admissions.push({ consumer: id, t: this.world.now, redisT: this.redis.time(), cost: ask.cost, via: result.via ?? 'store' })
     }, () => {
       this.waiting--
       this.outcomes.set('unavailable', (this.outcomes.get('unavailable') ?? 0) + 1)
@@ -100,6 +102,12 @@ export class SimProcess implements Owner {
   reset (): void {
     this.drop()
     this.reconnectLater()
+  }
+
+  /** The link to Redis is cut for `ms` (a partition): calls in flight fail, and it reconnects only then. */
+  partition (ms: number): void {
+    this.drop()
+    this.reconnectLater(ms)
   }
 
   crash (): void {
@@ -148,10 +156,10 @@ export class SimProcess implements Owner {
     if (wasUp) for (const l of this.listeners) l('', false)
   }
 
-  private reconnectLater (): void {
+  private reconnectLater (after = this.world.between(5, 500)): void {
     if (this.dead) return
     const gen = this.gen
-    this.world.at(this.world.now + this.world.between(5, 500), () => {
+    this.world.at(this.world.now + after, () => {
       if (gen !== this.gen || this.redis.state === 'dead' || this.up) return
       this.up = true
       for (const l of this.listeners) l('', true)
