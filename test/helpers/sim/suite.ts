@@ -34,7 +34,7 @@ export function regressionSeeds (): RegressionSeed[] {
 }
 
 /** What one family's run found, printed as `# sim-result {json}` for the mutation gate. */
-export interface FamilyResult { family: Family, base: number, run: number, count: number, failed: number, regressionRun: number, regressionFailed: number, seconds: number, stoppedEarly: boolean }
+export interface FamilyResult { family: Family, base: number, run: number, count: number, failed: number, regressionRun: number, regressionFailed: number, seconds: number, cpuSeconds: number, stoppedEarly: boolean }
 
 /** SIM_COUNTS=family=n,…: counts per family (the mutation gate's `--counts`). */
 function countsByFamily (): Map<string, number> {
@@ -73,8 +73,9 @@ export async function runFamilies (t: Test, file: string, runs: readonly FamilyR
     const regression = kept.filter((k) => k.family === run.family).map((k) => k.seed)
     const fresh = only === undefined ? Array.from({ length: count }, (_, i) => base + i) : [only]
     const familyStarted = performance.now()
+    const cpuStarted = process.cpuUsage()
     if (only === undefined) t.comment(`${run.family}: ${regression.length} regression seeds, then ${count} fresh seeds ${base}…${base + count - 1} (SIM_FAMILY=${run.family} SIM_SEEDS_FROM=${base} replays this run)`)
-    const result: FamilyResult = { family: run.family, base, run: 0, count, failed: 0, regressionRun: 0, regressionFailed: 0, seconds: 0, stoppedEarly: false }
+    const result: FamilyResult = { family: run.family, base, run: 0, count, failed: 0, regressionRun: 0, regressionFailed: 0, seconds: 0, cpuSeconds: 0, stoppedEarly: false }
     let admitted = 0
     let requests = 0
     const enough = Math.max(1, Math.ceil(count / 100))
@@ -104,6 +105,8 @@ export async function runFamilies (t: Test, file: string, runs: readonly FamilyR
       }
     }
     result.seconds = (performance.now() - familyStarted) / 1000
+    const cpu = process.cpuUsage(cpuStarted)
+    result.cpuSeconds = (cpu.user + cpu.system) / 1e6
     t.comment(`sim-result ${JSON.stringify(result)}`)
     const failed = result.failed + result.regressionFailed
     t.equal(failed, 0, `${run.family}: ${result.regressionRun} regression and ${result.run} fresh schedules (seeds ${base}…${base + result.run - 1}), ${requests} requests, ${admitted} admitted, 0 over any limit`)
