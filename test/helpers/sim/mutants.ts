@@ -223,7 +223,7 @@ function runFile (dir: string, file: string, o: Options, onResult: (r: FamilyRes
       const at = line.indexOf('# sim-result ')
       if (at < 0) return
       const stop = onResult(JSON.parse(line.slice(at + '# sim-result '.length)) as FamilyResult)
-      if (stop && child.exitCode === null) child.kill('SIGTERM')
+      if (stop && child.exitCode === null) child.kill('SIGKILL') // tap handles SIGTERM by finishing its run
     })
     child.on('error', reject)
     child.on('close', (code, signal) => {

@@ -158,10 +158,21 @@ export function makeTimingSchedule (w: World, family: TimingFamily, drawnStart: 
   const outageAt = start + w.between(8_000, 20_000)
   const outageMs = w.between(60_000, 150_000)
   const end = outageAt + outageMs + w.between(30_000, 70_000)
-  const arrivals = stream(w, 0, start, end, w.between(2, 4), processes, 0)
   const partition = w.chance(0.6)
+  // Now and then the consumer goes quiet on process 0 just before Redis stalls: the sweep's call that hands its
+  // reserve back meets the stalled Redis (in flight, applied or not), and the consumer comes back during the outage.
+  const quiet = !partition && w.chance(0.5) ? outageAt - w.between(1_500, 2_000) : undefined
+  const rate0 = w.between(2, 4)
+  const arrivals = quiet === undefined
+    ? stream(w, 0, start, end, rate0, processes, 0)
+    : [...stream(w, 0, start, quiet, rate0, processes, 0), ...stream(w, 0, outageAt + w.between(300, 3_000), end, rate0, processes, 0)]
+  // Partitioned: the others start during the cut. Redis gone: they run before it too, at under the limit,
+  // so the room (and the reserve process 0 asks for, a quarter of it) shrinks call by call up to the outage.
   const others = partition ? outageAt + w.between(0, 60_000) : outageAt + outageMs
-  for (let p = 1; p < processes; p++) arrivals.push(...stream(w, 0, others, end, w.between(0.5, 2) * perMinute / 60 / (processes - 1), processes, p))
+  for (let p = 1; p < processes; p++) {
+    if (!partition) arrivals.push(...stream(w, 0, start, outageAt, w.between(0.3, 0.9) * perMinute / 60 / (processes - 1), processes, p))
+    arrivals.push(...stream(w, 0, others, end, w.between(0.5, 2) * perMinute / 60 / (processes - 1), processes, p))
+  }
   const faults: Fault[] = [partition
     ? { kind: 'partition', at: outageAt, process: 0, ms: outageMs }
     : w.chance(0.5) ? { kind: 'pause', at: outageAt, ms: outageMs } : { kind: 'kill', at: outageAt, ms: outageMs, keepData: true }]
