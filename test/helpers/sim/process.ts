@@ -115,9 +115,18 @@ export class SimProcess implements Owner {
     this.drop()
   }
 
+  /** A slow link: every message takes `ms` more until `until` (virtual ms). */
+  private slowLink = { until: 0, ms: 0 }
+
+  /** The link stays up but every message takes `extraMs` more, for `forMs` (congestion: calls outlive their budget). */
+  slow (forMs: number, extraMs: number): void {
+    this.slowLink = { until: this.world.now + forMs, ms: extraMs }
+  }
+
   private delay (): number {
     const { net } = this.opts
-    return net.base + this.world.random() * net.jitter + (this.world.chance(net.slowChance) ? net.slowMs : 0)
+    const slow = this.world.now < this.slowLink.until ? this.slowLink.ms : 0
+    return slow + net.base + this.world.random() * net.jitter + (this.world.chance(net.slowChance) ? net.slowMs : 0)
   }
 
   private send (command: () => unknown): Promise<unknown> {

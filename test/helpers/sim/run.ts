@@ -84,6 +84,8 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
         live[f.process]!.stall(f.ms)
       } else if (f.kind === 'partition') {
         live[f.process]!.partition(f.ms)
+      } else if (f.kind === 'slow') {
+        live[f.process]!.slow(f.ms, f.delay)
       } else if (f.kind === 'clock') {
         redis.stepClock(f.ms)
       } else {

@@ -30,6 +30,8 @@ export type Fault =
   | { readonly kind: 'crash', readonly at: number, readonly process: number, readonly restartAfter?: number }
   /** One process's link is cut for `ms` (it reconnects only then). */
   | { readonly kind: 'partition', readonly at: number, readonly process: number, readonly ms: number }
+  /** One process's link is up but `delay` ms slower, for `ms`: its calls outlive their budget and are answered late. */
+  | { readonly kind: 'slow', readonly at: number, readonly process: number, readonly ms: number, readonly delay: number }
   /** Redis's clock steps by `ms` (forward positive). */
   | { readonly kind: 'clock', readonly at: number, readonly ms: number }
 

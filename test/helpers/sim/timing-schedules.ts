@@ -158,10 +158,21 @@ export function makeTimingSchedule (w: World, family: TimingFamily, drawnStart: 
   const outageAt = start + w.between(8_000, 20_000)
   const outageMs = w.between(60_000, 150_000)
   const end = outageAt + outageMs + w.between(30_000, 70_000)
-  const partition = w.chance(0.6)
+  const kind = w.random()
+  const partition = kind < 0.45
+  const slow = kind >= 0.45 && kind < 0.7
+  // Or process 0's link stays up but slower than the budget (300 ms–1.5 s more, 10–60 s) while the others,
+  // served at once, bring the consumer to its limit: its calls time out and are answered late.
+  if (slow) {
+    const slowMs = w.between(10_000, 60_000)
+    const elsewhere: Arrival[] = []
+    for (let p = 1; p < processes; p++) elsewhere.push(...stream(w, 0, start, outageAt + slowMs + 20_000, w.between(1, 2.5) * perMinute / 60 / (processes - 1), processes, p))
+    const fromP0 = stream(w, 0, start, outageAt + slowMs + 20_000, w.between(2, 4), processes, 0)
+    return { ...base, processes, consumers, arrivals: [...fromP0, ...elsewhere], faults: [{ kind: 'slow', at: outageAt, process: 0, ms: slowMs, delay: w.between(300, 1500) }], duration: outageAt + slowMs + 20_000 - start }
+  }
   // Now and then the consumer goes quiet on process 0 just before Redis stalls: the sweep's call that hands its
   // reserve back meets the stalled Redis (in flight, applied or not), and the consumer comes back during the outage.
-  const quiet = !partition && w.chance(0.5) ? outageAt - w.between(1_500, 2_000) : undefined
+  const quiet = !partition && !slow && w.chance(0.5) ? outageAt - w.between(1_500, 2_000) : undefined
   const rate0 = w.between(2, 4)
   const arrivals = quiet === undefined
     ? stream(w, 0, start, end, rate0, processes, 0)
