@@ -13,7 +13,7 @@
 //   npm run sim:mutants -- pool-live-next-second give-back-twice      only these
 //   npm run sim:mutants -- --families sliding,chaos                   only these families
 //   npm run sim:mutants -- --full --markdown   every family to the end, rows for docs/simulator.md
-//   npm run sim:mutants -- --control           the unmutated copy too (it must fail nowhere)
+//   npm run sim:mutants -- --control           the unmutated copy too (it must fail nowhere); `-- control`: it alone
 //   npm run sim:mutants -- --counts chaos=500,burst=100 --seeds-from 7  counts per family; fixed seeds
 // The mutants and the last measured table: docs/simulator.md.
 import { spawn } from 'node:child_process'
@@ -274,9 +274,13 @@ async function main (): Promise<void> {
   }
   const stale = staleMutants()
   for (const { mutant, matches } of stale) console.log(`STALE ${mutant.name}: its anchor matches ${matches} times in ${mutant.file} (must be exactly once): ${JSON.stringify(mutant.find)}`)
+  // `control` as a name: the unmutated copy (alone, unless other names follow).
+  if (o.names.includes('control')) o.control = true
+  o.names = o.names.filter((n) => n !== 'control')
+  const onlyControl = o.control && o.names.length === 0 && process.argv.includes('control')
   const unknown = o.names.filter((n) => !MUTANTS.some((m) => m.name === n))
   if (unknown.length > 0) throw new Error(`unknown mutants: ${unknown.join(', ')} (--list names them)`)
-  const chosen = MUTANTS.filter((m) => (o.names.length === 0 || o.names.includes(m.name)) && !stale.some((s) => s.mutant === m))
+  const chosen = onlyControl ? [] : MUTANTS.filter((m) => (o.names.length === 0 || o.names.includes(m.name)) && !stale.some((s) => s.mutant === m))
   const outcomes: Outcome[] = []
   if (o.control) outcomes.push(await runMutant(undefined, o))
   for (const m of chosen) {
