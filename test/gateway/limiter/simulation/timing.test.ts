@@ -10,9 +10,9 @@ import t from 'tap'
 import { runFamilies } from '../../../helpers/sim/suite.js'
 
 await runFamilies(t, 'test/gateway/limiter/simulation/timing.test.ts', [
-  { family: 'sliding', count: 40 },
   { family: 'recovery', count: 60 },
-  { family: 'calendar', count: 40 },
+  { family: 'sliding', count: 40 },
   { family: 'clock', count: 40 },
-  { family: 'long-outage', count: 40 }
+  { family: 'long-outage', count: 40 },
+  { family: 'calendar', count: 40 }
 ])
