@@ -36,7 +36,9 @@ function stream (w: World, consumer: number, from: number, to: number, perSecond
  * A consumer at 0.5–3 × its minute limit in phases of 15–60 s, each phase spread over the processes or
  * stuck to one (traffic moving between processes), with bursts on second boundaries now and then.
  */
-function atLimit (w: World, consumer: number, c: Consumer, s: { start: number, skew: number, end: number, processes: number }, costly: boolean): Arrival[] {
+function atLimit (w: World, consumer: number, c: Consumer, s: { start: number, skew: number, end: number, processes: number, drift?: number }, costly: boolean): Arrival[] {
+  // Second boundaries by Redis's clock, which may drift (it started drifting 5 s before the start: run.ts).
+  const edge = (k: number): number => s.drift === undefined ? boundary(s.start, s.skew, k) : (boundary(s.start, s.skew, k) + s.drift * (s.start - 5000)) / (1 + s.drift)
   const out: Arrival[] = []
   for (let from = s.start + w.between(0, 2000); from < s.end;) {
     const to = Math.min(s.end, from + w.between(15_000, 60_000))
@@ -44,8 +46,8 @@ function atLimit (w: World, consumer: number, c: Consumer, s: { start: number, s
     out.push(...stream(w, consumer, from, to, w.between(0.5, 3) * c.perMinute / 60, s.processes, sticky, costly))
     if (w.chance(0.3)) {
       const size = int(w, 1, Math.max(1, Math.floor(c.perMinute / 4)))
-      for (let k = Math.ceil((from - s.start) / 1000); boundary(s.start, s.skew, k) < to; k += int(w, 1, 5)) {
-        for (let i = 0; i < size; i++) out.push({ t: boundary(s.start, s.skew, k) + w.between(0, 3), process: sticky >= 0 ? sticky : int(w, 0, s.processes - 1), consumer, cost: 1 })
+      for (let k = Math.ceil((from - s.start) / 1000); edge(k) < to; k += int(w, 1, 5)) {
+        for (let i = 0; i < size; i++) out.push({ t: edge(k) + w.between(0, 3), process: sticky >= 0 ? sticky : int(w, 0, s.processes - 1), consumer, cost: 1 })
       }
     }
     from = to
@@ -78,14 +80,14 @@ export function makeTimingSchedule (w: World, family: TimingFamily, drawnStart: 
     const processes = int(w, 2, 3)
     const duration = family === 'sliding' ? w.between(150_000, 180_000) : w.between(100_000, 160_000)
     const consumers = Array.from({ length: int(w, 1, 3) }, (_, i) => minuteConsumer(w, `c${i}`, int(w, 6, 90)))
-    const s = { start, skew, end: start + duration, processes }
+    // Redis's clock (`clock`): a drift within the bound always; steps forward (checked by Redis's clock, windows
+    // shortened by the steps) or back (windows only grow in real time: checked by the world's).
+    const forward = family === 'clock' && w.chance(0.6)
+    const redisDrift = family === 'sliding' ? undefined : forward ? w.between(-5e-4, 5e-4) : w.between(-5e-4, 0)
+    const s = { start, skew, end: start + duration, processes, ...(redisDrift === undefined ? {} : { drift: redisDrift }) }
     const arrivals = consumers.flatMap((c, i) => atLimit(w, i, c, s, w.chance(0.2)))
     const faults = lightFaults(w, start, duration, processes, int(w, 0, 2))
     if (family === 'sliding') return { ...base, processes, consumers, arrivals, faults, duration }
-    // Redis's clock: a drift within the bound always; steps forward (checked by Redis's clock, windows
-    // shortened by the steps) or back (windows only grow in real time: checked by the world's).
-    const forward = w.chance(0.6)
-    const redisDrift = forward ? w.between(-5e-4, 5e-4) : w.between(-5e-4, 0)
     const steps = w.chance(forward ? 0.5 : 1) ? int(w, 1, 2) : 0
     let stepped = 0
     for (let i = 0; i < steps; i++) {
