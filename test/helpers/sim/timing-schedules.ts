@@ -14,7 +14,8 @@
 //   forward or back; a forward step is outside the invariant, so those schedules check its stated
 //   bound (every window by Redis's clock, shortened by the step: docs/limiter-internals.md);
 // - `long-outage`: one process partitioned, or Redis paused or down, for 60–150 s — longer than the
-//   reserve's 58 s of cover — while traffic goes on everywhere.
+//   reserve's 58 s of cover — while traffic goes on everywhere; or that process's link slower than the
+//   call budget while the others are served at once (its calls time out and are answered late).
 // Everything is drawn from the world's random stream, so a seed is a schedule.
 import type { StoreOnError } from '../../../src/gateway/limiter/redis/outage.js'
 import type { World } from './world.js'
