@@ -158,12 +158,15 @@ export function makeTimingSchedule (w: World, family: TimingFamily, drawnStart: 
   const processes = int(w, 2, 3)
   const perMinute = int(w, 80, 180)
   const consumers: Consumer[] = [{ id: 'hot', perMinute, perDay: perMinute * int(w, 10, 100), perMonth: 0, overage: false, ban: null }]
-  const outageAt = start + w.between(8_000, 20_000)
-  const outageMs = w.between(60_000, 150_000)
-  const end = outageAt + outageMs + w.between(30_000, 70_000)
   const kind = w.random()
   const partition = kind < 0.45
   const slow = kind >= 0.45 && kind < 0.7
+  // Cut off, the consumer's traffic there may slow to a trickle, so its reserve (10 s of its busy rate) would
+  // last past the cover; the cut then outlasts the reserve itself (Redis drops it 120 s after its last renewal).
+  const trickle = partition && w.chance(0.5) ? w.between(0.15, 0.5) : undefined
+  const outageAt = start + w.between(8_000, 20_000)
+  const outageMs = trickle === undefined ? w.between(60_000, 150_000) : w.between(125_000, 180_000)
+  const end = outageAt + outageMs + w.between(30_000, 70_000)
   // Or process 0's link stays up but slower than the budget (300 ms–1.5 s more, 10–60 s) while the others,
   // served at once, bring the consumer to its limit: its calls time out and are answered late.
   if (slow) {
@@ -177,15 +180,17 @@ export function makeTimingSchedule (w: World, family: TimingFamily, drawnStart: 
   // reserve back meets the stalled Redis (in flight, applied or not), and the consumer comes back during the outage.
   const quiet = !partition && !slow && w.chance(0.5) ? outageAt - w.between(1_500, 2_000) : undefined
   const rate0 = w.between(2, 4)
-  const arrivals = quiet === undefined
-    ? stream(w, 0, start, end, rate0, processes, 0)
-    : [...stream(w, 0, start, quiet, rate0, processes, 0), ...stream(w, 0, outageAt + w.between(300, 3_000), end, rate0, processes, 0)]
+  const arrivals = quiet !== undefined
+    ? [...stream(w, 0, start, quiet, rate0, processes, 0), ...stream(w, 0, outageAt + w.between(300, 3_000), end, rate0, processes, 0)]
+    : trickle !== undefined
+      ? [...stream(w, 0, start, outageAt, rate0, processes, 0), ...stream(w, 0, outageAt, outageAt + outageMs, trickle, processes, 0), ...stream(w, 0, outageAt + outageMs, end, rate0, processes, 0)]
+      : stream(w, 0, start, end, rate0, processes, 0)
   // Partitioned: the others start during the cut. Redis gone: they run before it too, at under the limit,
   // so the room (and the reserve process 0 asks for, a quarter of it) shrinks call by call up to the outage.
   const others = partition ? outageAt + w.between(0, 60_000) : outageAt + outageMs
   for (let p = 1; p < processes; p++) {
     if (!partition) arrivals.push(...stream(w, 0, start, outageAt, w.between(0.3, 0.9) * perMinute / 60 / (processes - 1), processes, p))
-    arrivals.push(...stream(w, 0, others, end, w.between(0.5, 2) * perMinute / 60 / (processes - 1), processes, p))
+    arrivals.push(...stream(w, 0, others, end, w.between(trickle === undefined ? 0.5 : 1.2, 2) * perMinute / 60 / (processes - 1), processes, p))
   }
   const faults: Fault[] = [partition
     ? { kind: 'partition', at: outageAt, process: 0, ms: outageMs }
