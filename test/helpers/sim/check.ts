@@ -31,32 +31,43 @@ function monthOf (ms: number): number {
   return d.getUTCFullYear() * 12 + d.getUTCMonth()
 }
 
+/** The windows of one consumer's `list` (sorted by t) over `limit` + `extra` units. */
+function overLimit (consumer: string, list: readonly Admission[], limit: Limits, extra: number, slackMs: number): Violation[] {
+  const out: Violation[] = []
+  const bound = { perMinute: limit.perMinute + extra, perDay: limit.perDay + extra, perMonth: limit.perMonth > 0 ? limit.perMonth + extra : 0 }
+  const minute = fullest(list, 60_000 - slackMs)
+  if (minute.units > bound.perMinute) out.push({ consumer, window: 'minute', limit: bound.perMinute, units: minute.units, at: minute.at })
+  const day = fullest(list, 86_400_000 - slackMs)
+  if (day.units > bound.perDay) out.push({ consumer, window: 'day', limit: bound.perDay, units: day.units, at: day.at })
+  if (bound.perMonth > 0) {
+    const months = new Map<number, number>()
+    for (const admission of list) months.set(monthOf(admission.t), (months.get(monthOf(admission.t)) ?? 0) + admission.cost)
+    for (const [month, units] of months) if (units > bound.perMonth) out.push({ consumer, window: 'month', limit: bound.perMonth, units, at: month })
+  }
+  return out
+}
+
 /**
- * Every window of every consumer over its limit — or, for a consumer in `allowed`, over its limit by more than
- * that many units (STORE_ON_ERROR=local's outage allowance, all processes together: docs/limiter-internals.md).
+ * Every window of every consumer over its limit. A consumer in `allowed` (STORE_ON_ERROR=local's outage allowance,
+ * all processes together: docs/limiter-internals.md) may go over by that many units in all, but only through
+ * admissions made without Redis (`via: 'fallback'`): what Redis granted alone is still held to the exact limit,
+ * so a counting bug on the healthy path is not hidden by the allowance.
+ * `slackMs` shortens the rolling windows (a stated bound, not the invariant: docs/simulator.md).
  */
-export function violations (admissions: readonly Admission[], limits: ReadonlyMap<string, Limits>, allowed?: ReadonlyMap<string, number>): Violation[] {
+export function violations (admissions: readonly Admission[], limits: ReadonlyMap<string, Limits>, allowed?: ReadonlyMap<string, number>, slackMs = 0): Violation[] {
   const byConsumer = new Map<string, Admission[]>()
-  for (const a of admissions) {
-    const list = byConsumer.get(a.consumer)
-    if (list === undefined) byConsumer.set(a.consumer, [a])
-    else list.push(a)
+  for (const admission of admissions) {
+    const list = byConsumer.get(admission.consumer)
+    if (list === undefined) byConsumer.set(admission.consumer, [admission])
+    else list.push(admission)
   }
   const out: Violation[] = []
   for (const [consumer, list] of byConsumer) {
     const limit = limits.get(consumer)!
-    const over = allowed?.get(consumer) ?? 0
-    const l = { perMinute: limit.perMinute + over, perDay: limit.perDay + over, perMonth: limit.perMonth > 0 ? limit.perMonth + over : 0 }
+    const allowance = allowed?.get(consumer) ?? 0
     list.sort((a, b) => a.t - b.t)
-    const minute = fullest(list, 60_000)
-    if (minute.units > l.perMinute) out.push({ consumer, window: 'minute', limit: l.perMinute, units: minute.units, at: minute.at })
-    const day = fullest(list, 86_400_000)
-    if (day.units > l.perDay) out.push({ consumer, window: 'day', limit: l.perDay, units: day.units, at: day.at })
-    if (l.perMonth > 0) {
-      const months = new Map<number, number>()
-      for (const a of list) months.set(monthOf(a.t), (months.get(monthOf(a.t)) ?? 0) + a.cost)
-      for (const [m, units] of months) if (units > l.perMonth) out.push({ consumer, window: 'month', limit: l.perMonth, units, at: m })
-    }
+    out.push(...overLimit(consumer, list, limit, allowance, slackMs))
+    if (allowance > 0) out.push(...overLimit(consumer, list.filter((admission) => admission.via !== 'fallback'), limit, 0, slackMs))
   }
   return out
 }

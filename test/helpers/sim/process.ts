@@ -36,6 +36,8 @@ export interface ProcessOptions {
 export interface Admission {
   readonly consumer: string
   readonly t: number
+  /** Redis's clock at the admission (differs from t + skew only when Redis's clock steps or drifts). */
+  readonly redisT: number
   readonly cost: number
   readonly via: string
 }
@@ -88,7 +90,7 @@ export class SimProcess implements Owner {
       this.waiting--
       const outcome = result.outcome === 'ban_started' ? 'key_banned' : result.outcome
       this.outcomes.set(outcome, (this.outcomes.get(outcome) ?? 0) + 1)
-      if (result.outcome === 'ok') this.admissions.push({ consumer: id, t: this.world.now, cost: ask.cost, via: result.via ?? 'store' })
+      if (result.outcome === 'ok') this.admissions.push({ consumer: id, t: this.world.now, redisT: this.redis.time(), cost: ask.cost, via: result.via ?? 'store' })
       else this.refusals.push({ consumer: id, t: this.world.now, outcome })
     }, () => {
       this.waiting--
@@ -108,14 +110,29 @@ export class SimProcess implements Owner {
     this.reconnectLater()
   }
 
+  /** The link to Redis is cut for `ms` (a partition): calls in flight fail, and it reconnects only then. */
+  partition (ms: number): void {
+    this.drop()
+    this.reconnectLater(ms)
+  }
+
   crash (): void {
     this.dead = true
     this.drop()
   }
 
+  /** A slow link: every message takes `ms` more until `until` (virtual ms). */
+  private slowLink = { until: 0, ms: 0 }
+
+  /** The link stays up but every message takes `extraMs` more, for `forMs` (congestion: calls outlive their budget). */
+  slow (forMs: number, extraMs: number): void {
+    this.slowLink = { until: this.world.now + forMs, ms: extraMs }
+  }
+
   private delay (): number {
     const { net } = this.opts
-    return net.base + this.world.random() * net.jitter + (this.world.chance(net.slowChance) ? net.slowMs : 0)
+    const slow = this.world.now < this.slowLink.until ? this.slowLink.ms : 0
+    return slow + net.base + this.world.random() * net.jitter + (this.world.chance(net.slowChance) ? net.slowMs : 0)
   }
 
   private send (command: () => unknown): Promise<unknown> {
@@ -154,10 +171,10 @@ export class SimProcess implements Owner {
     if (wasUp) for (const l of this.listeners) l('', false)
   }
 
-  private reconnectLater (): void {
+  private reconnectLater (after = this.world.between(5, 500)): void {
     if (this.dead) return
     const gen = this.gen
-    this.world.at(this.world.now + this.world.between(5, 500), () => {
+    this.world.at(this.world.now + after, () => {
       if (gen !== this.gen || this.redis.state === 'dead' || this.up) return
       this.up = true
       for (const l of this.listeners) l('', true)

@@ -70,9 +70,26 @@ export class SimRedis {
     callModel(vm, 'reset', this.id)
   }
 
-  /** Redis's clock, Unix ms. */
+  /** Steps of Redis's clock so far (ms, forward positive), and its drift from the world's (a rate, from `driftFrom`). */
+  private stepped = 0
+  private drift = 0
+  private driftFrom = 0
+
+  /** Redis's clock, Unix ms: the world's plus the skew, its steps and its drift. */
   time (): number {
-    return this.world.now + this.skew
+    return this.world.now + this.skew + this.stepped + this.drift * (this.world.now - this.driftFrom)
+  }
+
+  /** Redis's clock runs `rate` faster than the world's from now on (a realistic bound: well under DRIFT). */
+  setDrift (rate: number): void {
+    this.stepped += this.drift * (this.world.now - this.driftFrom)
+    this.drift = rate
+    this.driftFrom = this.world.now
+  }
+
+  /** Redis's clock steps by `ms` (an NTP step: forward positive, back negative). */
+  stepClock (ms: number): void {
+    this.stepped += ms
   }
 
   /** Connections hear when the server dies (`down`) and when it is back (`up`). */

@@ -7,7 +7,8 @@ import { DEFAULT_BAN } from './schedules.js'
 import { ideal, violations, type Limits, type Violation } from './check.js'
 import { SimProcess, type Admission } from './process.js'
 import { SimRedis, type LuaVm } from './redis-model.js'
-import { makeSchedule, type Family, type Schedule } from './schedules.js'
+import { makeSchedule, TIMING_FAMILIES, type Family, type Schedule, type TimingFamily } from './schedules.js'
+import { makeTimingSchedule } from './timing-schedules.js'
 import { World } from './world.js'
 
 export interface Report {
@@ -42,10 +43,14 @@ const YEAR_START = Date.UTC(2030, 0, 1)
 /** Runs one schedule; `vm`: the Lua VM to run it in (one per test file, reused: each world has its own keyspace). */
 export async function runSchedule (family: Family, seed: number, vm: LuaVm): Promise<Report> {
   const world = new World(seed, 0)
-  const start = YEAR_START + Math.floor(world.random() * 360) * 86_400_000 + (world.chance(0.2) ? 86_400_000 * 28 - 30_000 : world.between(0, 86_400_000))
+  const drawn = YEAR_START + Math.floor(world.random() * 360) * 86_400_000 + (world.chance(0.2) ? 86_400_000 * 28 - 30_000 : world.between(0, 86_400_000))
+  world.now = drawn - 5000
+  const schedule = TIMING_FAMILIES.includes(family as TimingFamily) ? makeTimingSchedule(world, family as TimingFamily, drawn) : makeSchedule(world, family, drawn)
+  // A schedule may pick its own start (a month's end); nothing is queued yet, so the clock can move there.
+  const start = schedule.start ?? drawn
   world.now = start - 5000
-  const schedule = makeSchedule(world, family, start)
   const redis = new SimRedis(world, schedule.skew, vm)
+  if (schedule.redisDrift !== undefined) redis.setDrift(schedule.redisDrift)
   if (schedule.seasoned) redis.set('rl:{#epoch}', 'deployed,0')
   const processes: SimProcess[] = []
   // STORE_ON_ERROR=local's outage allowance: the schedule's, else the shipped share over the schedule's processes.
@@ -85,12 +90,23 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
         live[f.process]!.reset()
       } else if (f.kind === 'stall') {
         live[f.process]!.stall(f.ms)
+      } else if (f.kind === 'partition') {
+        live[f.process]!.partition(f.ms)
+      } else if (f.kind === 'slow') {
+        live[f.process]!.slow(f.ms, f.delay)
+      } else if (f.kind === 'clock') {
+        redis.stepClock(f.ms)
       } else {
+        // A fresh process takes its place at once, or `restartAfter` later (requests meanwhile find none).
         live[f.process]!.crash()
-        const fresh = spawn(f.process)
-        processes.push(fresh)
-        live[f.process] = fresh
-        void fresh.grants.settled(0)
+        const restart = (): void => {
+          const fresh = spawn(f.process)
+          processes.push(fresh)
+          live[f.process] = fresh
+          void fresh.grants.settled(0)
+        }
+        if (f.restartAfter === undefined) restart()
+        else world.at(world.now + f.restartAfter, restart)
       }
     })
   }
@@ -101,7 +117,10 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
   // Under `local` a consumer may go over by the allowance of every process that ran (a crashed one's uncounted
   // admissions are gone with it, its replacement has its own): the checker is told that bound, per consumer.
   const allowed = new Map<string, number>(schedule.policy === 'local' ? schedule.consumers.map((c) => [c.id, allowanceUnits(allowance, c.perMinute) * processes.length]) : [])
-  const found = schedule.policy === 'open' ? [] : violations(admissions, limits, allowed)
+  // By Redis's clock where it drifts or steps (what the limiter's windows are), else by the world's.
+  const byRedis = schedule.checkBy?.clock === 'redis'
+  const checked = byRedis ? admissions.map((a) => ({ ...a, t: a.redisT })) : admissions
+  const found = schedule.policy === 'open' ? [] : violations(checked, limits, allowed, schedule.checkBy?.slackMs ?? 0)
   const outcomes: Record<string, number> = {}
   for (const p of processes) for (const [k, v] of p.outcomes) outcomes[k] = (outcomes[k] ?? 0) + v
   let underPct: number | undefined
@@ -137,7 +156,7 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
     refusals: processes.flatMap((p) => p.refusals),
     describe () {
       const lines = [
-        `family ${family}, seed ${seed}: ${schedule.processes} processes, STORE_ON_ERROR=${schedule.policy}, timeout ${schedule.timeoutMs} ms, barrier ${schedule.barrierMs} ms, Redis skew ${schedule.skew.toFixed(0)} ms, ${schedule.seasoned ? 'seasoned' : 'fresh'} Redis`,
+        `family ${family}, seed ${seed}: ${schedule.processes} processes, STORE_ON_ERROR=${schedule.policy}, timeout ${schedule.timeoutMs} ms, barrier ${schedule.barrierMs} ms, Redis skew ${schedule.skew.toFixed(0)} ms${schedule.redisDrift === undefined ? '' : `, Redis drift ${(schedule.redisDrift * 1e6).toFixed(0)} ppm`}, ${schedule.seasoned ? 'seasoned' : 'fresh'} Redis, ${(schedule.duration / 1000).toFixed(0)} s from ${new Date(start).toISOString()}${byRedis ? `, checked by Redis's clock (windows ${schedule.checkBy?.slackMs.toFixed(0)} ms shorter)` : ''}`,
         `consumers: ${schedule.consumers.map((c) => `${c.id} ${c.perMinute}/min ${c.perDay}/day${c.perMonth > 0 ? ` ${c.perMonth}/month${c.overage ? ' (overage)' : ''}` : ''}${c.ban === null ? '' : c.ban === DEFAULT_BAN ? ' ban' : ` ban@${c.ban.threshold}`}`).join(', ')}`,
         `faults: ${schedule.faults.map((f) => `${f.kind}@${((f.at - start) / 1000).toFixed(2)}s${'ms' in f ? ` ${f.ms.toFixed(0)}ms` : ''}${'process' in f ? ` p${f.process}` : ''}${f.kind === 'kill' ? (f.keepData ? ' kept' : ' lost') : ''}`).join(', ') || 'none'}`,
         `requests ${schedule.arrivals.length}, outcomes ${JSON.stringify(outcomes)}, unanswered ${unanswered}, scripts ${redis.scripts}`,

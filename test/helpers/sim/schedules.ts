@@ -7,8 +7,11 @@ import { makeOutageTailSchedule } from './outage-schedules.js'
 import type { Net } from './process.js'
 import type { World } from './world.js'
 
-export type Family = 'chaos' | 'idle-process' | 'ban-recover' | 'data-loss' | 'steady' | 'long-tail' | 'burst' | 'outage-tail'
-export const FAMILIES: readonly Family[] = ['chaos', 'idle-process', 'ban-recover', 'data-loss', 'steady', 'long-tail', 'burst', 'outage-tail']
+/** The families of timing-schedules.ts: long windows that slide, recovery under traffic, calendar edges, clocks, long outages. */
+export type TimingFamily = 'sliding' | 'recovery' | 'calendar' | 'clock' | 'long-outage'
+export const TIMING_FAMILIES: readonly TimingFamily[] = ['sliding', 'recovery', 'calendar', 'clock', 'long-outage']
+export type Family = 'chaos' | 'idle-process' | 'ban-recover' | 'data-loss' | 'steady' | 'long-tail' | 'burst' | 'outage-tail' | TimingFamily
+export const FAMILIES: readonly Family[] = ['chaos', 'idle-process', 'ban-recover', 'data-loss', 'steady', 'long-tail', 'burst', 'outage-tail', ...TIMING_FAMILIES]
 
 export interface Consumer {
   readonly id: string
@@ -25,7 +28,13 @@ export type Fault =
   | { readonly kind: 'kill', readonly at: number, readonly ms: number, readonly keepData: boolean }
   | { readonly kind: 'reset', readonly at: number, readonly process: number }
   | { readonly kind: 'stall', readonly at: number, readonly process: number, readonly ms: number }
-  | { readonly kind: 'crash', readonly at: number, readonly process: number }
+  | { readonly kind: 'crash', readonly at: number, readonly process: number, readonly restartAfter?: number }
+  /** One process's link is cut for `ms` (it reconnects only then). */
+  | { readonly kind: 'partition', readonly at: number, readonly process: number, readonly ms: number }
+  /** One process's link is up but `delay` ms slower, for `ms`: its calls outlive their budget and are answered late. */
+  | { readonly kind: 'slow', readonly at: number, readonly process: number, readonly ms: number, readonly delay: number }
+  /** Redis's clock steps by `ms` (forward positive). */
+  | { readonly kind: 'clock', readonly at: number, readonly ms: number }
 
 export interface Arrival { readonly t: number, readonly process: number, readonly consumer: number, readonly cost: number }
 
@@ -51,16 +60,26 @@ export interface Schedule {
   readonly allowance?: OutageAllowance
   /** outage-tail: the one long outage [from, to) (virtual ms), for the answered share. */
   readonly outage?: { readonly from: number, readonly to: number }
+  /** The schedule's own first instant, when it needs one (a month's end): replaces the one drawn. */
+  readonly start?: number
+  /** Redis's clock runs this much faster than the world's (a rate; 0 when absent). */
+  readonly redisDrift?: number
+  /**
+   * How the bound is checked: by the world's clock (the default: Redis's differs by a constant skew), or
+   * by Redis's clock at each admission (it drifts or steps forward), with every rolling window
+   * `slackMs` shorter — the stated bound of a forward step (docs/limiter-internals.md).
+   */
+  readonly checkBy?: { readonly clock: 'redis', readonly slackMs: number }
 }
 
 /** Requests one schedule carries at most (beyond it, drawn at random): many short schedules find more than a few long ones. */
 const MAX_ARRIVALS = 250
 
 export const DEFAULT_BAN: BanPolicy = { threshold: 30, windowSeconds: 60, durationSeconds: 900, maxDurationSeconds: 86_400 }
-const int = (w: World, a: number, b: number): number => Math.floor(w.between(a, b + 1))
-const pick = <T>(w: World, items: readonly T[]): T => items[Math.floor(w.random() * items.length)]!
+export const int = (w: World, a: number, b: number): number => Math.floor(w.between(a, b + 1))
+export const pick = <T>(w: World, items: readonly T[]): T => items[Math.floor(w.random() * items.length)]!
 
-function net (w: World): Net {
+export function net (w: World): Net {
   return { base: w.between(0.05, 1.5), jitter: w.between(0, 2), slowChance: w.chance(0.5) ? w.between(0, 0.03) : 0, slowMs: w.between(5, 400) }
 }
 
@@ -72,7 +91,7 @@ function consumer (w: World, id: string, month: boolean): Consumer {
 }
 
 /** Second boundaries by Redis time, as virtual instants. */
-function boundary (start: number, skew: number, second: number): number {
+export function boundary (start: number, skew: number, second: number): number {
   return Math.ceil((start + skew) / 1000) * 1000 + second * 1000 - skew
 }
 
@@ -95,7 +114,7 @@ function load (w: World, s: { start: number, skew: number, duration: number, pro
   return out
 }
 
-function faults (w: World, start: number, duration: number, processes: number, n: number): Fault[] {
+export function faults (w: World, start: number, duration: number, processes: number, n: number): Fault[] {
   const out: Fault[] = []
   for (let i = 0; i < n; i++) {
     const at = start + w.between(0, duration)

@@ -7,7 +7,7 @@ import { runFamilies } from '../../../helpers/sim/suite.js'
 
 await runFamilies(t, 'test/gateway/limiter/simulation/steady.test.ts', [{
   family: 'steady',
-  count: Number(process.env.SIM_COUNT ?? 60),
+  count: 60,
   check (t, r) {
     const ring = r.reference ?? 0
     t.ok(r.admitted >= ring - 1, `admitted ${r.admitted}, the in-process ring ${ring} (${r.underPct?.toFixed(2)} % under an exact log)`)
