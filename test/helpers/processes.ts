@@ -4,7 +4,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Test } from 'tap'
-import { freePort, waitForHttp } from './ports.js'
+import { freePort, PROCESS_START_TIMEOUT_MS, waitForHttp } from './ports.js'
 
 export const REPO_ROOT = join(import.meta.dirname, '..', '..')
 
@@ -105,7 +105,7 @@ export async function startGatewayProcess (t: Pick<Test, 'teardown'>, envFor: (p
     const [port, adminPort] = [await freePort(), await freePort()]
     const proc = runEntry(t, 'src/gateway/server.ts', envFor(port, adminPort), root)
     const outcome = await Promise.race([
-      waitForHttp(`http://127.0.0.1:${adminPort}/readyz`, 30_000, (s) => s === 200).then(() => 'ready' as const, (err: Error) => err),
+      waitForHttp(`http://127.0.0.1:${adminPort}/readyz`, PROCESS_START_TIMEOUT_MS, (s) => s === 200).then(() => 'ready' as const, (err: Error) => err),
       proc.exited.then(() => 'exited' as const)
     ])
     if (outcome === 'ready') return { port, adminPort, proc }

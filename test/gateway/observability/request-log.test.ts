@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto'
 import t from 'tap'
 import { startEchoUpstream } from '../../helpers/echo-upstream.js'
 import { bearer, DEMO_KEYS, FIXTURE_CONFIG_DIR, startGateway } from '../../helpers/gateway.js'
-import { freePort, waitForHttp } from '../../helpers/ports.js'
+import { freePort, PROCESS_START_TIMEOUT_MS, waitForHttp } from '../../helpers/ports.js'
 import { runEntry } from '../../helpers/processes.js'
 import { poll } from '../../helpers/poll.js'
 
@@ -75,8 +75,8 @@ t.test('the process logs start-up and config once, at the level LOG_LEVEL sets',
   const warnEnv = await base()
   const info = runEntry(t, 'src/gateway/server.ts', { ...infoEnv, LOG_LEVEL: 'info' })
   const warn = runEntry(t, 'src/gateway/server.ts', { ...warnEnv, LOG_LEVEL: 'warn' })
-  await waitForHttp(`http://127.0.0.1:${infoEnv.ADMIN_PORT}/healthz`, 20_000)
-  await waitForHttp(`http://127.0.0.1:${warnEnv.ADMIN_PORT}/healthz`, 20_000)
+  await waitForHttp(`http://127.0.0.1:${infoEnv.ADMIN_PORT}/healthz`, PROCESS_START_TIMEOUT_MS)
+  await waitForHttp(`http://127.0.0.1:${warnEnv.ADMIN_PORT}/healthz`, PROCESS_START_TIMEOUT_MS)
   await poll(() => info.output().includes('"msg":"gateway listening"'), 5000, 20)
   const count = (text: string, msg: string): number => text.split(`"msg":"${msg}"`).length - 1
   const infoOut = info.output()
