@@ -3,7 +3,7 @@ import { cpSync, writeFileSync } from 'node:fs'
 import { createServer, type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { DEMO_KEYS, FIXTURE_CONFIG_DIR } from '../helpers/gateway.js'
-import { poll, sleep } from '../helpers/poll.js'
+import { EVENT_TIMEOUT_MS, poll, sleep } from '../helpers/poll.js'
 import { freePort, PROCESS_START_TIMEOUT_MS, waitForHttp } from '../helpers/ports.js'
 import { gatewayProcessEnv, runEntry } from '../helpers/processes.js'
 
@@ -93,7 +93,7 @@ t.test('SIGHUP reloads the config of a running process (watching off)', async (t
   t.not(after.version, before.version)
   t.match(after, { keys: { total: 1, byPlan: { pro: 1 } } })
   // Log lines are batched and flushed within 200 ms.
-  await poll(() => /"trigger":"SIGHUP".*"msg":"config reloaded"/.test(proc.output()), 5_000)
+  await poll(() => /"trigger":"SIGHUP".*"msg":"config reloaded"/.test(proc.output()), EVENT_TIMEOUT_MS)
   t.match(proc.output(), /"trigger":"SIGHUP".*"msg":"config reloaded"/)
   proc.child.kill('SIGTERM')
   t.equal((await proc.exited).code, 0)
