@@ -129,12 +129,22 @@ t.test('30,000 consumers over 24 h: the admin read lists the heaviest, sends no 
     if (args[1] === 'seen-all') sources.push('marker')
   })
   await redis.cli('CONFIG', 'RESETSTAT')
+  // Each read command has a 1 s budget (DEFAULT_HISTORY_READ_TIMEOUT_MS): on a loaded machine a read
+  // can run past it and be answered 503 by design, so the read is asked again, a few times at most;
+  // what is checked below holds for every attempt (the commands) and for the answer (its content).
+  const statuses: number[] = []
   const asked = Date.now()
-  const res = await fetch(`${gw.adminUrl}/admin/plans/free/shadow?top=5`)
+  let res = await fetch(`${gw.adminUrl}/admin/plans/free/shadow?top=5`)
+  while (res.status === 503 && statuses.length < 4) {
+    statuses.push(res.status)
+    await res.arrayBuffer()
+    res = await fetch(`${gw.adminUrl}/admin/plans/free/shadow?top=5`)
+  }
+  statuses.push(res.status)
   const ms = Date.now() - asked
   const body = await res.json() as { consumers: number, rejections: number, complete: boolean, top: Array<{ consumerId: string, rejections: number }> }
-  t.equal(res.status, 200)
-  t.comment(`GET /admin/plans/free/shadow?top=5 with 30,000 consumers: ${ms} ms`)
+  t.equal(res.status, 200, `answered (statuses ${statuses.join(', ')})`)
+  t.comment(`GET /admin/plans/free/shadow?top=5 with 30,000 consumers: ${ms} ms, ${statuses.length} ${statuses.length === 1 ? 'attempt' : 'attempts'}`)
   t.same(body.top.slice(0, 3).map((r) => [r.consumerId, r.rejections]), [['c-0', 10_000], ['c-1', 9_999], ['c-2', 9_998]])
   t.equal(body.rejections, shadow.reduce((sum, c) => sum + c.rejections, 0))
   t.equal(body.complete, false)
