@@ -75,6 +75,12 @@ export interface GatewayOptionsBase {
   readiness?: ReadinessRegistry
   /** Traces (docs/tracing.md): OTLP export settings and whether a client's trace is continued; default off. */
   tracing?: TracingOptions
+  /**
+   * How long a plugin may take to start (Fastify's pluginTimeout; default its 10 s). Tests raise it: on
+   * a 2-core machine at load 20–30 the config reload plugin's first load in its worker thread took
+   * longer, and the gateway failed to start although nothing was wrong.
+   */
+  pluginTimeoutMs?: number
 }
 
 export type GatewayOptions = GatewayOptionsBase & GatewayConfigSource
@@ -103,7 +109,8 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
     onConstructorPoisoning: 'error',
     // shutdown.ts answers requests that arrive while closing, in the Error shape.
     return503OnClosing: false,
-    routerOptions: { maxParamLength: limits.maxParamLength }
+    routerOptions: { maxParamLength: limits.maxParamLength },
+    ...(options.pluginTimeoutMs === undefined ? {} : { pluginTimeout: options.pluginTimeoutMs })
   } as const
   const app: FastifyInstance = isLoggerInstance(logger)
     ? Fastify({ ...serverOptions, loggerInstance: logger })
