@@ -13,7 +13,7 @@ import { SHADOW_ADD_LUA, SHADOW_ADD_SHA } from '../../../src/gateway/history/sha
 import { SHADOW_WINDOW_HOURS, type HistoryStore } from '../../../src/gateway/history/store.js'
 import type { ShadowCell } from '../../../src/gateway/history/tally.js'
 import { startGateway } from '../../helpers/gateway.js'
-import { until } from '../../helpers/poll.js'
+import { EVENT_TIMEOUT_MS, until } from '../../helpers/poll.js'
 import { monitorCommands, startRedis } from '../../helpers/redis.js'
 
 const HOUR = Math.floor(Date.UTC(2030, 6, 1, 12) / HOUR_MS)
@@ -150,7 +150,7 @@ t.test('30,000 consumers over 24 h: the admin read lists the heaviest, sends no 
     body = answer.body as Summary
   } else {
     t.same(answer?.body, { code: 'unavailable', message: 'The usage history store did not answer; try again', status: 503 }, 'past its budget: 503 in the Error shape')
-    const unbudgeted = createRedisHistory(new Redis(redis.url))
+    const unbudgeted = createRedisHistory(new Redis(redis.url), { readWaitMs: EVENT_TIMEOUT_MS })
     t.teardown(() => unbudgeted.close())
     body = await unbudgeted.shadow('free', hour - SHADOW_WINDOW_HOURS, hour, 5)
   }
