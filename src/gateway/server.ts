@@ -80,7 +80,8 @@ async function main (): Promise<void> {
       history: { flushMs: settings.historyFlushMs },
       openApi: { publicBaseUrl: settings.publicBaseUrl, stagingBaseUrl: settings.stagingBaseUrl },
       readiness,
-      tracing: { settings: settings.tracing, incoming: settings.traceIncoming }
+      tracing: { settings: settings.tracing, incoming: settings.traceIncoming },
+      pluginTimeoutMs: settings.pluginTimeoutMs
     })
   } catch (err) {
     if (refusedConfig(err, logger)) return

@@ -13,7 +13,9 @@ export const REPO_ROOT = join(import.meta.dirname, '..', '..')
  * transform differs from tap's: merged with tap's coverage of the same files it garbles the
  * report (those files drop out of it), so the children collect none.
  */
-export const CHILD_ENV: Readonly<Record<string, string>> = { _TAPJS_PROCESSINFO_COVERAGE_: '0' }
+// PLUGIN_TIMEOUT_MS: a gateway process's plugins get as long to start as tests give the process
+// (ports.ts PROCESS_START_TIMEOUT_MS): at load 20–30 its config reload plugin missed Fastify's 10 s.
+export const CHILD_ENV: Readonly<Record<string, string>> = { _TAPJS_PROCESSINFO_COVERAGE_: '0', PLUGIN_TIMEOUT_MS: String(PROCESS_START_TIMEOUT_MS) }
 
 export interface RunningProcess {
   child: ChildProcess
