@@ -23,6 +23,8 @@ export interface BackendOptions {
   bodyLimit?: number
   /** OTLP export (docs/tracing.md); absent or without an endpoint: no spans (the trace id is logged either way). */
   tracing?: TracingSettings
+  /** How long a plugin may take to start (Fastify's pluginTimeout; default its 10 s): tests raise it, the tracing plugin missed 10 s at load 30. */
+  pluginTimeoutMs?: number
 }
 
 /** Keeps the gateway's request id so both services log the same one; printable ASCII only, else a new id. */
@@ -76,7 +78,8 @@ export function buildBackend (options: BackendOptions): FastifyInstance {
     genReqId: requestIdOf,
     childLoggerFactory: childLoggerWithTraceId,
     schemaErrorFormatter: formatSchemaErrors,
-    ajv: { customOptions: { removeAdditional: false, coerceTypes: true, useDefaults: true, allErrors: false } }
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: true, useDefaults: true, allErrors: false } },
+    ...(options.pluginTimeoutMs === undefined ? {} : { pluginTimeout: options.pluginTimeoutMs })
   })
 
   const statements = tracingEnabled(options.tracing) ? tracedStatements() : undefined

@@ -86,6 +86,12 @@ export interface GatewayOptionsBase {
   webhooks?: WebhookOptions
   /** What /healthz counts as wedged (runtime/liveness.ts); tests shorten it. */
   liveness?: LivenessOptions
+  /**
+   * How long a plugin may take to start, at least (Fastify's pluginTimeout): never less than the config
+   * parse's timeout + the worker's start margin. Tests raise it: on a 2-core machine at load 20–30 other
+   * plugins (tracing's) took longer than Fastify's 10 s, and the gateway failed to start although nothing was wrong.
+   */
+  pluginTimeoutMs?: number
 }
 
 export type GatewayOptions = GatewayOptionsBase & GatewayConfigSource
@@ -116,7 +122,7 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
     return503OnClosing: false,
     // The first config load runs inside a plugin (config/reload.ts), bounded by the parse's own
     // timeout: Fastify's 10 s default stopped a 100,000-key gateway starting on a busy machine.
-    pluginTimeout: (options.reload?.timeoutMs ?? DEFAULT_CONFIG_PARSE_TIMEOUT_MS) + CONFIG_WORKER_START_MARGIN_MS,
+    pluginTimeout: Math.max(options.pluginTimeoutMs ?? 0, (options.reload?.timeoutMs ?? DEFAULT_CONFIG_PARSE_TIMEOUT_MS) + CONFIG_WORKER_START_MARGIN_MS),
     routerOptions: { maxParamLength: limits.maxParamLength }
   } as const
   const app: FastifyInstance = isLoggerInstance(logger)

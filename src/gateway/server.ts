@@ -83,7 +83,8 @@ async function main (): Promise<void> {
       openApi: { publicBaseUrl: settings.publicBaseUrl, stagingBaseUrl: settings.stagingBaseUrl },
       readiness,
       tracing: { settings: settings.tracing, incoming: settings.traceIncoming },
-      webhooks: webhookSettingsFromEnv(process.env)
+      webhooks: webhookSettingsFromEnv(process.env),
+      pluginTimeoutMs: settings.pluginTimeoutMs
     })
   } catch (err) {
     if (refusedConfig(err, logger)) return

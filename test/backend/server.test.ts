@@ -3,7 +3,7 @@ import { once } from 'node:events'
 import { createServer, type AddressInfo } from 'node:net'
 import t from 'tap'
 import { CHILD_ENV } from '../helpers/processes.js'
-import { poll, sleep } from '../helpers/poll.js'
+import { EVENT_TIMEOUT_MS, poll, sleep } from '../helpers/poll.js'
 
 const SERVER = 'src/backend/server.ts'
 
@@ -40,7 +40,7 @@ t.test('the server entry listens, serves, and exits 0 on SIGTERM after closing',
   t.strictSame(await listed.json(), [{ id: 1, name: 'Rex', categoryId: 1, status: 'available' }])
   // The line is written once the response has gone out: it can reach the pipe after the client has the answer.
   const requestLines = (): Array<Record<string, unknown>> => server.output().split('\n').filter((l) => l.includes('"reqId"')).map((l) => JSON.parse(l) as Record<string, unknown>)
-  await poll(() => requestLines().length >= 2, 2000, 20)
+  await poll(() => requestLines().length >= 2, EVENT_TIMEOUT_MS, 20)
   await sleep(100) // and no third line after it
   t.equal(requestLines().length, 2, 'one line per request (two requests)')
   t.match(requestLines()[0], { level: 30, service: 'backend', msg: 'request', method: 'POST', route: '/v1/pets', status: 201, durationMs: Number })

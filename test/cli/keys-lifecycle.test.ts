@@ -100,7 +100,7 @@ t.test('keys rotate keeps a flow-style entry one line, with its limits, scopes a
     ''
   ].join('\n')
   writeFileSync(join(dir, 'keys.yaml'), original)
-  const res = await cli(['keys', 'rotate', '--id', 'other', '--config', dir])
+  const res = await cliInProcess(['keys', 'rotate', '--id', 'other', '--config', dir])
   t.equal(res.code, 0, res.stderr)
   const key = /(psk_[A-Za-z0-9]{40})/.exec(res.stdout)?.[1] ?? ''
   const newId = /added "(other-co-\d{14})" for consumer "other-co"/.exec(res.stdout)?.[1]
@@ -171,7 +171,7 @@ t.test('keys show and keys reset reach the running gateway\'s admin API', async 
   const json = await cliInProcess(['keys', 'show', 'demo-free', '--json', ...admin], env)
   t.match(JSON.parse(json.stdout), { consumerId: 'demo-free', ban: { escalationLevel: 0 } })
 
-  const reset = await cli(['keys', 'reset', 'demo-free', ...admin], { env })
+  const reset = await cliInProcess(['keys', 'reset', 'demo-free', ...admin], env)
   t.equal(reset.code, 0, reset.stderr)
   t.match(reset.stdout, /^consumer demo-free reset: cleared 1 requests this minute, 1 today; banned until \S+Z \(\d+ s left\); escalation level 0 before the reset\n$/)
   const res = await fetch(`${gw.url}/v1/store/orders`, { headers: bearer(DEMO_KEYS.free) })
@@ -208,10 +208,10 @@ t.test('bans list and lift through the admin API, for the consumer of a credenti
   for (const key of [DEMO_KEYS.free, 'psk_second_free_credential_0123456789', DEMO_KEYS.free]) await (await fetch(`${gw.url}/v1/store/orders`, { headers: bearer(key) })).arrayBuffer()
   const env = { REDIS_URL: '' }
   const admin = ['--admin', gw.adminUrl]
-  const list = await cli(['bans', 'list', ...admin], { env })
+  const list = await cliInProcess(['bans', 'list', ...admin], env)
   t.equal(list.code, 0, list.stderr)
   t.match(list.stdout, /^demo-free\tuntil \d{4}-\d\d-\d\dT[\d:.]+Z\t\((89\d|900) s left\)\n$/, 'the second credential\'s 429 banned the consumer')
-  t.same(await cli(['bans', 'lift', 'free-2', ...admin], { env }), { code: 0, stdout: 'ban on demo-free lifted\n', stderr: '' })
+  t.same(await cliInProcess(['bans', 'lift', 'free-2', ...admin], env), { code: 0, stdout: 'ban on demo-free lifted\n', stderr: '' })
   t.same(await cliInProcess(['bans', 'list', ...admin], env), { code: 0, stdout: 'no bans in force\n', stderr: '' })
   t.same(await cliInProcess(['bans', 'lift', 'demo-free', ...admin], env), { code: 0, stdout: 'demo-free is not banned: no ban to lift\n', stderr: '' },
     'lifting a ban that is not there says so and exits 0 (it exited 1)')

@@ -1,3 +1,6 @@
+// The command line's commands, most through its exported `run` in this process (the same code without
+// a ~2 s process start each, slower still on a loaded machine); as a real process where that is the
+// point: a key created and accepted by a gateway, a refusal's one line and exit 1, a key hashed from stdin.
 import t from 'tap'
 import { cpSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -24,7 +27,7 @@ t.test('keys create prints the key once and a keys.yaml entry that the gateway a
   t.equal(res.status, 200)
   await res.arrayBuffer()
 
-  const again = await cli(['keys', 'create', '--id', 'acme-prod', '--plan', 'pro'])
+  const again = await cliInProcess(['keys', 'create', '--id', 'acme-prod', '--plan', 'pro'])
   t.not(/psk_[A-Za-z0-9]{40}/.exec(again.stdout)?.[0], key, 'every key is new')
 })
 
@@ -32,7 +35,7 @@ t.test('keys create for a custom plan needs limits and writes them', async (t) =
   const missing = await cli(['keys', 'create', '--id', 'bigco', '--plan', 'enterprise'])
   t.same(missing, { code: 1, stdout: '', stderr: 'petstore-gateway: plan "enterprise" is custom: give --per-minute and --per-day (petstore-gateway keys create --help)\n' },
     'one line, exit 1, as a real process')
-  const ok = await cli(['keys', 'create', '--id', 'bigco', '--plan', 'enterprise', '--per-minute', '5000', '--per-day', '2000000'])
+  const ok = await cliInProcess(['keys', 'create', '--id', 'bigco', '--plan', 'enterprise', '--per-minute', '5000', '--per-day', '2000000'])
   t.equal(ok.code, 0)
   t.match(ok.stdout, '    plan: enterprise\n    limits: { perMinute: 5000, perDay: 2000000 }\n')
 })
@@ -54,28 +57,28 @@ t.test('keys create refuses what keys.yaml would refuse, in one line with exit 1
 })
 
 t.test('keys hash digests a key from the argument or stdin', async (t) => {
-  const fromArg = await cli(['keys', 'hash', 'psk_some_key'])
+  const fromArg = await cliInProcess(['keys', 'hash', 'psk_some_key'])
   t.same(fromArg, { code: 0, stdout: `${keyDigest('psk_some_key')}\n`, stderr: '' })
   const fromStdin = await cli(['keys', 'hash'], { input: 'psk_some_key\n' })
   t.equal(fromStdin.stdout, `${keyDigest('psk_some_key')}\n`)
 })
 
 t.test('config check passes a good directory and fails a bad one with the loader messages', async (t) => {
-  const good = await cli(['config', 'check', FIXTURE_CONFIG_DIR])
+  const good = await cliInProcess(['config', 'check', FIXTURE_CONFIG_DIR])
   t.equal(good.code, 0)
   t.match(good.stdout, `${FIXTURE_CONFIG_DIR}: ok (version ${loadConfigDir(FIXTURE_CONFIG_DIR).version}, 4 plans, 4 keys, 2 routes)`)
 
   const dir = t.testdir()
   cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
   writeFileSync(join(dir, 'keys.yaml'), `keys:\n  - { id: a, sha256: ${'a'.repeat(64)}, plan: gold }\n  - { id: a, sha256: ${'b'.repeat(64)}, plan: pro }\n`)
-  const bad = await cli(['config', 'check', dir])
+  const bad = await cliInProcess(['config', 'check', dir])
   t.equal(bad.code, 1)
   t.equal(bad.stderr, 'keys.yaml: keys[0].plan: unknown plan "gold"\nkeys.yaml: keys[1].id: duplicate id "a"\n', 'every problem at once')
 })
 
 t.test('bans without Redis or a reachable gateway explain themselves', async (t) => {
   const closed = `http://127.0.0.1:${await freePort()}`
-  const bans = await cli(['bans', 'list', '--admin', closed], { env: { REDIS_URL: '', REDIS_CLUSTER_NODES: '' } })
+  const bans = await cliInProcess(['bans', 'list', '--admin', closed], { REDIS_URL: '', REDIS_CLUSTER_NODES: '' })
   t.same(bans, { code: 1, stdout: '', stderr: `petstore-gateway: cannot reach the gateway's admin API at ${closed} (ECONNREFUSED): is the gateway running? Point --admin at its admin port.\n` })
 })
 
@@ -91,12 +94,12 @@ t.test('bans list and bans lift work against the configured Redis', async (t) =>
   t.same(codes, ['ok', 'rate_limited', 'key_banned'])
 
   const env = { REDIS_URL: redis.url }
-  const list = await cli(['bans', 'list'], { env })
+  const list = await cliInProcess(['bans', 'list'], env)
   t.equal(list.code, 0)
   t.match(list.stdout, /^demo-free\tuntil \d{4}-\d\d-\d\dT[\d:.]+Z\t\((89\d|900) s left\)\n$/)
-  const lift = await cli(['bans', 'lift', 'demo-free'], { env })
+  const lift = await cliInProcess(['bans', 'lift', 'demo-free'], env)
   t.same(lift, { code: 0, stdout: 'ban on demo-free lifted\n', stderr: '' })
-  t.same(await cli(['bans', 'list'], { env }), { code: 0, stdout: 'no bans in force\n', stderr: '' })
-  const again = await cli(['bans', 'lift', 'demo-free'], { env })
+  t.same(await cliInProcess(['bans', 'list'], env), { code: 0, stdout: 'no bans in force\n', stderr: '' })
+  const again = await cliInProcess(['bans', 'lift', 'demo-free'], env)
   t.same(again, { code: 0, stdout: 'demo-free is not banned: no ban to lift\n', stderr: '' }, 'no ban is not a failure: exit 0 (it was 1)')
 })

@@ -104,6 +104,28 @@ t.test('skips and todos are counted; a stream without totals says so', async (t)
   t.equal(await report('TAP version 14\n1..0\n'), '\ntotals: unknown (tap wrote none) — 0 files\n')
 })
 
+t.test('a failure whose diag holds a function (tap writes it !function) is reported, and the totals still end the output', async (t) => {
+  // As a Fastify plugin timeout reached it: its error's `fn` field is the plugin. yaml's stringify threw on it.
+  const out = await report([
+    'TAP version 14',
+    '# Subtest: test/a.test.ts',
+    '    not ok 1 - Plugin did not start in time',
+    '      ---',
+    '      code: AVV_ERR_PLUGIN_EXEC_TIMEOUT',
+    '      fn: !function |-',
+    '        "reloadPlugin"',
+    '        async function reloadPlugin(app, opts) {}',
+    '      ...',
+    '    1..1',
+    'not ok 1 - test/a.test.ts # time=10ms',
+    '1..1',
+    '# { total: 1, pass: 0, fail: 1 }',
+    ''
+  ].join('\n'))
+  t.match(out, /✖ test\/a\.test\.ts > Plugin did not start in time\n {4}code: AVV_ERR_PLUGIN_EXEC_TIMEOUT\n {4}fn: "\[function [^\]]*\]"\n/)
+  t.match(out, /\ntotals: 0 passed, 1 failed — 1 check in 1 file\n$/)
+})
+
 t.test('through the real tap runner, as package.json configures it: the failure at the end, totals last, exit 1', async (t) => {
   // A project of its own in a temp dir (a tap run clears its project's .tap/, coverage included: not
   // this one's), with this repository's tap settings, its node_modules, and one failing check.

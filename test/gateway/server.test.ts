@@ -3,8 +3,8 @@ import { cpSync, writeFileSync } from 'node:fs'
 import { createServer, type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { DEMO_KEYS, FIXTURE_CONFIG_DIR } from '../helpers/gateway.js'
-import { poll, sleep } from '../helpers/poll.js'
-import { freePort, waitForHttp } from '../helpers/ports.js'
+import { EVENT_TIMEOUT_MS, poll, sleep } from '../helpers/poll.js'
+import { freePort, PROCESS_START_TIMEOUT_MS, waitForHttp } from '../helpers/ports.js'
 import { gatewayProcessEnv, runEntry } from '../helpers/processes.js'
 
 /** A gateway on free ports in front of a backend port nothing listens on. */
@@ -53,7 +53,7 @@ t.test('a port in use stops start-up with one line naming the port and its varia
 t.test('the gateway process serves, reports health, and exits 0 on SIGTERM', async (t) => {
   const env = await gatewayEnv(FIXTURE_CONFIG_DIR)
   const proc = runEntry(t, 'src/gateway/server.ts', env)
-  await waitForHttp(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`, 30_000)
+  await waitForHttp(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`, PROCESS_START_TIMEOUT_MS)
   const health = await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`)
   t.same(await health.json(), { status: 'ok' })
   const ready = await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/readyz`)
@@ -77,7 +77,7 @@ t.test('SIGHUP reloads the config of a running process (watching off)', async (t
   cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
   const env = await gatewayEnv(dir)
   const proc = runEntry(t, 'src/gateway/server.ts', env)
-  await waitForHttp(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`, 30_000)
+  await waitForHttp(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`, PROCESS_START_TIMEOUT_MS)
   const before = await (await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/admin/config`)).json() as { version: string, keys: { total: number } }
   t.equal(before.keys.total, 4)
 
@@ -93,7 +93,7 @@ t.test('SIGHUP reloads the config of a running process (watching off)', async (t
   t.not(after.version, before.version)
   t.match(after, { keys: { total: 1, byPlan: { pro: 1 } } })
   // Log lines are batched and flushed within 200 ms.
-  await poll(() => /"trigger":"SIGHUP".*"msg":"config reloaded"/.test(proc.output()), 5_000)
+  await poll(() => /"trigger":"SIGHUP".*"msg":"config reloaded"/.test(proc.output()), EVENT_TIMEOUT_MS)
   t.match(proc.output(), /"trigger":"SIGHUP".*"msg":"config reloaded"/)
   proc.child.kill('SIGTERM')
   t.equal((await proc.exited).code, 0)

@@ -17,7 +17,7 @@ import type { BanPolicy } from '../../src/gateway/config/types.js'
 import type { StoreOnError } from '../../src/gateway/limiter/redis/outage.js'
 import { FIXTURE_CONFIG_DIR, plansYaml } from './gateway.js'
 import { sleep } from './poll.js'
-import { freePort, waitForHttp } from './ports.js'
+import { freePort, PROCESS_START_TIMEOUT_MS, waitForHttp } from './ports.js'
 import { gatewayProcessEnv, REPO_ROOT, runEntry, startGatewayProcess } from './processes.js'
 import { startRedis, type RedisProcess } from './redis.js'
 import { parseScrape, sampleValue } from './scrape.js'
@@ -133,7 +133,7 @@ async function startBackendProcess (t: Pick<Test, 'teardown'>, root: string): Pr
   const port = await freePort()
   runEntry(t, 'src/backend/server.ts', { BACKEND_PORT: String(port), PETS_DB: join(dir, 'pets.db'), LOG_LEVEL: 'warn' }, root)
   const url = `http://127.0.0.1:${port}`
-  await waitForHttp(`${url}/v1/pets`, 30_000)
+  await waitForHttp(`${url}/v1/pets`, PROCESS_START_TIMEOUT_MS)
   return url
 }
 
@@ -272,6 +272,34 @@ export const SCENARIOS = {
     durationMs: 20_000
   }
 } satisfies Record<string, AttackOptions>
+
+/**
+ * `npm test` runs each scenario's first round, `npm run test:long` (TEST_LONG=1) the whole of it:
+ * the faults before this many ms after the first boundary, and the run ends there. Each first round
+ * keeps one fault of every kind the scenario has (a pause or restart just before a boundary, one
+ * mid-second, one just after), so the suite still meets each; the later rounds repeat them.
+ */
+const FIRST_ROUND_MS: Record<keyof typeof SCENARIOS, number> = {
+  'no fault': 8_000,
+  '70 ms pauses': 14_000,
+  '150 ms pauses': 14_000,
+  '300 ms pauses': 14_000,
+  '800 ms pauses': 14_000,
+  'kill and restart': 16_000,
+  'ban then recover': 12_000,
+  'sliding window, 150 ms pauses at boundaries': 11_000
+}
+
+/** TEST_LONG=1: the heavy repetitions of the suite run too (npm run test:long). */
+export const TEST_LONG = process.env.TEST_LONG === '1'
+
+/** The scenario an attack test runs: its first round in `npm test`, all of it with TEST_LONG=1. */
+export function suiteScenario (name: keyof typeof SCENARIOS): AttackOptions {
+  const scenario: AttackOptions = SCENARIOS[name]
+  if (TEST_LONG) return scenario
+  const untilMs = Math.min(FIRST_ROUND_MS[name], scenario.durationMs)
+  return { ...scenario, faults: scenario.faults.filter((f) => f.at < untilMs), durationMs: untilMs }
+}
 
 /** What every attack test asserts first: each fault happened, and never more than the limit in a rolling minute (with the run described in a comment). */
 export function assertWithinLimit (t: Test, run: AttackResult, scenario: AttackOptions): void {

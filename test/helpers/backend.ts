@@ -7,6 +7,7 @@ import { Writable } from 'node:stream'
 import type { FastifyInstance } from 'fastify'
 import type { Test } from 'tap'
 import { buildBackend } from '../../src/backend/app.js'
+import { PROCESS_START_TIMEOUT_MS } from './ports.js'
 import type { TracingSettings } from '../../src/shared/tracing/settings.js'
 
 export interface StartedBackend {
@@ -48,6 +49,8 @@ export async function startBackend (t: Pick<Test, 'teardown'>, opts: StartBacken
   const logs: Array<Record<string, unknown>> = []
   const app = buildBackend({
     dbPath,
+    // A plugin's start is not what tests time (the tracing plugin missed Fastify's 10 s at load 30).
+    pluginTimeoutMs: PROCESS_START_TIMEOUT_MS,
     ...(opts.bodyLimit === undefined ? {} : { bodyLimit: opts.bodyLimit }),
     ...(opts.tracing === undefined ? {} : { tracing: opts.tracing }),
     ...(opts.logs === true ? { logger: { level: 'info', stream: capturingStream(logs) } } : {})

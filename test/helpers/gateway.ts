@@ -15,6 +15,7 @@ import type { ReloadOptions } from '../../src/gateway/config/reload.js'
 import type { ConfigSnapshot } from '../../src/gateway/config/types.js'
 import { LOG_REDACT_PATHS } from '../../src/gateway/observability/request-log.js'
 import { startBackend, type StartedBackend } from './backend.js'
+import { PROCESS_START_TIMEOUT_MS } from './ports.js'
 
 /** Plaintext of the demo keys in test/fixtures/config/keys.yaml (the same as config/keys.yaml and the README's table). */
 export const DEMO_KEYS = {
@@ -100,6 +101,9 @@ export async function startGateway (t: Test, opts: StartGatewayOptions = {}): Pr
     // Off unless a test is about it: a test's own bursts (and a loaded machine) would otherwise
     // have requests shed where the test counts the limiter's answers (test/gateway/edge/load-shedding.test.ts).
     loadShedding: { queueDelayMs: 0 },
+    // A plugin's start is not what these tests time: the reload plugin's first load (a worker thread)
+    // missed Fastify's 10 s at load 20–30 and the gateway failed to start.
+    pluginTimeoutMs: PROCESS_START_TIMEOUT_MS,
     ...gatewayOptions,
     ...(reload === undefined ? { config: config ?? testConfig() } : { reload }),
     readiness,

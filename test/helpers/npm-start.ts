@@ -8,7 +8,7 @@ import { dirname, join } from 'node:path'
 import type { Test } from 'tap'
 import { FIXTURE_CONFIG_DIR } from './gateway.js'
 import { until } from './poll.js'
-import { freePort, waitForHttp } from './ports.js'
+import { freePort, PROCESS_START_TIMEOUT_MS, waitForHttp } from './ports.js'
 import { childPids, CHILD_ENV, commandLine, REPO_ROOT } from './processes.js'
 
 export interface NpmStart {
@@ -81,8 +81,8 @@ export function childRunning (launcher: number, entry: string): number | undefin
 /** Starts `npm start` and waits until the gateway's admin port and the backend answer. */
 export async function npmStart (t: Test, extra: Record<string, string> = {}): Promise<Started> {
   const s = await spawnNpmStart(t, extra)
-  await waitForHttp(`${s.adminUrl}/healthz`, 15_000)
-  await waitForHttp(`${s.env.BACKEND_URL ?? ''}/v1/pets`, 15_000)
+  await waitForHttp(`${s.adminUrl}/healthz`, PROCESS_START_TIMEOUT_MS)
+  await waitForHttp(`${s.env.BACKEND_URL ?? ''}/v1/pets`, PROCESS_START_TIMEOUT_MS)
   const gateway = childRunning(s.launcher, 'gateway/server')
   const backend = childRunning(s.launcher, 'backend/server')
   if (gateway === undefined || backend === undefined) throw new Error(`launcher children: ${childPids(s.launcher).map((p) => commandLine(p)).join(' | ')}`)

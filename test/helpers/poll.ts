@@ -2,6 +2,13 @@
 // benches (bench/lib imports it). A probe that throws counts as "not yet" (a server still starting);
 // its last error is named if time runs out.
 
+/**
+ * The deadline of a wait for something that will happen (a count refreshed, a reload, Redis back):
+ * it tells a hang from a late event, never how fast it came. Generous, for a 2-core machine at load
+ * 10–20, where 1–6 s deadlines were missed by events that did come.
+ */
+export const EVENT_TIMEOUT_MS = 30_000
+
 /** A real wait, where the test is about time passing. */
 export async function sleep (ms: number): Promise<void> {
   await new Promise((resolve) => setTimeout(resolve, ms))

@@ -4,7 +4,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Test } from 'tap'
-import { freePort, waitForHttp } from './ports.js'
+import { freePort, PROCESS_START_TIMEOUT_MS, waitForHttp } from './ports.js'
 
 export const REPO_ROOT = join(import.meta.dirname, '..', '..')
 
@@ -13,7 +13,9 @@ export const REPO_ROOT = join(import.meta.dirname, '..', '..')
  * transform differs from tap's: merged with tap's coverage of the same files it garbles the
  * report (those files drop out of it), so the children collect none.
  */
-export const CHILD_ENV: Readonly<Record<string, string>> = { _TAPJS_PROCESSINFO_COVERAGE_: '0' }
+// PLUGIN_TIMEOUT_MS: a gateway process's plugins get as long to start as tests give the process
+// (ports.ts PROCESS_START_TIMEOUT_MS): at load 20–30 its config reload plugin missed Fastify's 10 s.
+export const CHILD_ENV: Readonly<Record<string, string>> = { _TAPJS_PROCESSINFO_COVERAGE_: '0', PLUGIN_TIMEOUT_MS: String(PROCESS_START_TIMEOUT_MS) }
 
 export interface RunningProcess {
   child: ChildProcess
@@ -105,7 +107,7 @@ export async function startGatewayProcess (t: Pick<Test, 'teardown'>, envFor: (p
     const [port, adminPort] = [await freePort(), await freePort()]
     const proc = runEntry(t, 'src/gateway/server.ts', envFor(port, adminPort), root)
     const outcome = await Promise.race([
-      waitForHttp(`http://127.0.0.1:${adminPort}/readyz`, 30_000, (s) => s === 200).then(() => 'ready' as const, (err: Error) => err),
+      waitForHttp(`http://127.0.0.1:${adminPort}/readyz`, PROCESS_START_TIMEOUT_MS, (s) => s === 200).then(() => 'ready' as const, (err: Error) => err),
       proc.exited.then(() => 'exited' as const)
     ])
     if (outcome === 'ready') return { port, adminPort, proc }

@@ -22,11 +22,21 @@ function parseTotals (comment: string): Record<string, number> | undefined {
   }))
 }
 
+/**
+ * A diag can hold what YAML cannot write: tap writes a function as `!function` (a FastifyError's
+ * `fn`, say), which the parser reads back as a function, and yaml's stringify throws on it — the
+ * reporter would die before the totals line. Written as `[function name]` instead.
+ */
+function plainValue (_key: unknown, value: unknown): unknown {
+  if (typeof value === 'function') return `[function ${value.name === '' ? '(anonymous)' : value.name}]`
+  return value
+}
+
 /** The diag with its diff first: what a reader looks for, before where and how. */
 function diagText (diag: unknown): string {
-  if (typeof diag !== 'object' || diag === null || !('diff' in diag)) return stringify(diag, { lineWidth: 0 })
+  if (typeof diag !== 'object' || diag === null || !('diff' in diag)) return stringify(diag, plainValue, { lineWidth: 0 })
   const { diff, ...rest } = diag as { diff: unknown }
-  return stringify({ diff, ...rest }, { lineWidth: 0 })
+  return stringify({ diff, ...rest }, plainValue, { lineWidth: 0 })
 }
 
 function indent (text: string, by: string): string {

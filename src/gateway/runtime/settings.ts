@@ -41,6 +41,8 @@ export const DEFAULT_SHUTDOWN_GRACE_MS = 10_000
  * a connection the server is closing is lost). Raise it to the LB's health-check detection time.
  */
 export const DEFAULT_SHUTDOWN_DRAIN_DELAY_MS = 1_000
+/** Fastify's own default: a plugin that has not started in 10 s fails the start-up. */
+export const DEFAULT_PLUGIN_TIMEOUT_MS = 10_000
 /** Gateway processes (Node cluster workers) sharing the public port; >1 needs Redis (see workers.ts). */
 export const DEFAULT_GATEWAY_WORKERS = 1
 export const MAX_GATEWAY_WORKERS = 64
@@ -117,6 +119,8 @@ export interface GatewaySettings {
   readonly shutdownGraceMs: number
   /** On SIGTERM, readiness fails (and responses close their connection) this long before the listener stops accepting. */
   readonly shutdownDrainDelayMs: number
+  /** PLUGIN_TIMEOUT_MS: how long a plugin may take to start (the config reload plugin's first load runs in a worker thread). */
+  readonly pluginTimeoutMs: number
   /** GATEWAY_WORKERS: processes sharing the public port (Node cluster); 1 = no cluster. */
   readonly workers: number
   readonly production: boolean
@@ -220,6 +224,7 @@ export function settingsFromEnv (env: Env = process.env): GatewaySettings {
     shedIntervalMs: int(env, 'SHED_INTERVAL_MS', DEFAULT_SHED_INTERVAL_MS, 0, MAX_SHED_INTERVAL_MS),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', DEFAULT_SHUTDOWN_GRACE_MS, 0),
     shutdownDrainDelayMs: int(env, 'SHUTDOWN_DRAIN_DELAY_MS', DEFAULT_SHUTDOWN_DRAIN_DELAY_MS, 0),
+    pluginTimeoutMs: int(env, 'PLUGIN_TIMEOUT_MS', DEFAULT_PLUGIN_TIMEOUT_MS, 1),
     workers: int(env, 'GATEWAY_WORKERS', DEFAULT_GATEWAY_WORKERS, 1, MAX_GATEWAY_WORKERS),
     production,
     publicBaseUrl: optional(env, 'PUBLIC_BASE_URL'),

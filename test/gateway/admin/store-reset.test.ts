@@ -9,7 +9,7 @@ import { createStore } from '../../../src/gateway/limiter/create-store.js'
 import { createMemoryStore } from '../../../src/gateway/limiter/memory/store.js'
 import { BAN_LIFT_CHANNEL } from '../../../src/gateway/limiter/redis/admin.js'
 import { askOf, type LimiterStore } from '../../../src/gateway/limiter/store.js'
-import { sleep, until } from '../../helpers/poll.js'
+import { EVENT_TIMEOUT_MS, sleep, until } from '../../helpers/poll.js'
 import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 
 const T0 = Date.UTC(2030, 0, 1)
@@ -91,6 +91,6 @@ t.test('redis reset tells every process to drop its cached ban', async (t) => {
   await subscriber.subscribe(BAN_LIFT_CHANNEL)
   subscriber.on('message', (_channel: string, id: string) => heard.push(id))
   await store.admin.reset('acme')
-  await until('the reset published', () => heard.length > 0, 2_000, 10)
+  await until('the reset published', () => heard.length > 0, EVENT_TIMEOUT_MS, 10)
   t.same(heard, ['acme'])
 })

@@ -5,13 +5,13 @@
 // window in Redis and earns its ban there. The most admissions in any rolling minute is the limit,
 // never more, and never much less (test/helpers/attack.ts).
 import t from 'tap'
-import { ATTACK_ID, ATTACK_LIMIT, assertWithinLimit, attack, SCENARIOS } from '../../helpers/attack.js'
+import { ATTACK_ID, ATTACK_LIMIT, assertWithinLimit, attack, suiteScenario } from '../../helpers/attack.js'
 import { parseScrape, sampleValue } from '../../helpers/scrape.js'
 
 const BAN_SECONDS = 900
 
 t.test('a flood across a 3 s freeze, then a ban: never more than the limit, and at least 95 % of it', async (t) => {
-  const scenario = SCENARIOS['ban then recover']
+  const scenario = suiteScenario('ban then recover')
   const run = await attack(t, scenario)
   assertWithinLimit(t, run, scenario)
   t.ok(run.most >= 0.95 * ATTACK_LIMIT, `and the window used: ${run.most} of ${ATTACK_LIMIT} admitted (at least 570)`)

@@ -2,10 +2,10 @@
 // ~300 requests/s with a burst on every second boundary and no fault at all. The most admissions
 // in any rolling minute is the limit, never more (test/helpers/attack.ts).
 import t from 'tap'
-import { ATTACK_LIMIT, assertWithinLimit, attack, SCENARIOS } from '../../helpers/attack.js'
+import { ATTACK_LIMIT, assertWithinLimit, attack, suiteScenario } from '../../helpers/attack.js'
 
 t.test('no fault: never more than the limit in a rolling minute', async (t) => {
-  const scenario = SCENARIOS['no fault']
+  const scenario = suiteScenario('no fault')
   const run = await attack(t, scenario)
   assertWithinLimit(t, run, scenario)
   t.ok(run.most >= ATTACK_LIMIT - 6, `and the limit is reached: ${run.most} (at least ${ATTACK_LIMIT - 6})`)

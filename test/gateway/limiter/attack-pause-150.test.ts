@@ -3,10 +3,10 @@
 // A pause shorter than STORE_TIMEOUT_MS (250 ms): Redis answers late and every late reply still counts: latency, never an over-admission.
 // The most admissions in any rolling minute stays the limit (test/helpers/attack.ts).
 import t from 'tap'
-import { ATTACK_LIMIT, assertWithinLimit, attack, SCENARIOS } from '../../helpers/attack.js'
+import { ATTACK_LIMIT, assertWithinLimit, attack, suiteScenario } from '../../helpers/attack.js'
 
 t.test('150 ms pauses: never more than the limit in a rolling minute', async (t) => {
-  const scenario = SCENARIOS['150 ms pauses']
+  const scenario = suiteScenario('150 ms pauses')
   const run = await attack(t, scenario)
   assertWithinLimit(t, run, scenario)
   t.ok(run.most >= ATTACK_LIMIT - 6, `and the limit is reached: ${run.most} (at least ${ATTACK_LIMIT - 6})`)

@@ -4,10 +4,10 @@
 // (each bucket where it was counted) and wait out the recovery barrier before granting there
 // again (test/helpers/attack.ts).
 import t from 'tap'
-import { ATTACK_ID, ATTACK_LIMIT, assertWithinLimit, attack, SCENARIOS } from '../../helpers/attack.js'
+import { ATTACK_ID, ATTACK_LIMIT, assertWithinLimit, attack, suiteScenario } from '../../helpers/attack.js'
 
 t.test('kill and restart without persistence: never more than the limit in a rolling minute', async (t) => {
-  const scenario = SCENARIOS['kill and restart']
+  const scenario = suiteScenario('kill and restart')
   const run = await attack(t, scenario)
   assertWithinLimit(t, run, scenario)
   t.ok(run.most >= ATTACK_LIMIT - 6, `and the limit is reached: ${run.most} (at least ${ATTACK_LIMIT - 6})`)

@@ -6,7 +6,7 @@ import t from 'tap'
 import { createBanCount } from '../../../src/gateway/limiter/ban-count.js'
 import type { BanEntry } from '../../../src/gateway/limiter/store.js'
 import { createMemoryStore } from '../../../src/gateway/limiter/memory/store.js'
-import { sleep, until } from '../../helpers/poll.js'
+import { EVENT_TIMEOUT_MS, sleep, until } from '../../helpers/poll.js'
 
 const LIMITS = { perMinute: 1, perDay: 100 }
 const BAN = { threshold: 1, windowSeconds: 60, durationSeconds: 60, maxDurationSeconds: 600 }
@@ -45,7 +45,7 @@ t.test('counted at start and after refreshSoon; reading never counts', async (t)
   count.refreshSoon()
   count.refreshSoon()
   t.equal(await until('the second count', () => count.value() === 2), true)
-  await until('the coalesced counts end', () => calls() === 3, 1_000, 5)
+  await until('the coalesced counts end', () => calls() === 3, EVENT_TIMEOUT_MS, 5)
   await sleep(50)
   t.equal(calls(), 3, 'three requests: one count at once, the two made while it ran coalesced into one after it')
 })
@@ -56,7 +56,7 @@ t.test('the timer counts on its own; a failing store keeps the last count', asyn
   t.teardown(() => { count.close() })
   t.equal(await until('the first count', () => count.value()), 0)
   await ban(store, 'a')
-  t.ok(await until('the timer counted the ban', () => count.value() === 1, 2_000, 5))
+  t.ok(await until('the timer counted the ban', () => count.value() === 1, EVENT_TIMEOUT_MS, 5))
   failing.on = true
   await ban(store, 'b')
   count.refreshSoon()

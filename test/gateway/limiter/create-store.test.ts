@@ -6,7 +6,7 @@ import { createStore } from '../../../src/gateway/limiter/create-store.js'
 import { askOf } from '../../../src/gateway/limiter/store.js'
 import { createRedisClient, describeRedis as describeSettings } from '../../../src/gateway/redis/connection.js'
 import { bearer, DEMO_KEYS, startGateway } from '../../helpers/gateway.js'
-import { poll } from '../../helpers/poll.js'
+import { EVENT_TIMEOUT_MS, poll } from '../../helpers/poll.js'
 import { freePort } from '../../helpers/ports.js'
 import { startRedis } from '../../helpers/redis.js'
 
@@ -63,7 +63,7 @@ t.test('closed policy: Redis stops and comes back: 503 and not ready, then recov
   t.equal(ready.status, 503, 'readiness fails while the store is down')
   t.match(await ready.json(), { checks: { store: { ok: false } } })
   await redis.start()
-  t.ok(await poll(async () => await get() === 200, 5_000, 50), 'recovers by itself once Redis is back')
+  t.ok(await poll(async () => await get() === 200, EVENT_TIMEOUT_MS, 50), 'recovers by itself once Redis is back')
 })
 
 t.test('the store describes itself by kind and host:port, never credentials', async (t) => {
@@ -86,7 +86,7 @@ t.test('local policy: readiness contacts Redis, stays 200 while it is down and s
   await redis.stop()
   t.match(await store(), { status: 200, store: { ok: true, state: 'fallback' } }, 'Redis down: ready, answering from the fallback')
   await redis.start()
-  const back = await poll(async () => { const now = await store(); return now.store?.state === 'ok' && now }, 6_000, 100)
+  const back = await poll(async () => { const now = await store(); return now.store?.state === 'ok' && now }, EVENT_TIMEOUT_MS, 100)
   t.equal(back && back.store?.state, 'ok', 'back to ok once Redis answers')
 })
 

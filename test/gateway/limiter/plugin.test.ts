@@ -6,7 +6,7 @@ import t, { type Test } from 'tap'
 import type { LimiterStore } from '../../../src/gateway/limiter/store.js'
 import { createMemoryStore } from '../../../src/gateway/limiter/memory/store.js'
 import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartGatewayOptions } from '../../helpers/gateway.js'
-import { until } from '../../helpers/poll.js'
+import { EVENT_TIMEOUT_MS, until } from '../../helpers/poll.js'
 
 const T0 = Date.UTC(2030, 0, 1, 12)
 const PLANS = plansYaml({ free: { perMinute: 5, perDay: 7 }, pro: { perMinute: 5, perDay: 1000 }, anonymous: { perMinute: 3, perDay: 300 }, ban: { threshold: 3, durationSeconds: 10, maxDurationSeconds: 25 } })
@@ -172,10 +172,10 @@ t.test('ban: the crossing 429 is key_banned, the flood is answered from the cach
   }
   t.equal(calls(), before, 'a banned flood never reaches the store')
   t.same((await gw.app.limiter.listBans()).map((b) => b.id), ['demo-pro'])
-  t.ok(await until('the ban counted', () => gw.app.limiterStatus.bannedKeys() === 1, 2_000), 'counted for gateway_banned_keys')
+  t.ok(await until('the ban counted', () => gw.app.limiterStatus.bannedKeys() === 1, EVENT_TIMEOUT_MS), 'counted for gateway_banned_keys')
   t.equal(await gw.app.limiter.liftBan('demo-pro'), true)
   t.same(await gw.app.limiter.listBans(), [])
-  t.ok(await until('the lift counted', () => gw.app.limiterStatus.bannedKeys() === 0, 2_000), 'the count follows the lift')
+  t.ok(await until('the lift counted', () => gw.app.limiterStatus.bannedKeys() === 0, EVENT_TIMEOUT_MS), 'the count follows the lift')
   const lifted = await get()
   t.equal(lifted.status, 429)
   t.match(await lifted.json(), { code: 'rate_limited' }, 'lifted: over the minute limit, no longer banned')

@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import { startBackend } from '../../helpers/backend.js'
 import { FIXTURE_CONFIG_DIR } from '../../helpers/gateway.js'
 import { poll, until } from '../../helpers/poll.js'
-import { freePort, isFree, waitForHttp } from '../../helpers/ports.js'
+import { freePort, isFree, PROCESS_START_TIMEOUT_MS, waitForHttp } from '../../helpers/ports.js'
 import { gatewayProcessEnv, runEntry, type RunningProcess } from '../../helpers/processes.js'
 import { startRedis } from '../../helpers/redis.js'
 
@@ -18,7 +18,7 @@ const LIMIT = 20
  * Cluster workers start (and a dead one is replaced) within this, even on a busy machine: a poll's
  * deadline, not a wait (two workers took over 15 s to listen at load 12 on 2 cores).
  */
-const WORKERS_START_MS = 60_000
+const WORKERS_START_MS = PROCESS_START_TIMEOUT_MS
 
 /** A free port whose successor is free too (worker 1's admin listener takes ADMIN_PORT + 1). */
 async function freePortPair (): Promise<number> {
@@ -68,8 +68,8 @@ t.test('two workers on one Redis admit exactly the limit of a key across both, a
   const adminPort = await freePortPair()
   const proc = runEntry(t, 'src/gateway/server.ts', gatewayProcessEnv({ port, adminPort, backendUrl: backend.url, configDir: configDir(t), redisUrl: redis.url }, { GATEWAY_WORKERS: '2' }))
   await until('two workers listening', () => (proc.output().match(/"msg":"gateway listening"/g) ?? []).length === 2, WORKERS_START_MS)
-  await waitForHttp(`http://127.0.0.1:${adminPort}/healthz`)
-  await waitForHttp(`http://127.0.0.1:${adminPort + 1}/healthz`)
+  await waitForHttp(`http://127.0.0.1:${adminPort}/healthz`, PROCESS_START_TIMEOUT_MS)
+  await waitForHttp(`http://127.0.0.1:${adminPort + 1}/healthz`, PROCESS_START_TIMEOUT_MS)
   const pids = workerPids(proc)
   t.equal(pids.length, 2, 'two worker processes')
 

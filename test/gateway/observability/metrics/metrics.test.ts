@@ -3,7 +3,7 @@ import type { LimiterStatus } from '../../../../src/gateway/observability/metric
 import { createGatewayMetrics } from '../../../../src/gateway/observability/metrics/registry.js'
 import { startEchoUpstream } from '../../../helpers/echo-upstream.js'
 import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig } from '../../../helpers/gateway.js'
-import { until } from '../../../helpers/poll.js'
+import { EVENT_TIMEOUT_MS, until } from '../../../helpers/poll.js'
 import { startRedis } from '../../../helpers/redis.js'
 import { metricNames, parseScrape, sampleValue, scrape } from '../../../helpers/scrape.js'
 
@@ -134,7 +134,7 @@ t.test('real rejections and a real ban on Redis feed the rejection and ban metri
   t.match(await redis.cli('KEYS', '*'), /free|ban/, 'the limiter counted in Redis')
 
   // The count is refreshed in the background soon after this process starts a ban.
-  await until('the ban counted', () => gw.app.limiterStatus.bannedKeys() === 1, 2_000)
+  await until('the ban counted', () => gw.app.limiterStatus.bannedKeys() === 1, EVENT_TIMEOUT_MS)
   gw.app.metrics.configReloads.inc({ result: 'failure' })
   gw.app.metrics.configReloads.inc({ result: 'success' })
   gw.app.metrics.configReloads.inc({ result: 'success' })
