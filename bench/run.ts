@@ -24,6 +24,7 @@
 //      BENCH_LOADER=autocannon (default wrk when installed)
 //      BENCH_GATEWAY_ENV="K=V,K=V"  extra environment for every gateway (e.g. STORE_TIMEOUT_MS=100)
 //      BENCH_VARIANTS="name:K=V,K=V;name2:K=V"  more gateway-on-Redis configurations, each with its env
+//      BENCH_WEBHOOKS=1  also the gateway on Redis with a webhook endpoint configured (bench/lib/webhooks-variant.ts)
 //      BENCH_WORKERS=1  also the gateway with GATEWAY_WORKERS=2 (it cannot be pinned to one core)
 //      BENCH_BASELINE=<dir>  also the in-process gateway of another checkout (e.g. `git archive` of an
 //                   older commit with node_modules linked in), interleaved with this one: before/after
@@ -42,6 +43,7 @@ import { writeConfigWithKeys } from './config-load.js'
 import { benchToken, buildWorkloads, CONFIG_KEYS, describePrefix, describeShape, MAX_COMMANDS_PER_REQUEST, scriptCalls, selectWorkloads, type Workload } from './lib/workloads.js'
 import { parseEnvList, parseVariants } from './lib/env-list.js'
 import { CONFIG_KEY_COUNTS, startScaleGateways } from './lib/scale.js'
+import { webhooksVariant, type WebhooksVariant } from './lib/webhooks-variant.js'
 import { closedLoop, fixedRate, loaderName, median, type RateRun, type Run } from './lib/load.js'
 import { cpuMicros, pinProcess, taskset } from './lib/proc-cpu.js'
 import { adminPortEnv, DEFAULT_TRACING_ROUNDS, tracingCost } from './lib/tracing-cost.js'
@@ -234,6 +236,7 @@ async function main (): Promise<void> {
     params: { ...p, path: DEFAULT_PATH, quick, scale, loadGenerator: loaderName(), pinned: pinned ? { servers: SERVER_CPUS, rest: REST_CPUS } : false, gatewayEnv, variants }
   }
   const md: string[] = []
+  let webhooks: WebhooksVariant | undefined
   try {
     const redis = await startRedis(work)
     const redisPid = redis.child.pid
@@ -243,6 +246,10 @@ async function main (): Promise<void> {
     // config do not change the cost per request: the scale section checks it).
     const configDir = writeConfigWithKeys(CONFIG_KEYS, mkdirAndReturn(join(work, 'config-bench')))
     unboundPlans(configDir)
+    if (process.env.BENCH_WEBHOOKS === '1') {
+      webhooks = await webhooksVariant(configDir)
+      variants.push({ name: webhooks.name, env: webhooks.env })
+    }
     const workloads: Workload[] = tracingOnly ? [] : buildWorkloads(selectWorkloads(process.env.BENCH_WORKLOADS))
 
     /** One closed-loop run of `tokens` against `t`, with the CPU and Redis commands it cost. */
@@ -514,6 +521,7 @@ async function main (): Promise<void> {
     log([...head, ...md].join('\n'))
     log(`\nwritten to ${join(RESULTS_DIR, `${results}.md`)} and ${results}.json in ${report.durationSeconds} s`)
   } finally {
+    await webhooks?.close()
     await stopAll()
     rmSync(work, { recursive: true, force: true })
   }

@@ -23,6 +23,7 @@ import { validate as validateIngress } from 'kubernetes-models/_schemas/IoK8sApi
 import { buildAdmin } from '../../src/gateway/admin/app.js'
 import { CONFIG_FILES, type ConfigTexts } from '../../src/gateway/config/loader.js'
 import { ReadinessRegistry } from '../../src/gateway/runtime/readiness.js'
+import { livenessPlugin } from '../../src/gateway/runtime/liveness.js'
 import { DEFAULT_ADMIN_PORT, DEFAULT_GATEWAY_PORT, DEFAULT_SHUTDOWN_GRACE_MS } from '../../src/gateway/runtime/settings.js'
 import { BACKEND_ENV, BACKEND_PORT, checkGatewayConfig, composeFile, containerOf, envOf, envValue, GATEWAY_ENV, K8S_DIR, kustomize, loadYaml, parseDockerfile, REDIS_PERSISTENCE, redisServerOptions, ROOT, walk, type Json } from '../helpers/deploy.js'
 
@@ -406,8 +407,12 @@ for (const which of RENDERINGS) checkRendering(which)
 
 t.test('the admin app answers the Kubernetes probe paths without ADMIN_TOKEN', async (t) => {
   const find = (kind: string, name: string): Json | undefined => rendered('base').find((d) => d.doc.kind === kind && d.doc.metadata?.name === name)?.doc
+  // The admin app reads the gateway's liveness (runtime/liveness.ts), as in a real gateway.
   const gateway = Fastify()
-  const admin = await buildAdmin({ gateway, readiness: new ReadinessRegistry(), token: 'probe-test-token' })
+  const readiness = new ReadinessRegistry()
+  await gateway.register(livenessPlugin, { readiness })
+  await gateway.ready()
+  const admin = await buildAdmin({ gateway, readiness, token: 'probe-test-token' })
   t.teardown(async () => { await admin.close(); await gateway.close() })
   const deployment = find('Deployment', 'petstore-gateway') as Json
   const c = containerOf(deployment)

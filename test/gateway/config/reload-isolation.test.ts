@@ -126,8 +126,10 @@ t.test('a file over CONFIG_MAX_BYTES is refused before it is read, naming the fi
   const size = statSync(join(dir, 'plans.yaml')).size.toLocaleString('en-US')
   const { result, latencies, cpu } = await pingThroughout(gw, async () => await gw.app.configReloader.reload('test'))
   t.same(result, { ok: false, problems: [`plans.yaml: ${dir}/plans.yaml is ${size} bytes, over the limit of 33,554,432 bytes (CONFIG_MAX_BYTES)`] })
-  // Reading 50 MB, let alone parsing it, costs far more CPU than a stat and a few requests.
-  t.ok(cpu.allMs < 1_000, `refused by its size at once: ${Math.round(cpu.allMs)} ms of CPU in all (${latencies.length} requests meanwhile, slowest ${Math.max(...latencies).toFixed(1)} ms)`)
+  // Parsing 50 MB costs tens of seconds of CPU (the test above gives such a parse 240 s); a stat and the
+  // requests meanwhile cost tens of milliseconds, which a loaded machine's GC and JIT can stretch past
+  // 1 s (1,035 ms seen in a full suite): 3 s tells the two apart whatever the load.
+  t.ok(cpu.allMs < 3_000, `refused by its size at once: ${Math.round(cpu.allMs)} ms of CPU in all (${latencies.length} requests meanwhile, slowest ${Math.max(...latencies).toFixed(1)} ms)`)
   t.equal(gw.app.gatewayConfig.current.version, before)
 })
 

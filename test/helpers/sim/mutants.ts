@@ -54,8 +54,8 @@ export const MUTANTS: readonly Mutant[] = [
     name: 'write-backs-never-sent',
     bug: 'reserve admissions are never written back (dropped as if sent)',
     file: `${LIMITER}/redis/calls.ts`,
-    find: 'const adjustments = [...a.returns, ...sent]',
-    replace: 'const adjustments = [...a.returns]'
+    find: 'const adjustments = [...a.returns, ...sent, ...sentAllowance]',
+    replace: 'const adjustments = [...a.returns, ...sentAllowance]'
   },
   {
     name: 'barrier-wait-removed',
@@ -117,8 +117,8 @@ export const MUTANTS: readonly Mutant[] = [
     name: 'pool-kept-after-loss',
     bug: 'the pool is kept (and spent) after a data loss is found, not dropped',
     file: `${LIMITER}/redis/grants.ts`,
-    find: 'Object.assign(a, { pool: 0, returns: [], unwritten: [], reserve: 0, reserveCap: 0 })',
-    replace: 'Object.assign(a, { returns: [], unwritten: [], reserve: 0, reserveCap: 0 })'
+    find: 'Object.assign(a, { pool: 0, returns: [], unwritten: [], allowanceUnwritten: [], reserve: 0, reserveCap: 0 })',
+    replace: 'Object.assign(a, { returns: [], unwritten: [], allowanceUnwritten: [], reserve: 0, reserveCap: 0 })'
   },
   {
     name: 'block-in-next-second',
@@ -131,8 +131,8 @@ export const MUTANTS: readonly Mutant[] = [
     name: 'write-back-second-early',
     bug: 'a reserve admission is written back into the second before the one it was made in',
     file: `${LIMITER}/redis/account.ts`,
-    find: 'const adj = { minute: Math.floor(latest / MINUTE_BUCKET_MS),',
-    replace: 'const adj = { minute: Math.floor(latest / MINUTE_BUCKET_MS) - 1,'
+    find: 'return { minute: Math.floor(latest / MINUTE_BUCKET_MS),',
+    replace: 'return { minute: Math.floor(latest / MINUTE_BUCKET_MS) - 1,'
   },
   {
     name: 'clock-no-drift-widening',
