@@ -71,7 +71,8 @@ t.test('a backend that crashes in a loop stops the launcher with one line, and e
   t.teardown(() => blocker.close())
   const port = String((blocker.address() as AddressInfo).port)
   const s = await spawnNpmStart(t, { BACKEND_PORT: port })
-  const { code } = await Promise.race([s.exited, new Promise<{ code: string }>((resolve) => setTimeout(() => resolve({ code: 'still running' }), 2 * PROCESS_START_TIMEOUT_MS))])
+  // The deadline's timer is unref'd: once the launcher exits, it must not hold the file open for minutes.
+  const { code } = await Promise.race([s.exited, new Promise<{ code: string }>((resolve) => setTimeout(() => resolve({ code: 'still running' }), 2 * PROCESS_START_TIMEOUT_MS).unref())])
   t.equal(code, 1)
   const out = s.output()
   t.match(out, /^backend exited 5 times within 60 s \(last: code 1\); not restarting it again: stopping$/m)

@@ -15,7 +15,7 @@ import { ReadinessRegistry } from '../../../src/gateway/runtime/readiness.js'
 import { persistenceMode, persistenceNeeds } from '../../../src/gateway/redis/persistence.js'
 import { FIXTURE_CONFIG_DIR, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
 import { COST_ROUTES, METERED_PLANS } from '../../helpers/quota.js'
-import { poll, sleep } from '../../helpers/poll.js'
+import { EVENT_TIMEOUT_MS, poll, sleep } from '../../helpers/poll.js'
 import { startRedis, startRedisCluster, startRedisSentinel } from '../../helpers/redis.js'
 
 const WARNING = /keeps nothing across a restart.*month quotas \(perMonth\).*appendonly yes/
@@ -111,6 +111,10 @@ t.test('without a probe: a new config is judged on the timer, and Redis read aga
 
   // Redis given RDB snapshots (it keeps something now). Not `appendonly yes`: a Redis still writing its
   // first AOF refuses SIGTERM ("Writing initial AOF, can't exit"), and the teardown would wait for it.
+  // Only once Redis has answered the read for the new config (three CONFIG GETs: none before, as no plan needed it),
+  // or a loaded machine's read for the new config could see the change and clear the warning itself.
+  const configCalls = async (): Promise<number> => Number(/cmdstat_config\|get:calls=(\d+)/.exec(await redis.cli('INFO', 'commandstats'))?.[1] ?? 0)
+  t.ok(await poll(async () => await configCalls() >= 3, EVENT_TIMEOUT_MS, 50), 'Redis read for the new config')
   await redis.cli('CONFIG', 'SET', 'save', '3600 1')
   await sleep(500)
   t.notOk(lines.some((l) => l.msg === 'Redis persistence: the earlier warning no longer applies'), 'Redis is not polled on the timer')

@@ -28,6 +28,7 @@ t.test('defaults follow docs/decisions.md §8', async (t) => {
     logLevel: 'info',
     logBufferBytes: 4096,
     logBacklogBytes: 1024 * 1024,
+    pluginTimeoutMs: 10000,
     trustProxy: false,
     anonymousStateMax: 100000,
     maxConnections: 10000,
