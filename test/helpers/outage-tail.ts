@@ -15,6 +15,7 @@ import { sleep } from './poll.js'
 import { freePort, waitForHttp } from './ports.js'
 import { gatewayProcessEnv, REPO_ROOT, runEntry, startGatewayProcess } from './processes.js'
 import { startRedis } from './redis.js'
+import { zipfPicker } from './sim/outage-schedules.js'
 import { parseScrape, sampleValue } from './scrape.js'
 
 export type Phase =
@@ -56,24 +57,12 @@ function configDir (consumers: number, perMinute: number): string {
   return dir
 }
 
-/** Draws consumer ranks by Zipf (s = 1.1) from a seeded stream: the same run every time. */
+/** Consumer ranks drawn by Zipf (s = 1.1) from a fixed seed, so every run sends the same traffic. */
 function zipf (n: number): () => number {
-  const cumulative: number[] = []
-  let sum = 0
-  for (let k = 1; k <= n; k++) cumulative.push(sum += 1 / k ** 1.1)
+  const pick = zipfPicker(n)
   let seed = 38
   const random = (): number => { seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31; return seed / 2 ** 31 }
-  return () => {
-    const target = random() * sum
-    let lo = 0
-    let hi = n - 1
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1
-      if (cumulative[mid]! < target) lo = mid + 1
-      else hi = mid
-    }
-    return lo
-  }
+  return () => pick(random())
 }
 
 export async function outageTail (t: Pick<Test, 'teardown'>, opts: OutageTailOptions): Promise<OutageTailResult> {

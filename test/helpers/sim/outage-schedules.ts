@@ -20,7 +20,7 @@ const MAX_ARRIVALS = 4_000
 const int = (w: World, a: number, b: number): number => Math.floor(w.between(a, b + 1))
 
 /** The consumer of rank k (0-based) of `n`, by Zipf: a draw of the cumulative shares. */
-function zipfPicker (n: number): (u: number) => number {
+export function zipfPicker (n: number): (u: number) => number {
   const cumulative: number[] = []
   let sum = 0
   for (let k = 1; k <= n; k++) cumulative.push(sum += 1 / k ** ZIPF_S)
