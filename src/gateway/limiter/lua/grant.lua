@@ -6,19 +6,22 @@
 -- KEYS[2i-1]  rl:{id}    t, n, o minute ring (newest bucket, units in window, oldest bucket with units), '0'..'60' its
 --                        buckets; D, N, O, c the day ring's (c: bucket D's units); Q, q month, units; b, e, l ban end,
 --                        last ban's end, level; k recent 429s 'ms:n,…'; r reserves 'holder,units,untilMs;…'; p blocks
---                        granted in the current minute bucket (tagged like a ring bucket); x expiry (Unix ms); L lapsed
+--                        held 'holder,minuteBucket,units;…' (granted in the current minute bucket or the one before, not
+--                        given back yet); x expiry (Unix ms); L lapsed
 --                        reserves charged to the day and month 'holder,units,dayBucket,month;…' (taken back when
 --                        their holder calls again: its write-backs count what it spent)
 -- KEYS[2i]    rl:{id}:d  the day ring's buckets before D, '0'..'96'
 -- ARGV[1]     the caller's holder id
 -- ARGV[3i-1]  'minuteLimit dayLimit monthLimit requests cost extra reserve write soft mb mine' (monthLimit 0: none;
---             write 0: a read, changing nothing; soft 1: the month never refuses; mine: the caller's blocks in bucket mb)
+--             write 0: a read, changing nothing; soft 1: the month never refuses; mine: the blocks the caller still holds
+--             in minute bucket mb, 0 once it gave them back)
 -- ARGV[3i]    ban policy 'threshold,windowMs,durationMs,maxMs', or '' (never banned)
 -- ARGV[3i+1]  adjustments 'minuteBucket,dayBucket,month,delta;…', applied first (bucket 0: none); a delta ending in
 --             'a' writes back an outage-allowance admission (not spent from the caller's reserve)
 -- Reply: { now, then per entry: outcome (0 ok, 1 rate_limited, 2 banned), admitted, the rejected request that started a
 --          ban (1-based; 0 none), extra, the caller's reserve, every reserve, then for minute, day, month: units, reset
---          ms, retry ms (0 unless rejected); ban's end; the blocks other processes hold in this minute bucket }
+--          ms, retry ms (0 unless rejected); ban's end; the blocks other processes hold (this minute bucket's and the
+--          last one's not yet given back) }
 -- A write never lowers the caller's reserve below min(its reserve less what the call writes back, `reserve` asked):
 -- applied or not, the caller knows what it may spend. A bucket's field holds tag × scale + units (tag: its index mod
 -- `mod`), so a stale field reads as empty. Numbers are floored and written with %d or %.0f: the same under Lua 5.1
@@ -104,8 +107,8 @@ local qm, q_end = -1, 0
 local reply = { now }
 for i = 1, floor(#KEYS / 2) do
   local key, dkey, a = KEYS[2 * i - 1], KEYS[2 * i], 3 * i - 1
-  local ml, dl, ql, n, cost, extra, want, write, soft, my_b, mine = string.match(ARGV[a], '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d) (%d) (%-?%d+) (%d+)$')
-  ml, dl, ql, n, cost, extra, want, write, soft, mine = ml + 0, dl + 0, ql + 0, n + 0, cost + 0, extra + 0, want + 0, write == '1', soft == '1', my_b + 0 == mb and mine + 0 or 0
+  local ml, dl, ql, n, cost, extra, want, write, soft, own_bucket, own_blocks = string.match(ARGV[a], '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d) (%d) (%-?%d+) (%d+)$')
+  ml, dl, ql, n, cost, extra, want, write, soft, own_bucket, own_blocks = ml + 0, dl + 0, ql + 0, n + 0, cost + 0, extra + 0, want + 0, write == '1', soft == '1', floor(own_bucket), own_blocks + 0
   local policy, adjs = ARGV[a + 1], ARGV[a + 2]
   local f = redis.call('HMGET', key, 't', 'n', 'o', '' .. mb % MR.slots, 'D', 'N', 'O', 'c', 'b', 'r', 'x', 'p', 'L')
   local ban_until = (f[9] or 0) + 0
@@ -181,13 +184,23 @@ for i = 1, floor(#KEYS / 2) do
     local keep = max(0, min(mine - written, want))
     local room = min(ml - mn, dl - dn) - others - keep
     if q_on and not soft then room = min(room, ql - qc - others - keep) end
-    local admitted, granted, reserve, spared, pooled = 0, 0, keep, 0, units(f[12], mb, MR)
-    local elsewhere = max(0, pooled - mine)
+    -- Blocks held: granted in this minute bucket or the one before and not given back yet (a holder's give-back at
+    -- its bucket's end may reach Redis after the next bucket's calls: its units are counted until then). The caller
+    -- says what it holds itself (0 once given back); others' entries stay until their bucket is two seconds old.
+    local blocks, elsewhere = {}, 0
+    for h, hb, u in string.gmatch(f[12] or '', '([^,;]+),(%-?%d+),(%d+)') do
+      hb, u = floor(hb), u + 0
+      if hb >= mb - 1 and not (write and h == ARGV[1]) then
+        blocks[#blocks + 1] = fmt('%s,%d,%d', h, hb, u)
+        if h ~= ARGV[1] then elsewhere = elsewhere + u end
+      end
+    end
+    local admitted, granted, reserve, spared = 0, 0, keep, 0
     if write then
       if cost <= room then admitted = min(n, floor(room / cost)) end
       room = room - admitted * cost
       granted = max(0, min(extra, floor(room / (holders + 2))))
-      room, pooled = room - granted, pooled + granted
+      room = room - granted
       -- Requests refused only because units are kept back or pooled elsewhere (the window is not full) are no abuse.
       spared = min(n - admitted, floor(max(0, room + others + keep + elsewhere) / cost))
       if want > keep then reserve = keep + max(0, min(want - keep, floor(room / (holders + 2)))) end
@@ -197,7 +210,16 @@ for i = 1, floor(#KEYS / 2) do
       end
       if reserve > 0 then kept[#kept + 1] = fmt('%s,%d,%.0f', ARGV[1], reserve, now + RESERVE_TTL_MS) end
       r_changed = r_changed or reserve ~= mine
+      -- The caller's blocks: those it says it still holds (in a bucket not yet two seconds old), and this grant's.
+      if own_bucket < mb - 1 then own_blocks = 0 end
+      if granted > 0 and own_bucket ~= mb then
+        if own_blocks > 0 then blocks[#blocks + 1] = fmt('%s,%d,%d', ARGV[1], own_bucket, own_blocks) end
+        own_bucket, own_blocks = mb, 0
+      end
+      own_blocks = own_blocks + granted
+      if own_blocks > 0 then blocks[#blocks + 1] = fmt('%s,%d,%d', ARGV[1], own_bucket, own_blocks) end
     end
+    local blocks_now = write and table.concat(blocks, ';') or (f[12] or '')
     -- A month out of room (this call's admissions counted) refuses: quota_exceeded, no abuse either.
     local quota_out = q_on and not soft and ql - qc < cost
     local banned_at = 0
@@ -222,7 +244,7 @@ for i = 1, floor(#KEYS / 2) do
         redis.call('HSET', key, 'k', table.concat(events, ','))
       end
     end
-    if write and (changed or r_changed) then
+    if write and (changed or r_changed or blocks_now ~= (f[12] or '')) then
       -- Kept until every window lets go of what it holds: the day ring's newest bucket, a reserve's
       -- end, a ban's escalation memory (its end + ESCALATION_MS), the month's end.
       local fields = { '' .. m % MR.slots, (m % MR.mod) * MR.scale + cur, 'n', mn, 'N', dn, 'c', dcur }
@@ -232,7 +254,7 @@ for i = 1, floor(#KEYS / 2) do
       if q_on then fields[#fields + 1], fields[#fields + 2], fields[#fields + 3], fields[#fields + 4] = 'Q', qm, 'q', qc end
       if r_changed then fields[#fields + 1], fields[#fields + 2] = 'r', table.concat(kept, ';') end
       if l_changed then fields[#fields + 1], fields[#fields + 2] = 'L', table.concat(lapsed, ';') end
-      if granted > 0 then fields[#fields + 1], fields[#fields + 2] = 'p', (mb % MR.mod) * MR.scale + pooled end
+      if blocks_now ~= (f[12] or '') then fields[#fields + 1], fields[#fields + 2] = 'p', blocks_now end
       local expiry = (d + DR.slots) * DR.ms
       if #kept > 0 then expiry = max(expiry, now + RESERVE_TTL_MS) end
       if ban_until > 0 then expiry = max(expiry, ban_until + ESCALATION_MS) end

@@ -23,8 +23,11 @@ export const ALLOWANCE_SLACK_MS = 60_000
 /** No allowance for a consumer never answered here by Redis that arrives this often per second (a burst, maybe racing its limit). */
 export const ALLOWANCE_UNSEEN_RATE = 5
 
-/** A request waiting for a grant call; `attempts`: calls whose units came too late to spend for it. */
-export interface Waiting { readonly cost: number, readonly resolve: (result: ConsumeResult) => void, readonly reject: (err: Error) => void, attempts: number }
+/**
+ * A request waiting for a grant call; `attempts`: calls whose units came too late to spend for it; `blockWaits`: times it
+ * was refused while blocks were held elsewhere and waited for their give-back.
+ */
+export interface Waiting { readonly cost: number, readonly resolve: (result: ConsumeResult) => void, readonly reject: (err: Error) => void, attempts: number, blockWaits: number }
 
 export class Account {
   limits: Limits = { perMinute: 0, perDay: 0 }
@@ -32,7 +35,7 @@ export class Account {
   monthLimit = 0
   monthSoft = true
   ban: BanPolicy | null = null
-  /** The pool and its buckets (minute, day, month) by Redis's clock; blocks granted in its minute bucket. */
+  /** The pool and its buckets (minute, day, month) by Redis's clock; blocks granted in its minute bucket, 0 once given back. */
   pool = 0
   granted = 0
   giveBack = false
@@ -88,9 +91,11 @@ export function poolLive (a: Account, clock: ShardClock, x: number): boolean {
   return a.pool > 0 && latest !== undefined && latest < (a.bucket + 1) * MINUTE_BUCKET_MS - SPEND_MARGIN_MS
 }
 
+/** The pool goes back: what is left of it is given back, and no block of its bucket is held any more (the next call says so). */
 function givePoolBack (a: Account): void {
   if (a.pool > 0) a.returns.push({ minute: a.bucket, day: a.dayBucket, month: a.month, delta: -a.pool })
   a.pool = 0
+  a.granted = 0
 }
 
 /** A pool whose bucket is over becomes a give-back (it will never be spent); true if none is live. */
@@ -103,7 +108,7 @@ export function expirePool (a: Account, clock: ShardClock, x: number): boolean {
 /** Units just counted at Redis time `redisNow` join the pool (an older pool is given back), `block` of them a block. */
 export function fillPool (a: Account, units: number, block: number, redisNow: number): void {
   const bucket = Math.floor(redisNow / MINUTE_BUCKET_MS)
-  if (bucket !== a.bucket) { givePoolBack(a); a.granted = 0 }
+  if (bucket !== a.bucket) givePoolBack(a)
   a.granted += block
   a.bucket = bucket
   a.dayBucket = Math.floor(redisNow / DAY_BUCKET_MS)

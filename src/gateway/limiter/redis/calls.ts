@@ -25,6 +25,11 @@ export const IDLE_MS = 2_000
 const GIVE_BACK_MARGIN_MS = 100
 /** Calls a request waits for before the outage policy answers it (each reply came too late to spend). */
 const MAX_ATTEMPTS = 3
+/**
+ * Times a refusal waits for blocks held elsewhere: the second they were granted in ends, then their give-back (a timer
+ * in their holder, late on a loaded process) may still be on its way when the next second's call finds them.
+ */
+const MAX_BLOCK_WAITS = 2
 
 /** What the calls need from the grants around them. */
 export interface CallDeps {
@@ -125,7 +130,8 @@ export function createCalls (deps: CallDeps) {
     if (answered) return 0
     const live = acct.poolLive(a, clockOf(a), received)
     const retry: Waiting[] = []
-    // Blocks other processes hold come back when this second ends: that many first refusals ask again then (limiter-internals.md).
+    // Blocks other processes hold (this second's, or the last one's not given back yet) come back when this second ends
+    // at the latest: that many refusals ask again then (limiter-internals.md).
     let pooledElsewhere = r.bannedAt === 0 ? r.pooled : 0
     let margin = 1 // after the bucket ends; a refusal waiting for blocks also gives their holders time to give back
     group.forEach((w, k) => {
@@ -140,10 +146,10 @@ export function createCalls (deps: CallDeps) {
         }
         return
       }
-      if (w.attempts === 0 && pooledElsewhere >= w.cost) {
+      if (w.blockWaits < MAX_BLOCK_WAITS && pooledElsewhere >= w.cost) {
         pooledElsewhere -= w.cost
         margin = GIVE_BACK_MARGIN_MS
-        w.attempts++
+        w.blockWaits++
         retry.push(w)
         return
       }

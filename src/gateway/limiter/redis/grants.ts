@@ -127,8 +127,8 @@ export function createGrants (opts: GrantsOptions) {
         return Promise.resolve(consumeResult(a, 'ok', a.viewAt + (x - a.viewLocal), 'grant'))
       }
       return new Promise((resolve, reject) => {
-        if (!up(a) && !reseeding.has(a)) return outage(a, { cost, resolve, reject, attempts: 0 }, x)
-        a.waiting.push({ cost, resolve, reject, attempts: 0 })
+        if (!up(a) && !reseeding.has(a)) return outage(a, { cost, resolve, reject, attempts: 0, blockWaits: 0 }, x)
+        a.waiting.push({ cost, resolve, reject, attempts: 0, blockWaits: 0 })
         if (up(a) && !a.calling) call(a)
       })
     },

@@ -33,7 +33,7 @@ export interface GrantEntry {
   readonly key: string
   readonly minuteLimit: number, readonly dayLimit: number, readonly monthLimit: number, readonly monthSoft: boolean
   readonly requests: number, readonly cost: number, readonly extra: number, readonly reserve: number, readonly write: boolean
-  readonly blocksBucket: number, readonly blocks: number // blocks the caller was granted in that minute bucket
+  readonly blocksBucket: number, readonly blocks: number // blocks the caller still holds in that minute bucket (0 once given back)
   readonly ban: BanPolicy | null
   readonly adjustments: readonly Adjustment[]
 }
@@ -44,7 +44,7 @@ export interface WindowReply { readonly used: number, readonly resetAt: number, 
 /**
  * One entry's reply: `bannedAt` the rejected request (1-based) that started a ban (0: none),
  * `reserve` the caller's now, `held` every process's reserve (kept back in every window),
- * `bannedUntil` the ban's end (0: none), `pooled` the units granted as blocks in this second to other processes.
+ * `bannedUntil` the ban's end (0: none), `pooled` the units other processes hold as blocks: granted in this second, or in the last one and not given back yet.
  */
 export interface GrantReply {
   readonly outcome: 'ok' | 'rate_limited' | 'key_banned'
