@@ -12,7 +12,7 @@ import { SimProcess } from '../../../helpers/sim/process.js'
 import { createLuaVm, SimRedis } from '../../../helpers/sim/redis-model.js'
 import { World } from '../../../helpers/sim/world.js'
 
-const COUNT = Number(process.env.SIM_COUNT ?? 60)
+const COUNT = Number(process.env.SIM_COUNT ?? 40)
 const YEAR_START = Date.UTC(2030, 0, 1)
 
 interface Outcome { readonly limit: number, readonly requests: number, readonly admitted: number, readonly over: number, readonly unanswered: number, readonly refused: Record<string, number>, readonly describe: string }
