@@ -47,15 +47,15 @@ export const MUTANTS: readonly Mutant[] = [
     name: 'pool-live-next-second',
     bug: 'a pool unit is spendable until the end of the next second (poolLive: bucket + 1 → + 2)',
     file: `${LIMITER}/redis/account.ts`,
-    find: 'latest < (a.bucket + 1) * MINUTE_BUCKET_MS - SPEND_MARGIN_MS',
-    replace: 'latest < (a.bucket + 2) * MINUTE_BUCKET_MS - SPEND_MARGIN_MS'
+    find: 'latest < (account.bucket + 1) * MINUTE_BUCKET_MS - SPEND_MARGIN_MS',
+    replace: 'latest < (account.bucket + 2) * MINUTE_BUCKET_MS - SPEND_MARGIN_MS'
   },
   {
     name: 'write-backs-never-sent',
     bug: 'reserve admissions are never written back (dropped as if sent)',
     file: `${LIMITER}/redis/calls.ts`,
-    find: 'const adjustments = [...a.returns, ...sent, ...sentAllowance]',
-    replace: 'const adjustments = [...a.returns, ...sentAllowance]'
+    find: 'const adjustments = [...account.returns, ...sent, ...sentAllowance]',
+    replace: 'const adjustments = [...account.returns, ...sentAllowance]'
   },
   {
     name: 'barrier-wait-removed',
@@ -103,14 +103,14 @@ export const MUTANTS: readonly Mutant[] = [
     name: 'reserve-uncapped-in-flight',
     bug: 'the reserve is not capped while a call that lowers it is in flight',
     file: `${LIMITER}/redis/account.ts`,
-    find: 'if (unwrittenUnits(a) + cost > (a.reserveCap ?? a.reserve)) return false',
-    replace: 'if (unwrittenUnits(a) + cost > a.reserve) return false'
+    find: 'if (unwrittenUnits(account) + cost > (account.reserveCap ?? account.reserve)) return false',
+    replace: 'if (unwrittenUnits(account) + cost > account.reserve) return false'
   },
   {
     name: 'give-back-twice',
     bug: 'a give-back is kept after it is sent, so it is applied again with every call',
     file: `${LIMITER}/redis/calls.ts`,
-    find: 'a.returns = [] // a give-back is sent once',
+    find: 'account.returns = [] // a give-back is sent once',
     replace: '// a give-back is sent once'
   },
   {

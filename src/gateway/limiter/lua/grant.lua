@@ -26,6 +26,14 @@
 -- applied or not, the caller knows what it may spend. A bucket's field holds tag × scale + units (tag: its index mod
 -- `mod`), so a stale field reads as empty. Numbers are floored and written with %d or %.0f: the same under Lua 5.1
 -- (Redis) and 5.4 (the simulator).
+-- The fields of rl:{id}, as src/gateway/limiter/redis/layout.ts names them (a test checks they are the same).
+local FIELD = {
+  minute_newest = 't', minute_units = 'n', minute_oldest = 'o',
+  day_newest = 'D', day_units = 'N', day_oldest = 'O', day_newest_units = 'c',
+  month = 'Q', month_units = 'q',
+  ban_end = 'b', last_ban_end = 'e', ban_level = 'l', recent_rejections = 'k',
+  reserves = 'r', blocks = 'p', expiry = 'x', lapsed_reserves = 'L'
+}
 local MR = { ms = 1000.0, slots = 61, mod = 2 ^ 20, scale = 2 ^ 32 }
 local DR = { ms = 900000.0, slots = 97, mod = 2 ^ 13, scale = 2 ^ 40 }
 local ESCALATION_MS, RESERVE_TTL_MS = 86400000, 120000
@@ -110,7 +118,9 @@ for i = 1, floor(#KEYS / 2) do
   local ml, dl, ql, n, cost, extra, want, write, soft, own_bucket, own_blocks = string.match(ARGV[a], '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d) (%d) (%-?%d+) (%d+)$')
   ml, dl, ql, n, cost, extra, want, write, soft, own_bucket, own_blocks = ml + 0, dl + 0, ql + 0, n + 0, cost + 0, extra + 0, want + 0, write == '1', soft == '1', floor(own_bucket), own_blocks + 0
   local policy, adjs = ARGV[a + 1], ARGV[a + 2]
-  local f = redis.call('HMGET', key, 't', 'n', 'o', '' .. mb % MR.slots, 'D', 'N', 'O', 'c', 'b', 'r', 'x', 'p', 'L')
+  local f = redis.call('HMGET', key, FIELD.minute_newest, FIELD.minute_units, FIELD.minute_oldest, '' .. mb % MR.slots,
+    FIELD.day_newest, FIELD.day_units, FIELD.day_oldest, FIELD.day_newest_units, FIELD.ban_end, FIELD.reserves, FIELD.expiry,
+    FIELD.blocks, FIELD.lapsed_reserves)
   local ban_until = (f[9] or 0) + 0
   local entry
   if write and policy ~= '' and ban_until > now then
@@ -137,7 +147,7 @@ for i = 1, floor(#KEYS / 2) do
     local qc, q_on = 0, ql > 0
     if q_on then
       if qm < 0 then qm, q_end = month_of(now) end
-      local q = redis.call('HMGET', key, 'Q', 'q')
+      local q = redis.call('HMGET', key, FIELD.month, FIELD.month_units)
       if q[1] and floor(q[1]) == qm then qc = q[2] + 0 end
     end
     local changed, written = false, 0
@@ -227,7 +237,7 @@ for i = 1, floor(#KEYS / 2) do
       -- The rejected requests count as 429s: banned once more than `threshold` fall in the window.
       local threshold, window, base_ms, max_ms = string.match(policy, '^(%d+),(%d+),(%d+),(%d+)$')
       threshold, window, base_ms, max_ms = threshold + 0, window + 0, base_ms + 0, max_ms + 0
-      local k = redis.call('HMGET', key, 'k', 'e', 'l')
+      local k = redis.call('HMGET', key, FIELD.recent_rejections, FIELD.last_ban_end, FIELD.ban_level)
       local last_end, level = (k[2] or 0) + 0, (k[3] or -1) + 0
       local recent, events = 0, {}
       for at, c in string.gmatch(k[1] or '', '(%d+):(%d+)') do
@@ -238,29 +248,31 @@ for i = 1, floor(#KEYS / 2) do
         banned_at = spared + max(1, threshold - recent + 1)
         level = now - last_end < ESCALATION_MS and level + 1 or 0
         ban_until, changed = now + (level < 40 and min(base_ms * 2 ^ level, max_ms) or max_ms), true
-        redis.call('HSET', key, 'b', fmt('%.0f', ban_until), 'e', fmt('%.0f', ban_until), 'l', level, 'k', '')
+        redis.call('HSET', key, FIELD.ban_end, fmt('%.0f', ban_until), FIELD.last_ban_end, fmt('%.0f', ban_until), FIELD.ban_level, level,
+          FIELD.recent_rejections, '')
       else
         events[#events + 1] = fmt('%.0f:%d', now, rejected)
-        redis.call('HSET', key, 'k', table.concat(events, ','))
+        redis.call('HSET', key, FIELD.recent_rejections, table.concat(events, ','))
       end
     end
     if write and (changed or r_changed or blocks_now ~= (f[12] or '')) then
       -- Kept until every window lets go of what it holds: the day ring's newest bucket, a reserve's
       -- end, a ban's escalation memory (its end + ESCALATION_MS), the month's end.
-      local fields = { '' .. m % MR.slots, (m % MR.mod) * MR.scale + cur, 'n', mn, 'N', dn, 'c', dcur }
+      local fields = { '' .. m % MR.slots, (m % MR.mod) * MR.scale + cur, FIELD.minute_units, mn, FIELD.day_units, dn, FIELD.day_newest_units, dcur }
       if f[1] == false or m ~= mt or d ~= dd then
-        fields[9], fields[10], fields[11], fields[12], fields[13], fields[14], fields[15], fields[16] = 't', m, 'o', mo or m, 'D', d, 'O', do_ or d
+        fields[9], fields[10], fields[11], fields[12] = FIELD.minute_newest, m, FIELD.minute_oldest, mo or m
+        fields[13], fields[14], fields[15], fields[16] = FIELD.day_newest, d, FIELD.day_oldest, do_ or d
       end
-      if q_on then fields[#fields + 1], fields[#fields + 2], fields[#fields + 3], fields[#fields + 4] = 'Q', qm, 'q', qc end
-      if r_changed then fields[#fields + 1], fields[#fields + 2] = 'r', table.concat(kept, ';') end
-      if l_changed then fields[#fields + 1], fields[#fields + 2] = 'L', table.concat(lapsed, ';') end
-      if blocks_now ~= (f[12] or '') then fields[#fields + 1], fields[#fields + 2] = 'p', blocks_now end
+      if q_on then fields[#fields + 1], fields[#fields + 2], fields[#fields + 3], fields[#fields + 4] = FIELD.month, qm, FIELD.month_units, qc end
+      if r_changed then fields[#fields + 1], fields[#fields + 2] = FIELD.reserves, table.concat(kept, ';') end
+      if l_changed then fields[#fields + 1], fields[#fields + 2] = FIELD.lapsed_reserves, table.concat(lapsed, ';') end
+      if blocks_now ~= (f[12] or '') then fields[#fields + 1], fields[#fields + 2] = FIELD.blocks, blocks_now end
       local expiry = (d + DR.slots) * DR.ms
       if #kept > 0 then expiry = max(expiry, now + RESERVE_TTL_MS) end
       if ban_until > 0 then expiry = max(expiry, ban_until + ESCALATION_MS) end
       if q_on and qc > 0 then expiry = max(expiry, q_end) end
       local grow = expiry > (f[11] or 0) + 0
-      if grow then fields[#fields + 1], fields[#fields + 2] = 'x', fmt('%.0f', expiry) end
+      if grow then fields[#fields + 1], fields[#fields + 2] = FIELD.expiry, fmt('%.0f', expiry) end
       redis.call('HSET', key, unpack(fields))
       if day_moved then redis.call('HSET', dkey, day_moved[1], day_moved[2]) end
       if grow then

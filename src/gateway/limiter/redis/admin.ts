@@ -9,6 +9,7 @@ import { dayKey, limiterKey } from '../../redis/keys.js'
 import type { Ask, BanEntry } from '../store.js'
 import { Account, consumeResult, entryOf } from './account.js'
 import { ioredisPort } from './ioredis-port.js'
+import { ESCALATION_MS, FIELD } from './layout.js'
 import { withinBudget } from './outage.js'
 import { GRANT, grantArgs, grantKeys, readGrantReply } from './scripts.js'
 
@@ -16,9 +17,8 @@ export const BAN_LIFT_CHANNEL = 'petstore:ban-lifted'
 export const BAN_INDEX_KEY = 'rl:{#bans}'
 /** Ops calls wait at most this long. */
 export const DEFAULT_ADMIN_TIMEOUT_MS = 2_000
-/** grant.lua's ban fields of an id (b its end, e the last ban's end, l its level), and its ESCALATION_MS. */
-const BAN_FIELDS = ['b', 'e', 'l'] as const
-const ESCALATION_MEMORY_MS = 86_400_000
+/** The ban fields of an id: its end, the last ban's end, its level. */
+const BAN_FIELDS = [FIELD.banEnd, FIELD.lastBanEnd, FIELD.banLevel] as const
 
 function parseBan (fields: Array<string | null>): { until: number, lastEnd: number, level: number } | undefined {
   const [until, lastEnd, level] = fields
@@ -72,14 +72,14 @@ export function createRedisAdmin (client: RedisClient, forget: (id: string) => v
     liftBan: (id: string) => bounded(async () => {
       const key = limiterKey(id)
       const [fields, now] = await Promise.all([admin.hmget(key, ...BAN_FIELDS), redisNow()])
-      await admin.hdel(key, 'b', 'e', 'l', 'k')
+      await admin.hdel(key, ...BAN_FIELDS, FIELD.recentRejections)
       await lifted(id)
       return (parseBan(fields)?.until ?? 0) > now
     }),
     escalationLevel: (id: string) => bounded(async () => {
       const [fields, now] = await Promise.all([admin.hmget(limiterKey(id), ...BAN_FIELDS), redisNow()])
       const ban = parseBan(fields)
-      return ban === undefined || ban.lastEnd + ESCALATION_MEMORY_MS <= now ? -1 : ban.level
+      return ban === undefined || ban.lastEnd + ESCALATION_MS <= now ? -1 : ban.level
     }),
     reset: (id: string) => bounded(async () => {
       forget(id)

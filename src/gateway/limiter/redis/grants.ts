@@ -13,6 +13,7 @@ import * as acct from './account.js'
 import { consumeResult, entryOf, type Account } from './account.js'
 import { BATCH_MAX, createBatcher } from './batcher.js'
 import { createCalls, IDLE_MS } from './calls.js'
+import { RESERVE_TTL_MS } from './layout.js'
 import { DEFAULT_OUTAGE_ALLOWANCE_PERCENT, DEFAULT_STORE_PROCESSES, type OutageAllowance, type StoreOnError } from './outage.js'
 import { GRANT, grantArgs, grantKeys, readGrantReply, type GrantEntry } from './scripts.js'
 import { createShards, type ShardOptions } from './shard.js'
@@ -93,7 +94,7 @@ export function createGrants (opts: GrantsOptions) {
         const sent = runtime.now()
         const { now, replies } = readGrantReply(await port.run(GRANT, grantKeys(entries), grantArgs(holder, entries)), entries.length)
         shards.of(shard).clock.learn(now, sent, runtime.now())
-        replies.forEach((r, j) => { Object.assign(part[j]!, { reserve: r.reserve, reserveUntil: now + acct.RESERVE_TTL_MS, reserveCap: undefined }) })
+        replies.forEach((r, j) => { Object.assign(part[j]!, { reserve: r.reserve, reserveUntil: now + RESERVE_TTL_MS, reserveCap: undefined }) })
       }
     } finally {
       const waited = [...reseeding]

@@ -1,0 +1,38 @@
+// The Redis layout of one consumer, named once: the fields of its hash `rl:{id}` (one letter each: they are in
+// every HMGET and HSET of the hot path) and the constants the grant script shares with this process. lua/grant.lua
+// declares the same FIELD table and constants at its top (a script must stand alone);
+// test/gateway/limiter/redis/layout.test.ts fails if the two differ. Layout: docs/limiter-internals.md.
+
+/** The fields of `rl:{id}`; the minute ring's buckets are the fields '0'..'60', the day ring's past buckets live in `rl:{id}:d`. */
+export const FIELD = {
+  /** The minute ring's newest bucket, its units in the window, its oldest bucket with units. */
+  minuteNewest: 't',
+  minuteUnits: 'n',
+  minuteOldest: 'o',
+  /** The day ring's newest bucket, its units in the window, its oldest bucket with units, the newest bucket's units. */
+  dayNewest: 'D',
+  dayUnits: 'N',
+  dayOldest: 'O',
+  dayNewestUnits: 'c',
+  /** The calendar month (year × 12 + month − 1) and its units. */
+  month: 'Q',
+  monthUnits: 'q',
+  /** The ban's end, the last ban's end, its escalation level; recent 429s 'ms:n,…'. */
+  banEnd: 'b',
+  lastBanEnd: 'e',
+  banLevel: 'l',
+  recentRejections: 'k',
+  /** Reserves 'holder,units,untilMs;…'. */
+  reserves: 'r',
+  /** Blocks held 'holder,minuteBucket,units;…' (granted in the current minute bucket or the one before, not given back yet). */
+  blocks: 'p',
+  /** When the hash expires (Unix ms). */
+  expiry: 'x',
+  /** Lapsed reserves charged to the day and month 'holder,units,dayBucket,month;…'. */
+  lapsedReserves: 'L'
+} as const
+
+/** How long Redis keeps a reserve after the call that set it. */
+export const RESERVE_TTL_MS = 120_000
+/** A ban's escalation memory: a ban within this long of the last one's end is one level longer. */
+export const ESCALATION_MS = 86_400_000
