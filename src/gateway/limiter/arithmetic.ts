@@ -27,18 +27,18 @@ export function readWindow (ring: Ring, spec: WindowSpec, nowMs: number, limit: 
   const from = Math.max(ring.last, bucket) - spec.slots + 1
   let count = 0
   let resetAt = 0
-  for (let j = from; j <= ring.last; j++) {
-    const c = ring.counts[j % spec.slots] ?? 0
-    if (c > 0 && resetAt === 0) resetAt = (j + spec.slots) * spec.bucketMs
-    count += c
+  for (let older = from; older <= ring.last; older++) {
+    const units = ring.counts[older % spec.slots] ?? 0
+    if (units > 0 && resetAt === 0) resetAt = (older + spec.slots) * spec.bucketMs
+    count += units
   }
   const out = { count, resetAt: resetAt === 0 ? nowMs + spec.windowMs : resetAt, retryAt: 0 }
   if (count + cost > limit) {
     out.retryAt = nowMs + spec.windowMs
-    for (let j = from, freed = 0; j <= ring.last; j++) {
-      freed += ring.counts[j % spec.slots] ?? 0
+    for (let older = from, freed = 0; older <= ring.last; older++) {
+      freed += ring.counts[older % spec.slots] ?? 0
       if (freed >= count + cost - limit) {
-        out.retryAt = (j + spec.slots) * spec.bucketMs
+        out.retryAt = (older + spec.slots) * spec.bucketMs
         break
       }
     }
@@ -50,7 +50,7 @@ export function readWindow (ring: Ring, spec: WindowSpec, nowMs: number, limit: 
 export function addToWindow (ring: Ring, spec: WindowSpec, nowMs: number, units = 1): void {
   const bucket = Math.floor(nowMs / spec.bucketMs)
   if (bucket > ring.last) {
-    for (let j = Math.max(ring.last + 1, bucket - spec.slots + 1); j <= bucket; j++) ring.counts[j % spec.slots] = 0
+    for (let older = Math.max(ring.last + 1, bucket - spec.slots + 1); older <= bucket; older++) ring.counts[older % spec.slots] = 0
     ring.last = bucket
   }
   ring.counts[ring.last % spec.slots]! += units
@@ -58,7 +58,7 @@ export function addToWindow (ring: Ring, spec: WindowSpec, nowMs: number, units 
 
 /** Calendar month (UTC) of Unix ms, as year × 12 + month − 1, and the Unix ms it starts and the next one does. */
 export function calendarMonth (ms: number): { index: number, start: number, end: number } {
-  const d = new Date(ms)
-  const [y, m] = [d.getUTCFullYear(), d.getUTCMonth()]
-  return { index: y * 12 + m, start: Date.UTC(y, m, 1), end: Date.UTC(y, m + 1, 1) }
+  const date = new Date(ms)
+  const [year, month] = [date.getUTCFullYear(), date.getUTCMonth()]
+  return { index: year * 12 + month, start: Date.UTC(year, month, 1), end: Date.UTC(year, month + 1, 1) }
 }

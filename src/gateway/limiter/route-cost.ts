@@ -8,7 +8,7 @@ const indexes = new WeakMap<ConfigSnapshot, ReadonlyMap<string, number>>()
 export function routeCost (snapshot: ConfigSnapshot, routeUrl: string | undefined, method: string): number {
   let index = indexes.get(snapshot)
   if (index === undefined) {
-    index = new Map(snapshot.routes.filter((r) => r.cost !== 1).map((r) => [`${r.method} ${r.path}`, r.cost]))
+    index = new Map(snapshot.routes.filter((route) => route.cost !== 1).map((route) => [`${route.method} ${route.path}`, route.cost]))
     indexes.set(snapshot, index)
   }
   if (index.size === 0 || routeUrl === undefined) return 1

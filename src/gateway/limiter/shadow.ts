@@ -18,6 +18,6 @@ export function shadowRejection (result: ConsumeResult, shadow: ShadowLimits): W
 /** The shadow as further `RateLimit-Policy` items (`"next-minute";q=30;w=60`) when announced, else ''. */
 export function announcedPolicies (shadow: ShadowLimits | undefined): string {
   if (shadow?.announce !== true) return ''
-  const item = (name: string, q: number | undefined, w: string): string => q === undefined ? '' : `, "next-${name}";q=${q}${w}`
+  const item = (name: string, quality: number | undefined, weight: string): string => quality === undefined ? '' : `, "next-${name}";q=${quality}${weight}`
   return item('minute', shadow.perMinute, ';w=60') + item('day', shadow.perDay, ';w=86400') + item('month', shadow.perMonth, '')
 }

@@ -68,7 +68,7 @@ export const MUTANTS: readonly Mutant[] = [
     name: 'reseed-skipped',
     bug: 'the re-seed after data loss is skipped (same program as an epoch mismatch ignored)',
     file: `${LIMITER}/redis/shard.ts`,
-    find: 'if (lost) await opts.reseed(s.name)',
+    find: 'if (lost) await opts.reseed(shard.name)',
     replace: 'void lost'
   },
   {
@@ -117,8 +117,8 @@ export const MUTANTS: readonly Mutant[] = [
     name: 'pool-kept-after-loss',
     bug: 'the pool is kept (and spent) after a data loss is found, not dropped',
     file: `${LIMITER}/redis/grants.ts`,
-    find: 'Object.assign(a, { pool: 0, returns: [], unwritten: [], allowanceUnwritten: [], reserve: 0, reserveCap: 0 })',
-    replace: 'Object.assign(a, { returns: [], unwritten: [], allowanceUnwritten: [], reserve: 0, reserveCap: 0 })'
+    find: 'Object.assign(account, { pool: 0, returns: [], unwritten: [], allowanceUnwritten: [], reserve: 0, reserveCap: 0 })',
+    replace: 'Object.assign(account, { returns: [], unwritten: [], allowanceUnwritten: [], reserve: 0, reserveCap: 0 })'
   },
   {
     name: 'block-in-next-second',

@@ -53,23 +53,23 @@ export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore 
 
   function run (id: string, ask: Ask, write: boolean): ConsumeResult {
     const { limits, ban, cost, monthLimit } = ask
-    const t = now()
+    const nowMs = now()
     const state = write ? stateOf(id) : tableOf(id).get(id)
     const result = (outcome: ConsumeOutcome, minute: WindowReading, day: WindowReading, bannedUntil: number, month: WindowState | undefined): ConsumeResult =>
-      month === undefined ? { outcome, now: t, minute, day, bannedUntil } : { outcome, now: t, minute, day, month, bannedUntil }
+      month === undefined ? { outcome, now: nowMs, minute, day, bannedUntil } : { outcome, now: nowMs, minute, day, month, bannedUntil }
     // The month: units used, reset at its end, retry then when it refuses.
-    const calendar = monthLimit > 0 ? calendarMonth(t) : undefined
+    const calendar = monthLimit > 0 ? calendarMonth(nowMs) : undefined
     const used = calendar !== undefined && state?.monthIndex === calendar.index ? state.monthCount : 0
     const month = calendar === undefined ? undefined : { count: used, resetAt: calendar.end, retryAt: !ask.overage && used + cost > monthLimit ? calendar.end : 0 }
-    if (write && ban !== null && state !== undefined && state.banUntil > t) return result('key_banned', NO_READING, NO_READING, state.banUntil, undefined)
-    const minute = readWindow(state?.minute ?? newRing(MINUTE_WINDOW), MINUTE_WINDOW, t, limits.perMinute, cost)
-    const day = readWindow(state?.day ?? newRing(DAY_WINDOW), DAY_WINDOW, t, limits.perDay, cost)
+    if (write && ban !== null && state !== undefined && state.banUntil > nowMs) return result('key_banned', NO_READING, NO_READING, state.banUntil, undefined)
+    const minute = readWindow(state?.minute ?? newRing(MINUTE_WINDOW), MINUTE_WINDOW, nowMs, limits.perMinute, cost)
+    const day = readWindow(state?.day ?? newRing(DAY_WINDOW), DAY_WINDOW, nowMs, limits.perDay, cost)
     if (state === undefined) return result('ok', minute, day, 0, month)
-    if (!write && state.banUntil > t) return result('key_banned', minute, day, state.banUntil, month)
+    if (!write && state.banUntil > nowMs) return result('key_banned', minute, day, state.banUntil, month)
     if (minute.retryAt === 0 && day.retryAt === 0 && (month === undefined || month.retryAt === 0)) {
       if (write) {
-        admit(state.minute, MINUTE_WINDOW, t, minute, cost)
-        admit(state.day, DAY_WINDOW, t, day, cost)
+        admit(state.minute, MINUTE_WINDOW, nowMs, minute, cost)
+        admit(state.day, DAY_WINDOW, nowMs, day, cost)
         if (calendar !== undefined) {
           state.monthIndex = calendar.index
           state.monthCount = used + cost
@@ -79,13 +79,13 @@ export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore 
     }
     // A month out of quota refuses, and such a refusal is no abuse: no 429 counted toward a ban.
     if (!write || ban === null || (month !== undefined && month.retryAt > 0)) return result('rate_limited', minute, day, 0, month)
-    state.rejections.push(t)
+    state.rejections.push(nowMs)
     if (state.rejections.length > ban.threshold) {
       state.rejections.splice(0, state.rejections.length - ban.threshold - 1)
-      if (t - (state.rejections[0] ?? t) < ban.windowSeconds * 1000) {
-        const level = state.levelUntil > t ? state.level + 1 : 0
+      if (nowMs - (state.rejections[0] ?? nowMs) < ban.windowSeconds * 1000) {
+        const level = state.levelUntil > nowMs ? state.level + 1 : 0
         const maxMs = ban.maxDurationSeconds * 1000
-        state.banUntil = t + (level < MAX_LEVEL ? Math.min(ban.durationSeconds * 1000 * 2 ** level, maxMs) : maxMs)
+        state.banUntil = nowMs + (level < MAX_LEVEL ? Math.min(ban.durationSeconds * 1000 * 2 ** level, maxMs) : maxMs)
         state.level = level
         state.levelUntil = state.banUntil + ESCALATION_MEMORY_MS
         state.rejections = []
@@ -101,8 +101,8 @@ export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore 
     peek: async (id, ask) => run(id, { ...ask, ban: null }, false),
     admin: {
       async listBans () {
-        const t = now()
-        return [...keyed.entries(), ...anonymous.entries()].filter(([, s]) => s.banUntil > t).map(([id, s]): BanEntry => ({ id, until: s.banUntil }))
+        const nowMs = now()
+        return [...keyed.entries(), ...anonymous.entries()].filter(([, state]) => state.banUntil > nowMs).map(([id, state]): BanEntry => ({ id, until: state.banUntil }))
       },
       async liftBan (id) {
         const state = tableOf(id).get(id)
@@ -125,8 +125,8 @@ export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore 
 }
 
 /** Counts the admitted units and updates the reading as the Lua script does. */
-function admit (ring: Ring, spec: WindowSpec, t: number, reading: WindowReading, units: number): void {
-  addToWindow(ring, spec, t, units)
-  if (reading.count === 0) reading.resetAt = (Math.floor(t / spec.bucketMs) + spec.slots) * spec.bucketMs
+function admit (ring: Ring, spec: WindowSpec, nowMs: number, reading: WindowReading, units: number): void {
+  addToWindow(ring, spec, nowMs, units)
+  if (reading.count === 0) reading.resetAt = (Math.floor(nowMs / spec.bucketMs) + spec.slots) * spec.bucketMs
   reading.count += units
 }

@@ -48,14 +48,14 @@ export function createRedisAdmin (client: RedisClient, forget: (id: string) => v
   return {
     /** What a decision of `id` would find now, changing nothing. */
     peek: (id: string, ask: Ask) => bounded(async () => {
-      const a = Object.assign(new Account(id, limiterKey(id), ''), { limits: ask.limits, monthLimit: ask.monthLimit, monthSoft: ask.overage })
-      const entries = [entryOf(a, 0, 1, 0, 0, [], false)]
+      const account = Object.assign(new Account(id, limiterKey(id), ''), { limits: ask.limits, monthLimit: ask.monthLimit, monthSoft: ask.overage })
+      const entries = [entryOf(account, 0, 1, 0, 0, [], false)]
       const { now, replies } = readGrantReply(await port.run(GRANT, grantKeys(entries), grantArgs('admin', entries)), 1)
-      return consumeResult(a, 'peek', now, 'store', replies[0]!.bannedUntil, replies[0])
+      return consumeResult(account, 'peek', now, 'store', replies[0]!.bannedUntil, replies[0])
     }),
     /** A ban started (this process learnt it from a reply): indexed for listing. */
     noteBan (id: string, until: number) {
-      admin.zadd(BAN_INDEX_KEY, until, id).catch(() => { /* listed from the next ban a process learns */ })
+      admin.zadd(BAN_INDEX_KEY, until, id).catch(() => { /* listed from the next ban account process learns */ })
     },
     listBans: () => bounded(async () => {
       const now = await redisNow()
@@ -63,8 +63,8 @@ export function createRedisAdmin (client: RedisClient, forget: (id: string) => v
       const ids = await admin.zrangebyscore(BAN_INDEX_KEY, now, '+inf')
       const fields = await Promise.all(ids.map((id) => admin.hmget(limiterKey(id), ...BAN_FIELDS)))
       const bans: BanEntry[] = []
-      ids.forEach((id, i) => {
-        const ban = parseBan(fields[i] ?? [])
+      ids.forEach((id, index) => {
+        const ban = parseBan(fields[index] ?? [])
         if (ban !== undefined && ban.until > now) bans.push({ id, until: ban.until })
       })
       return bans

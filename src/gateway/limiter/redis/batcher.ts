@@ -53,14 +53,14 @@ export function createBatcher (port: RedisPort, runtime: Runtime, shards: { fail
       const { now, replies } = readGrantReply(raw, entries.length)
       if (late) shards.answered(shard)
       const info: Sent = { redisNow: now, sent, received }
-      let k = 0
-      jobs.forEach((job, j) => { job.replied(replies.slice(k, k += sizes[j]!), info) })
+      let offset = 0
+      jobs.forEach((job, index) => { job.replied(replies.slice(offset, offset += sizes[index]!), info) })
     }, (err: unknown) => {
       done = true
       cancel()
-      const e = err instanceof Error ? err : new Error(String(err))
-      shards.fail(shard, e.message)
-      for (const job of jobs) job.failed(e)
+      const error = err instanceof Error ? err : new Error(String(err))
+      shards.fail(shard, error.message)
+      for (const job of jobs) job.failed(error)
     })
   }
 

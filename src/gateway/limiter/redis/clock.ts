@@ -27,8 +27,8 @@ export function createShardClock () {
       }
     },
     /** Upper bound of Redis time at local `x`; undefined before the first reply. */
-    latest: (x: number): number | undefined => hi === Infinity ? undefined : x + hi + DRIFT * Math.max(0, x - hiAt),
+    latest: (localNow: number): number | undefined => hi === Infinity ? undefined : localNow + hi + DRIFT * Math.max(0, localNow - hiAt),
     /** Lower bound of Redis time at local `x`; undefined before the first reply. */
-    earliest: (x: number): number | undefined => lo === -Infinity ? undefined : x + lo - DRIFT * Math.max(0, x - loAt)
+    earliest: (localNow: number): number | undefined => lo === -Infinity ? undefined : localNow + lo - DRIFT * Math.max(0, localNow - loAt)
   }
 }

@@ -59,84 +59,84 @@ export function createGrants (opts: GrantsOptions) {
 
   const tableOf = (id: string): Map<string, Account> | LRUCache<string, Account> => id.startsWith(ANONYMOUS_ID_PREFIX) ? anonymous : consumers
   function accountOf (id: string, ask: Ask): Account {
-    let a = tableOf(id).get(id)
-    if (a === undefined) {
+    let account = tableOf(id).get(id)
+    if (account === undefined) {
       const key = limiterKey(id)
-      a = new acct.Account(id, key, port.shardOf(key))
-      tableOf(id).set(id, a)
+      account = new acct.Account(id, key, port.shardOf(key))
+      tableOf(id).set(id, account)
     }
-    a.limits = ask.limits
-    a.ban = ask.ban
-    a.monthLimit = ask.monthLimit
-    a.monthSoft = ask.overage
-    return a
+    account.limits = ask.limits
+    account.ban = ask.ban
+    account.monthLimit = ask.monthLimit
+    account.monthSoft = ask.overage
+    return account
   }
 
   /** A shard lost its data: what this process admitted there goes back in, its reserve asked again. */
   async function reseed (shard: string): Promise<void> {
     const owners: Account[] = []
     const all: GrantEntry[] = []
-    for (const a of [...consumers.values(), ...anonymous.values()]) {
-      if (a.shard !== shard) continue
-      const remaining = Math.max(0, a.reserve - acct.unwrittenUnits(a))
+    for (const account of [...consumers.values(), ...anonymous.values()]) {
+      if (account.shard !== shard) continue
+      const remaining = Math.max(0, account.reserve - acct.unwrittenUnits(account))
       // Nothing of the old reserve is spent until Redis confirms the new one (reserveCap 0).
-      Object.assign(a, { pool: 0, returns: [], unwritten: [], allowanceUnwritten: [], reserve: 0, reserveCap: 0 })
-      const adjustments = acct.ledgerAdjustments(a)
+      Object.assign(account, { pool: 0, returns: [], unwritten: [], allowanceUnwritten: [], reserve: 0, reserveCap: 0 })
+      const adjustments = acct.ledgerAdjustments(account)
       if (adjustments.length === 0 && remaining === 0) continue
-      all.push(entryOf(a, 0, 1, 0, remaining, adjustments))
-      owners.push(a)
-      reseeding.add(a)
+      all.push(entryOf(account, 0, 1, 0, remaining, adjustments))
+      owners.push(account)
+      reseeding.add(account)
     }
     try {
-      for (let i = 0; i < all.length; i += BATCH_MAX) {
-        const part = owners.slice(i, i + BATCH_MAX)
-        const entries = all.slice(i, i + BATCH_MAX)
+      for (let offset = 0; offset < all.length; offset += BATCH_MAX) {
+        const part = owners.slice(offset, offset + BATCH_MAX)
+        const entries = all.slice(offset, offset + BATCH_MAX)
         const sent = runtime.now()
         const { now, replies } = readGrantReply(await port.run(GRANT, grantKeys(entries), grantArgs(holder, entries)), entries.length)
         shards.of(shard).clock.learn(now, sent, runtime.now())
-        replies.forEach((r, j) => { Object.assign(part[j]!, { reserve: r.reserve, reserveUntil: now + RESERVE_TTL_MS, reserveCap: undefined }) })
+        replies.forEach((reply, index) => { Object.assign(part[index]!, { reserve: reply.reserve, reserveUntil: now + RESERVE_TTL_MS, reserveCap: undefined }) })
       }
     } finally {
       const waited = [...reseeding]
       reseeding.clear()
-      for (const a of waited) next(a)
+      for (const account of waited) next(account)
     }
   }
 
   /** Each second: expired pools become give-backs, idle ids hand their reserve back, old ones are forgotten. A slice a turn. */
   function sweep (accounts = [...consumers.values(), ...anonymous.values()], from = 0): void {
-    const x = runtime.now()
-    for (const a of accounts.slice(from, from + SWEEP_SLICE)) {
-      acct.expirePool(a, clockOf(a), x)
-      const earliest = clockOf(a).earliest(x)
-      if (earliest !== undefined) acct.pruneLedger(a, earliest)
-      const idle = x - a.lastSeen > IDLE_MS
-      if (!a.calling && up(a) && (a.returns.length > 0 || a.unwritten.length > 0 || a.allowanceUnwritten.length > 0 || (idle && a.reserve > 0))) call(a)
-      if (x - a.lastSeen > FORGET_MS && !a.calling && a.reserve === 0 && a.ledger.day.size + a.ledger.month.size === 0 && tableOf(a.id).get(a.id) === a) tableOf(a.id).delete(a.id)
+    const localNow = runtime.now()
+    for (const account of accounts.slice(from, from + SWEEP_SLICE)) {
+      acct.expirePool(account, clockOf(account), localNow)
+      const earliest = clockOf(account).earliest(localNow)
+      if (earliest !== undefined) acct.pruneLedger(account, earliest)
+      const idle = localNow - account.lastSeen > IDLE_MS
+      if (!account.calling && up(account) && (account.returns.length > 0 || account.unwritten.length > 0 || account.allowanceUnwritten.length > 0 || (idle && account.reserve > 0))) call(account)
+      if (localNow - account.lastSeen > FORGET_MS && !account.calling && account.reserve === 0 && account.ledger.day.size + account.ledger.month.size === 0 && tableOf(account.id).get(account.id) === account) tableOf(account.id).delete(account.id)
     }
     if (from + SWEEP_SLICE < accounts.length && !closed) runtime.turnEnd(() => { sweep(accounts, from + SWEEP_SLICE) })
   }
 
   return {
     consume (id: string, ask: Ask): Promise<ConsumeResult> {
-      const a = accountOf(id, ask)
-      const x = runtime.now()
+      const account = accountOf(id, ask)
+      const localNow = runtime.now()
       const cost = ask.cost
-      acct.countRequest(a, x)
-      if (!acct.expirePool(a, clockOf(a), x) && a.waiting.length === 0 && a.pool >= cost) {
-        acct.spendPool(a, cost)
-        return Promise.resolve(consumeResult(a, 'ok', a.viewAt + (x - a.viewLocal), 'grant'))
+      acct.countRequest(account, localNow)
+      if (!acct.expirePool(account, clockOf(account), localNow) && account.waiting.length === 0 && account.pool >= cost) {
+        acct.spendPool(account, cost)
+        return Promise.resolve(consumeResult(account, 'ok', account.viewAt + (localNow - account.viewLocal), 'grant'))
       }
       return new Promise((resolve, reject) => {
-        if (!up(a) && !reseeding.has(a)) return outage(a, { cost, resolve, reject, attempts: 0, blockWaits: 0 }, x)
-        a.waiting.push({ cost, resolve, reject, attempts: 0, blockWaits: 0 })
-        if (up(a) && !a.calling) call(a)
+        if (!up(account) && !reseeding.has(account)) return outage(account, { cost, resolve, reject, attempts: 0, blockWaits: 0 }, localNow)
+        account.waiting.push({ cost, resolve, reject, attempts: 0, blockWaits: 0 })
+        if (up(account) && !account.calling) call(account)
       })
     },
     /** Drops what this process holds for `id` (its state in Redis was reset). */
     forget (id: string) { tableOf(id).delete(id) },
     /** True while a shard does not answer or outage admissions are not yet counted in Redis. */
-    degraded: () => shards.anyDown() || [...consumers.values(), ...anonymous.values()].some((a) => a.unwritten.length > 0 || a.allowanceUnwritten.length > 0),
+    degraded: () => shards.anyDown() || [...consumers.values(), ...anonymous.values()].some((account) => account.unwritten.length > 0 || account.allowanceUnwritten.length > 0),
     /** Resolves once every shard known is up, or after `ms`. */
     async settled (ms: number) {
       for (const name of port.shards()) shards.of(name)

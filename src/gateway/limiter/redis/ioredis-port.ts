@@ -42,13 +42,13 @@ export function ioredisPort (client: RedisClient): RedisPort {
     shardOf: cluster === undefined ? () => '' : (key) => cluster.slots[calculateSlot(key)]?.[0] ?? '',
     groupOf: cluster === undefined ? () => '' : (key) => String(calculateSlot(key)),
     epochKey (shard) {
-      for (let n = 0; cluster !== undefined && n < 1_000_000; n++) {
-        if (cluster.slots[calculateSlot(`rl:{#epoch-${n}}`)]?.[0] === shard) return `rl:{#epoch-${n}}`
+      for (let candidate = 0; cluster !== undefined && candidate < 1_000_000; candidate++) {
+        if (cluster.slots[calculateSlot(`rl:{#epoch-${candidate}}`)]?.[0] === shard) return `rl:{#epoch-${candidate}}`
       }
       return EPOCH_KEY
     },
     async ping (shard) {
-      const node = cluster === undefined ? client as Redis : cluster.nodes('master').find((n) => nodeName(n) === shard)
+      const node = cluster === undefined ? client as Redis : cluster.nodes('master').find((node) => nodeName(node) === shard)
       if (node === undefined) throw new Error(`no connection to ${shard}`)
       await node.ping()
     },

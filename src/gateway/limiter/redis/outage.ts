@@ -39,6 +39,6 @@ export function unrefAfter (ms: number, fn: () => void): () => void {
 export function withinBudget<T> (call: Promise<T>, ms: number, after: (ms: number, fn: () => void) => () => void = unrefAfter): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const cancel = after(ms, () => { reject(new StoreUnavailableError(`limiter store did not answer within ${ms} ms`)) })
-    call.then((v) => { cancel(); resolve(v) }, (e: unknown) => { cancel(); reject(e instanceof Error ? e : new Error(String(e))) })
+    call.then((value) => { cancel(); resolve(value) }, (error: unknown) => { cancel(); reject(error instanceof Error ? error : new Error(String(error))) })
   })
 }

@@ -55,18 +55,18 @@ export interface GrantReply {
 
 /** KEYS of a grant call: two per entry, the id's hash and its day ring's. */
 export function grantKeys (entries: readonly GrantEntry[]): string[] {
-  return entries.flatMap((e) => [e.key, e.key + ':d'])
+  return entries.flatMap((entry) => [entry.key, entry.key + ':d'])
 }
 
 /** ARGV of a grant call: the holder, then three per entry. */
 export function grantArgs (holder: string, entries: readonly GrantEntry[]): string[] {
   const args = new Array<string>(1 + entries.length * 3)
   args[0] = holder
-  let k = 1
-  for (const e of entries) {
-    args[k++] = `${e.minuteLimit} ${e.dayLimit} ${e.monthLimit} ${e.requests} ${e.cost} ${e.extra} ${e.reserve} ${e.write ? 1 : 0} ${e.monthSoft ? 1 : 0} ${e.blocksBucket} ${e.blocks}`
-    args[k++] = e.ban === null ? '' : `${e.ban.threshold},${e.ban.windowSeconds * 1000},${e.ban.durationSeconds * 1000},${e.ban.maxDurationSeconds * 1000}`
-    args[k++] = e.adjustments.length === 0 ? '' : e.adjustments.map((a) => `${a.minute},${a.day},${a.month},${a.delta}`).join(';')
+  let position = 1
+  for (const entry of entries) {
+    args[position++] = `${entry.minuteLimit} ${entry.dayLimit} ${entry.monthLimit} ${entry.requests} ${entry.cost} ${entry.extra} ${entry.reserve} ${entry.write ? 1 : 0} ${entry.monthSoft ? 1 : 0} ${entry.blocksBucket} ${entry.blocks}`
+    args[position++] = entry.ban === null ? '' : `${entry.ban.threshold},${entry.ban.windowSeconds * 1000},${entry.ban.durationSeconds * 1000},${entry.ban.maxDurationSeconds * 1000}`
+    args[position++] = entry.adjustments.length === 0 ? '' : entry.adjustments.map((adjustment) => `${adjustment.minute},${adjustment.day},${adjustment.month},${adjustment.delta}`).join(';')
   }
   return args
 }
@@ -75,12 +75,12 @@ const OUTCOMES = ['ok', 'rate_limited', 'key_banned'] as const
 
 /** A grant call's reply: Redis time (Unix ms) and one reply per entry. */
 export function readGrantReply (raw: unknown, entries: number): { now: number, replies: GrantReply[] } {
-  const r = raw as number[]
-  if (!Array.isArray(r) || r.length !== 1 + entries * GRANT_REPLY_FIELDS) throw new Error('grant: unexpected reply')
+  const fields = raw as number[]
+  if (!Array.isArray(fields) || fields.length !== 1 + entries * GRANT_REPLY_FIELDS) throw new Error('grant: unexpected reply')
   const replies: GrantReply[] = []
-  const w = (k: number): WindowReply => ({ used: r[k]!, resetAt: r[k + 1]!, retryAt: r[k + 2]! })
-  for (let i = 0, k = 1; i < entries; i++, k += GRANT_REPLY_FIELDS) {
-    replies.push({ outcome: OUTCOMES[r[k]!] ?? 'rate_limited', admitted: r[k + 1]!, bannedAt: r[k + 2]!, extra: r[k + 3]!, reserve: r[k + 4]!, held: r[k + 5]!, minute: w(k + 6), day: w(k + 9), month: w(k + 12), bannedUntil: r[k + 15]!, pooled: r[k + 16]! })
+  const windowAt = (at: number): WindowReply => ({ used: fields[at]!, resetAt: fields[at + 1]!, retryAt: fields[at + 2]! })
+  for (let index = 0, at = 1; index < entries; index++, at += GRANT_REPLY_FIELDS) {
+    replies.push({ outcome: OUTCOMES[fields[at]!] ?? 'rate_limited', admitted: fields[at + 1]!, bannedAt: fields[at + 2]!, extra: fields[at + 3]!, reserve: fields[at + 4]!, held: fields[at + 5]!, minute: windowAt(at + 6), day: windowAt(at + 9), month: windowAt(at + 12), bannedUntil: fields[at + 15]!, pooled: fields[at + 16]! })
   }
-  return { now: r[0]!, replies }
+  return { now: fields[0]!, replies }
 }

@@ -48,12 +48,12 @@ export function createShards (opts: ShardOptions) {
   const barrierMs = opts.barrierMs ?? DEFAULT_RECOVERY_BARRIER_MS
   const shards = new Map<string, Shard>()
   let closed = false
-  const anyDown = (): boolean => [...shards.values()].some((s) => s.state !== 'up')
+  const anyDown = (): boolean => [...shards.values()].some((shard) => shard.state !== 'up')
 
-  function set (s: Shard, state: ShardState, reason: string): void {
-    if (s.state === state) return
-    s.state = state
-    opts.onShardChange?.(s.name, state, reason)
+  function set (shard: Shard, state: ShardState, reason: string): void {
+    if (shard.state === state) return
+    shard.state = state
+    opts.onShardChange?.(shard.name, state, reason)
   }
 
   // Probes and epoch reads are off the request path: half the barrier, not the request budget (a link slow
@@ -61,61 +61,61 @@ export function createShards (opts: ShardOptions) {
   const recoveryMs = Math.max(opts.timeoutMs, barrierMs / 2)
   const bounded = <T>(call: Promise<T>): Promise<T> => withinBudget(call, recoveryMs, runtime.after)
 
-  async function recover (s: Shard): Promise<void> {
-    const run = ++s.run
-    set(s, 'recovering', 'answering again')
+  async function recover (shard: Shard): Promise<void> {
+    const run = ++shard.run
+    set(shard, 'recovering', 'answering again')
     try {
       const sent = runtime.now()
       // The mark's value, when it was set and Redis's time (lua/epoch.lua).
-      const [value, markedAt, redisNow] = await bounded(port.run(EPOCH, [port.epochKey(s.name)], [runtime.randomId()])) as [string, number, number]
+      const [value, markedAt, redisNow] = await bounded(port.run(EPOCH, [port.epochKey(shard.name)], [runtime.randomId()])) as [string, number, number]
       const [at, now, received] = [Number(markedAt), Number(redisNow), runtime.now()]
-      s.clock.learn(now, sent, received)
-      if (run !== s.run) return
-      const lost = s.epoch !== undefined && s.epoch !== String(value)
-      s.epoch = String(value)
-      if (lost) await opts.reseed(s.name)
+      shard.clock.learn(now, sent, received)
+      if (run !== shard.run) return
+      const lost = shard.epoch !== undefined && shard.epoch !== String(value)
+      shard.epoch = String(value)
+      if (lost) await opts.reseed(shard.name)
       // No grant before the mark's time + the barrier, by Redis's clock at its earliest.
       const wait = at + barrierMs - (now - received) - runtime.now()
       if (wait > 0) await new Promise<void>((resolve) => runtime.after(wait, resolve))
-      if (run === s.run && s.state === 'recovering' && !closed) set(s, 'up', 'recovered')
+      if (run === shard.run && shard.state === 'recovering' && !closed) set(shard, 'up', 'recovered')
     } catch (err) {
-      if (run === s.run) down(s, `recovery failed: ${(err as Error).message}`)
+      if (run === shard.run) down(shard, `recovery failed: ${(err as Error).message}`)
     }
   }
 
-  function probe (s: Shard): void {
-    s.cancel?.()
-    s.cancel = undefined
-    if (closed || s.state !== 'down') return
-    bounded(port.ping(s.name)).then(() => { if (s.state === 'down' && !closed) void recover(s) }, () => {
-      s.backoff = Math.min(DEFAULT_PROBE_MAX_MS, s.backoff * 2)
-      s.cancel = runtime.after(s.backoff, () => { probe(s) })
+  function probe (shard: Shard): void {
+    shard.cancel?.()
+    shard.cancel = undefined
+    if (closed || shard.state !== 'down') return
+    bounded(port.ping(shard.name)).then(() => { if (shard.state === 'down' && !closed) void recover(shard) }, () => {
+      shard.backoff = Math.min(DEFAULT_PROBE_MAX_MS, shard.backoff * 2)
+      shard.cancel = runtime.after(shard.backoff, () => { probe(shard) })
     })
   }
 
-  function down (s: Shard, reason: string): void {
+  function down (shard: Shard, reason: string): void {
     if (closed) return
-    s.run++
-    if (s.state === 'down') return
-    set(s, 'down', reason)
-    s.backoff = DEFAULT_PROBE_FIRST_MS
-    s.cancel = runtime.after(s.backoff, () => { probe(s) })
+    shard.run++
+    if (shard.state === 'down') return
+    set(shard, 'down', reason)
+    shard.backoff = DEFAULT_PROBE_FIRST_MS
+    shard.cancel = runtime.after(shard.backoff, () => { probe(shard) })
   }
 
   function of (name: string): Shard {
-    let s = shards.get(name)
-    if (s === undefined) {
-      s = { name, clock: createShardClock(), state: 'recovering', epoch: undefined, backoff: DEFAULT_PROBE_FIRST_MS, cancel: undefined, run: 0 }
-      shards.set(name, s)
-      void recover(s)
+    let shard = shards.get(name)
+    if (shard === undefined) {
+      shard = { name, clock: createShardClock(), state: 'recovering', epoch: undefined, backoff: DEFAULT_PROBE_FIRST_MS, cancel: undefined, run: 0 }
+      shards.set(name, shard)
+      void recover(shard)
     }
-    return s
+    return shard
   }
 
   port.watch((name, up) => {
-    const s = of(name)
-    if (!up) down(s, 'connection lost')
-    else if (s.state === 'down') probe(s)
+    const shard = of(name)
+    if (!up) down(shard, 'connection lost')
+    else if (shard.state === 'down') probe(shard)
   })
 
   return {
@@ -124,8 +124,8 @@ export function createShards (opts: ShardOptions) {
     fail: (name: string, reason: string) => { down(of(name), reason) },
     /** A reply from `name` arrived after its call was given up: probe at once. */
     answered (name: string) {
-      const s = of(name)
-      if (s.state === 'down') probe(s)
+      const shard = of(name)
+      if (shard.state === 'down') probe(shard)
     },
     /** Resolves once every shard known is up, or after `ms`. */
     async settled (ms: number) {
@@ -135,7 +135,7 @@ export function createShards (opts: ShardOptions) {
     anyDown,
     close () {
       closed = true
-      for (const s of shards.values()) s.cancel?.()
+      for (const shard of shards.values()) shard.cancel?.()
     }
   }
 }
