@@ -14,7 +14,7 @@ import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 
 /** Changing a script changes its SHA: review the new script, then update the pin. */
 const PINNED_SHAS = {
-  grant: '8479d3fee4f67f34851a34e68d4d484599960906',
+  grant: 'b1e59eb984a940af2131086bbb1ea58be7ddbe15',
   epoch: '2a5fcd9a9b5703728c6079a729bc48521a7a0998'
 }
 
