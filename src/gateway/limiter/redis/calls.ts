@@ -85,7 +85,7 @@ export function createCalls (deps: CallDeps) {
         : acct.spendAllowance(a, clock, x, w.cost, units, units * allowance.processes) ? 'allowance' : undefined
     if (kind === undefined) return w.reject(new StoreUnavailableError(`limiter store ${up(a) ? 'did not answer in time' : 'unavailable'}`))
     deps.onOutageAdmission?.(kind)
-    w.resolve(consumeResult(a, 'ok', clock.latest(x) ?? x, 'fallback', 0, undefined, outageRemaining(a, x, units)))
+    w.resolve(consumeResult(a, 'ok', clock.latest(x) ?? x, 'fallback', 0, undefined, outageRemaining(a, x, units), kind))
   }
 
   /** What this process may still admit for `a` while its shard does not answer: its reserve left and its allowance left. */
