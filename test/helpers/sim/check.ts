@@ -50,8 +50,9 @@ function overLimit (consumer: string, list: readonly Admission[], limit: Limits,
 /**
  * Every window of every consumer over its limit. A consumer in `allowed` (STORE_ON_ERROR=local's outage allowance,
  * all processes together: docs/limiter-internals.md) may go over by that many units in all, but only through
- * admissions made without Redis (`via: 'fallback'`): what Redis granted alone is still held to the exact limit,
- * so a counting bug on the healthy path is not hidden by the allowance.
+ * admissions of the allowance (`via: 'allowance'`): what Redis granted and what the reserves admitted are still held
+ * to the exact limit together, so a counting bug on the healthy path or in a reserve's write-back is not hidden by
+ * the allowance.
  * `slackMs` shortens the rolling windows (a stated bound, not the invariant: docs/simulator.md).
  */
 export function violations (admissions: readonly Admission[], limits: ReadonlyMap<string, Limits>, allowed?: ReadonlyMap<string, number>, slackMs = 0): Violation[] {
@@ -67,7 +68,7 @@ export function violations (admissions: readonly Admission[], limits: ReadonlyMa
     const allowance = allowed?.get(consumer) ?? 0
     list.sort((a, b) => a.t - b.t)
     out.push(...overLimit(consumer, list, limit, allowance, slackMs))
-    if (allowance > 0) out.push(...overLimit(consumer, list.filter((admission) => admission.via !== 'fallback'), limit, 0, slackMs))
+    if (allowance > 0) out.push(...overLimit(consumer, list.filter((admission) => admission.via !== 'allowance'), limit, 0, slackMs))
   }
   return out
 }

@@ -8,7 +8,7 @@
 import { createGrants, type Grants } from '../../../src/gateway/limiter/redis/grants.js'
 import type { OutageAllowance, StoreOnError } from '../../../src/gateway/limiter/redis/outage.js'
 import type { RedisPort, Runtime } from '../../../src/gateway/limiter/redis/port.js'
-import type { Ask } from '../../../src/gateway/limiter/store.js'
+import type { Ask, ConsumeResult } from '../../../src/gateway/limiter/store.js'
 import type { SimRedis } from './redis-model.js'
 import { CHECK, IO, TIMER, type Owner, type World } from './world.js'
 
@@ -39,7 +39,20 @@ export interface Admission {
   /** Redis's clock at the admission (differs from t + skew only when Redis's clock steps or drifts). */
   readonly redisT: number
   readonly cost: number
-  readonly via: string
+  /**
+   * How it was granted: `redis` (by a call of its own), `grant` (from units Redis counted for this process),
+   * `reserve` (kept back in Redis for this process: within the limit), `allowance` (the outage allowance: over the
+   * limit by at most the allowance), `fallback` (STORE_ON_ERROR=open: nothing counted).
+   */
+  readonly via: AdmissionSource
+}
+
+export type AdmissionSource = 'redis' | 'grant' | 'reserve' | 'allowance' | 'fallback'
+
+/** How the limiter's result says it was granted. */
+function sourceOf (result: ConsumeResult): AdmissionSource {
+  if (result.via === 'fallback') return result.outageSource ?? 'fallback'
+  return result.via ?? 'redis'
 }
 
 export class SimProcess implements Owner {
@@ -90,7 +103,7 @@ export class SimProcess implements Owner {
       this.waiting--
       const outcome = result.outcome === 'ban_started' ? 'key_banned' : result.outcome
       this.outcomes.set(outcome, (this.outcomes.get(outcome) ?? 0) + 1)
-      if (result.outcome === 'ok') this.admissions.push({ consumer: id, t: this.world.now, redisT: this.redis.time(), cost: ask.cost, via: result.via ?? 'store' })
+      if (result.outcome === 'ok') this.admissions.push({ consumer: id, t: this.world.now, redisT: this.redis.time(), cost: ask.cost, via: sourceOf(result) })
       else this.refusals.push({ consumer: id, t: this.world.now, outcome })
     }, () => {
       this.waiting--
