@@ -61,7 +61,7 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
     timeoutMs: schedule.timeoutMs,
     barrierMs: schedule.barrierMs,
     offset: world.between(-1e6, 1e6),
-    drift: world.between(-2e-4, 2e-4),
+    drift: world.between(schedule.processDrift?.min ?? -2e-4, schedule.processDrift?.max ?? 2e-4),
     net: schedule.net
   })
   for (let i = 0; i < schedule.processes; i++) processes.push(spawn(i))

@@ -8,8 +8,8 @@ import type { Net } from './process.js'
 import type { World } from './world.js'
 
 /** The families of timing-schedules.ts: long windows that slide, recovery under traffic, calendar edges, clocks, long outages. */
-export type TimingFamily = 'sliding' | 'recovery' | 'calendar' | 'clock' | 'long-outage'
-export const TIMING_FAMILIES: readonly TimingFamily[] = ['sliding', 'recovery', 'calendar', 'clock', 'long-outage']
+export type TimingFamily = 'sliding' | 'recovery' | 'calendar' | 'clock' | 'long-outage' | 'drift-edge' | 'reserve-edge'
+export const TIMING_FAMILIES: readonly TimingFamily[] = ['sliding', 'recovery', 'calendar', 'clock', 'long-outage', 'drift-edge', 'reserve-edge']
 export type Family = 'chaos' | 'idle-process' | 'ban-recover' | 'data-loss' | 'steady' | 'long-tail' | 'burst' | 'outage-tail' | TimingFamily
 export const FAMILIES: readonly Family[] = ['chaos', 'idle-process', 'ban-recover', 'data-loss', 'steady', 'long-tail', 'burst', 'outage-tail', ...TIMING_FAMILIES]
 
@@ -64,6 +64,8 @@ export interface Schedule {
   readonly start?: number
   /** Redis's clock runs this much faster than the world's (a rate; 0 when absent). */
   readonly redisDrift?: number
+  /** The processes' clocks run this much faster than the world's, each drawn in [min, max] (default ±200 ppm). */
+  readonly processDrift?: { readonly min: number, readonly max: number }
   /**
    * How the bound is checked: by the world's clock (the default: Redis's differs by a constant skew), or
    * by Redis's clock at each admission (it drifts or steps forward), with every rolling window
