@@ -32,7 +32,7 @@ import { boundary, DEFAULT_BAN, int, net, type Arrival, type Consumer, type Faul
 const DAY_MS = 86_400_000
 
 /** Poisson arrivals of `consumer` in [from, to) at `perSecond`, at `process` (or a random one of `processes`). */
-function stream (w: World, consumer: number, from: number, to: number, perSecond: number, processes: number, process = -1, costly = false): Arrival[] {
+export function stream (w: World, consumer: number, from: number, to: number, perSecond: number, processes: number, process = -1, costly = false): Arrival[] {
   const out: Arrival[] = []
   if (perSecond <= 0) return out
   for (let t = from - Math.log(1 - w.random()) * 1000 / perSecond; t < to; t += -Math.log(1 - w.random()) * 1000 / perSecond) {
@@ -45,7 +45,7 @@ function stream (w: World, consumer: number, from: number, to: number, perSecond
  * A consumer at 0.5–3 × its minute limit in phases of 15–60 s, each phase spread over the processes or
  * stuck to one (traffic moving between processes), with bursts on second boundaries now and then.
  */
-function atLimit (w: World, consumer: number, c: Consumer, s: { start: number, skew: number, end: number, processes: number, drift?: number }, costly: boolean): Arrival[] {
+export function atLimit (w: World, consumer: number, c: Consumer, s: { start: number, skew: number, end: number, processes: number, drift?: number }, costly: boolean): Arrival[] {
   // Second boundaries by Redis's clock, which may drift (it started drifting 5 s before the start: run.ts).
   const edge = (k: number): number => s.drift === undefined ? boundary(s.start, s.skew, k) : (boundary(s.start, s.skew, k) + s.drift * (s.start - 5000)) / (1 + s.drift)
   const out: Arrival[] = []
@@ -65,7 +65,7 @@ function atLimit (w: World, consumer: number, c: Consumer, s: { start: number, s
 }
 
 /** A consumer whose minute limit is what binds: day far above it (or, now and then, a few minutes' worth), no month. */
-function minuteConsumer (w: World, id: string, perMinute: number): Consumer {
+export function minuteConsumer (w: World, id: string, perMinute: number): Consumer {
   const perDay = w.chance(0.7) ? perMinute * int(w, 20, 200) : Math.floor(perMinute * w.between(2, 4))
   return { id, perMinute, perDay, perMonth: 0, overage: false, ban: w.chance(0.8) ? null : DEFAULT_BAN }
 }
