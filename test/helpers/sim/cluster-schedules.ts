@@ -1,6 +1,6 @@
 // The `cluster` family: the limiter on a Redis Cluster of 2–4 nodes (topology.ts), 3–6 consumers at
-// 0.5–3 × their minute limits spread over the nodes' slots for 70–110 s, each node with its own
-// clock (the same, or up to 40 ms apart), in one of three kinds of schedule:
+// 0.5–3 × their minute limits spread over the nodes' slots for 80–110 s, each node with its own
+// clock (the same, or 5–50 ms apart), in one of three kinds of schedule:
 // - `node-faults`: nodes paused, or killed with their data kept (or lost, with SIM_CLUSTER_LOSS=1: the
 //   re-seed fails on a Cluster today, see docs/simulator.md), one at a time or together — inside the
 //   invariant (each shard has its own state, clock, epoch mark and re-seed): checked exactly;
@@ -15,13 +15,13 @@
 //   every window shortened by the nodes' clock spread. (A data loss on the node a slot migrated to is
 //   not re-seeded for it at all: outside any bound, and not run.)
 // Every schedule also has late and early bursts on the second edges of the node a consumer is on (by
-// that node's clock), a minute apart: a pool spent past its second by a bound learnt from the wrong
-// node's clock shows there.
+// that node's clock), a minute apart, and one consumer built for them on the node furthest ahead: a
+// pool spent past its second by a bound learnt from another node's clock shows there.
 import { limiterKey } from '../../../src/gateway/redis/keys.js'
 import type { StoreOnError } from '../../../src/gateway/limiter/redis/outage.js'
 import type { World } from './world.js'
-import { boundary, int, net, pick, type Arrival, type Fault, type Schedule } from './schedules.js'
-import { atLimit, minuteConsumer } from './timing-schedules.js'
+import { boundary, int, net, pick, type Arrival, type Consumer, type Fault, type Schedule } from './schedules.js'
+import { atLimit, minuteConsumer, stream } from './timing-schedules.js'
 import calculateSlot from 'cluster-key-slot'
 
 export type ClusterKind = 'node-faults' | 'failover' | 'migration'
@@ -38,12 +38,12 @@ export function makeClusterSchedule (w: World, start: number): Schedule {
   const skew = w.between(-5000, 5000)
   const base = { family: 'cluster' as const, policy: 'local' as StoreOnError, timeoutMs: 250, barrierMs: 2000, net: net(w), skew, seasoned: w.chance(0.7), steady: false }
   const nodes = int(w, 2, 4)
-  const spread = w.chance(0.3) ? 0 : w.between(1, 40)
+  const spread = w.chance(0.2) ? 0 : w.between(5, 50)
   const nodeSkews = Array.from({ length: nodes }, () => w.between(-spread / 2, spread / 2))
   const processes = int(w, 2, 3)
-  const duration = w.between(70_000, 110_000)
+  const duration = w.between(80_000, 110_000)
   const end = start + duration
-  const consumers = Array.from({ length: int(w, 3, 6) }, (_, i) => minuteConsumer(w, `k${i}`, int(w, 10, 90)))
+  const consumers: Consumer[] = Array.from({ length: int(w, 3, 6) }, (_, i) => minuteConsumer(w, `k${i}`, int(w, 10, 90)))
   const nodeOf = (id: string): number => Math.floor(calculateSlot(limiterKey(id)) * nodes / SLOTS)
   const arrivals: Arrival[] = []
   consumers.forEach((c, i) => {
@@ -53,11 +53,29 @@ export function makeClusterSchedule (w: World, start: number): Schedule {
     const first = int(w, 2, Math.max(2, Math.floor(duration / 1000) - 68))
     for (let k = first; k < first + int(w, 3, 6); k++) {
       const at = int(w, 0, processes - 1)
-      for (let j = int(w, 1, 3); j > 0; j--) arrivals.push({ t: edge(k) + w.between(0.5, Math.max(1, spread)), process: at, consumer: i, cost: 1 })
+      for (let j = int(w, 1, 4); j > 0; j--) arrivals.push({ t: edge(k) + w.between(0.5, Math.max(1, spread)), process: at, consumer: i, cost: 1 })
       const early = int(w, 0, processes - 1)
       for (let j = int(w, 1, Math.max(1, Math.ceil(c.perMinute / 8))); j > 0; j--) arrivals.push({ t: edge(k + 60) + w.between(0, 0.5), process: early, consumer: i, cost: 1 })
     }
   })
+  // One consumer more, on the node whose clock is furthest ahead (where a bound learnt from another node's clock lags
+  // most): hot on one process (3–6/s) for the seconds of its late bursts, so it holds pools at their ends, with room
+  // (120–300/min, quiet before), then brought to its limit, and early bursts a minute later.
+  const ahead = nodeSkews.indexOf(Math.max(...nodeSkews))
+  const edgeId = Array.from({ length: 64 }, (_, n) => `e${n}`).find((id) => nodeOf(id) === ahead) ?? 'e0'
+  const edgeConsumer = { id: edgeId, perMinute: int(w, 120, 300), perDay: 100_000, perMonth: 0, overage: false, ban: null }
+  const e = consumers.push(edgeConsumer) - 1
+  const edgeAt = (k: number): number => boundary(start, skew + nodeSkews[ahead]!, k)
+  const firstLate = int(w, 4, 8)
+  const lates = int(w, 4, 8)
+  const hot = int(w, 0, processes - 1)
+  arrivals.push(...stream(w, e, edgeAt(firstLate) - 3000, edgeAt(firstLate + lates), w.between(3, 6), processes, hot))
+  arrivals.push(...stream(w, e, edgeAt(firstLate) - 3000, Math.min(end, edgeAt(firstLate + 60 + lates) + 1000), w.between(1.5, 3) * edgeConsumer.perMinute / 60, processes))
+  for (let k = firstLate; k < firstLate + lates; k++) {
+    for (let j = int(w, 1, 3); j > 0; j--) arrivals.push({ t: edgeAt(k) + w.between(0.5, Math.max(1, spread)), process: hot, consumer: e, cost: 1 })
+    const early = int(w, 0, processes - 1)
+    for (let j = int(w, Math.ceil(edgeConsumer.perMinute / 20), Math.ceil(edgeConsumer.perMinute / 8)); j > 0; j--) arrivals.push({ t: edgeAt(k + 60) + w.between(0, 0.5), process: early, consumer: e, cost: 1 })
+  }
   const kind = pick<ClusterKind>(w, ['node-faults', 'failover', 'migration'])
   const faults: Fault[] = []
   const at = (): number => start + w.between(5_000, duration - 10_000)

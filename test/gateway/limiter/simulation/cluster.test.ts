@@ -7,5 +7,5 @@ import t from 'tap'
 import { runFamilies } from '../../../helpers/sim/suite.js'
 
 await runFamilies(t, 'test/gateway/limiter/simulation/cluster.test.ts', [
-  { family: 'cluster', count: 30 }
+  { family: 'cluster', count: 20 }
 ])
