@@ -24,6 +24,8 @@ export interface ConsumeResult {
   readonly bannedUntil: number
   /** Not by a store call of its own: units this process held (`grant`), or STORE_ON_ERROR (`fallback`). */
   readonly via?: 'grant' | 'fallback'
+  /** On `fallback` under STORE_ON_ERROR=local or strict: what admitted it, the reserve (within the limit) or the outage allowance (over it by at most the allowance). */
+  readonly outageSource?: 'reserve' | 'allowance'
 }
 
 /** A ban in force: the id, and Unix ms when it ends. */

@@ -50,11 +50,13 @@ function overLimit (consumer: string, list: readonly Admission[], limit: Limits,
 /**
  * Every window of every consumer over its limit. A consumer in `allowed` (STORE_ON_ERROR=local's outage allowance,
  * all processes together: docs/limiter-internals.md) may go over by that many units in all, but only through
- * admissions made without Redis (`via: 'fallback'`): what Redis granted alone is still held to the exact limit,
- * so a counting bug on the healthy path is not hidden by the allowance.
- * `slackMs` shortens the rolling windows (a stated bound, not the invariant: docs/simulator.md).
+ * admissions of the allowance (`via: 'allowance'`): what Redis granted and what the reserves admitted are still held
+ * to the exact limit together, so a counting bug on the healthy path or in a reserve's write-back is not hidden by
+ * the allowance.
+ * `slackMs` shortens the rolling windows, and `lost` (a failover's lost writes, per consumer) adds to every bound:
+ * stated bounds of faults outside the invariant (docs/simulator.md).
  */
-export function violations (admissions: readonly Admission[], limits: ReadonlyMap<string, Limits>, allowed?: ReadonlyMap<string, number>, slackMs = 0): Violation[] {
+export function violations (admissions: readonly Admission[], limits: ReadonlyMap<string, Limits>, allowed?: ReadonlyMap<string, number>, slackMs = 0, lost?: ReadonlyMap<string, number>): Violation[] {
   const byConsumer = new Map<string, Admission[]>()
   for (const admission of admissions) {
     const list = byConsumer.get(admission.consumer)
@@ -65,9 +67,10 @@ export function violations (admissions: readonly Admission[], limits: ReadonlyMa
   for (const [consumer, list] of byConsumer) {
     const limit = limits.get(consumer)!
     const allowance = allowed?.get(consumer) ?? 0
+    const lostUnits = lost?.get(consumer) ?? 0
     list.sort((a, b) => a.t - b.t)
-    out.push(...overLimit(consumer, list, limit, allowance, slackMs))
-    if (allowance > 0) out.push(...overLimit(consumer, list.filter((admission) => admission.via !== 'fallback'), limit, 0, slackMs))
+    out.push(...overLimit(consumer, list, limit, allowance + lostUnits, slackMs))
+    if (allowance > 0) out.push(...overLimit(consumer, list.filter((admission) => admission.via !== 'allowance'), limit, lostUnits, slackMs))
   }
   return out
 }

@@ -142,6 +142,13 @@ export const MUTANTS: readonly Mutant[] = [
     replace: 'export const DRIFT = 0'
   },
   {
+    name: 'clock-shared-by-shards',
+    bug: 'one clock bound for every shard of a Cluster (the first shard\'s), though each node has its own clock',
+    file: `${LIMITER}/redis/shard.ts`,
+    find: 's = { name, clock: createShardClock(), state',
+    replace: 's = { name, clock: shards.values().next().value?.clock ?? createShardClock(), state'
+  },
+  {
     name: 'reserve-cover-short',
     bug: 'the reserve is spent until 2 s before Redis drops it, not 62 s (a minute window outlives its cover)',
     file: `${LIMITER}/redis/account.ts`,
@@ -153,7 +160,7 @@ export const MUTANTS: readonly Mutant[] = [
 const ROOT = resolve(new URL('../../..', import.meta.url).pathname)
 const SIM_DIR = 'test/gateway/limiter/simulation'
 /** Files run in this order: the families most likely to catch a timing bug first (the gate stops at the first catch). */
-const FILE_ORDER = ['timing', 'targeted', 'chaos', 'steady']
+const FILE_ORDER = ['timing', 'cluster', 'targeted', 'chaos', 'steady']
 
 /** How often `find` occurs in `text`. */
 function occurrences (text: string, find: string): number {

@@ -1,6 +1,7 @@
 // One gateway process in the simulator: the production Redis path (src/gateway/limiter/redis/
 // grants.ts and everything under it) on a port and runtime of the world's — its own clock (offset
-// and drift), timers and end-of-turn on the world's queue, and one connection to the modelled Redis
+// and drift), timers and end-of-turn on the world's queue, and one connection to each modelled Redis
+// node (the one Redis, or each node of a Cluster: topology.ts)
 // whose commands and replies take the network's time, drop when the server dies or the link resets
 // (every call in flight fails, replies of calls Redis already ran are lost), and reconnect later.
 // A stalled process (a blocked event loop) handles nothing until the stall ends — then its timers
@@ -8,8 +9,9 @@
 import { createGrants, type Grants } from '../../../src/gateway/limiter/redis/grants.js'
 import type { OutageAllowance, StoreOnError } from '../../../src/gateway/limiter/redis/outage.js'
 import type { RedisPort, Runtime } from '../../../src/gateway/limiter/redis/port.js'
-import type { Ask } from '../../../src/gateway/limiter/store.js'
-import type { SimRedis } from './redis-model.js'
+import type { Ask, ConsumeResult } from '../../../src/gateway/limiter/store.js'
+import { limiterKey } from '../../../src/gateway/redis/keys.js'
+import type { Topology } from './topology.js'
 import { CHECK, IO, TIMER, type Owner, type World } from './world.js'
 
 /** How long one way takes: a base, jitter, and now and then a slow stretch. */
@@ -39,7 +41,20 @@ export interface Admission {
   /** Redis's clock at the admission (differs from t + skew only when Redis's clock steps or drifts). */
   readonly redisT: number
   readonly cost: number
-  readonly via: string
+  /**
+   * How it was granted: `redis` (by a call of its own), `grant` (from units Redis counted for this process),
+   * `reserve` (kept back in Redis for this process: within the limit), `allowance` (the outage allowance: over the
+   * limit by at most the allowance), `fallback` (STORE_ON_ERROR=open: nothing counted).
+   */
+  readonly via: AdmissionSource
+}
+
+export type AdmissionSource = 'redis' | 'grant' | 'reserve' | 'allowance' | 'fallback'
+
+/** How the limiter's result says it was granted. */
+function sourceOf (result: ConsumeResult): AdmissionSource {
+  if (result.via === 'fallback') return result.outageSource ?? 'fallback'
+  return result.via ?? 'redis'
 }
 
 export class SimProcess implements Owner {
@@ -53,31 +68,39 @@ export class SimProcess implements Owner {
   /** Requests still waiting for an answer. */
   waiting = 0
   readonly grants: Grants
-  private up: boolean
-  private gen = 0
-  private lastReplyAt = 0
-  private readonly pending = new Set<(err: Error) => void>()
+  /** The connection to each node: up or not, its generation (a reconnect starts a new one), its calls in flight. */
+  private readonly links = new Map<string, Link>()
   private readonly listeners: Array<(shard: string, up: boolean) => void> = []
 
-  constructor (private readonly world: World, private readonly redis: SimRedis, readonly name: string, private readonly opts: ProcessOptions) {
-    this.up = redis.state !== 'dead'
-    redis.onLifecycle((event) => {
-      if (event === 'down') this.drop()
-      else this.reconnectLater()
-    })
+  constructor (private readonly world: World, private readonly topology: Topology, readonly name: string, private readonly opts: ProcessOptions) {
+    for (const shard of topology.shards) {
+      const link: Link = { shard, up: topology.node(shard).state !== 'dead', gen: 0, lastReplyAt: 0, pending: new Set() }
+      this.links.set(shard, link)
+      topology.node(shard).onLifecycle((event) => {
+        if (event === 'down') this.drop(link)
+        else this.reconnectLater(link)
+      })
+    }
     const runtime: Runtime = {
       now: () => opts.offset + world.now * (1 + opts.drift),
       after: (ms, fn) => world.at(world.now + ms / (1 + opts.drift), fn, this, TIMER),
       turnEnd: (fn) => { world.at(world.now, fn, this, CHECK) },
       randomId: () => Math.floor(world.random() * 2 ** 48).toString(16)
     }
+    // A Cluster client follows MOVED: a key's command goes to the node serving its slot now.
     const port: RedisPort = {
-      run: (script, keys, args) => this.send(() => redis.runScript(script, keys, args)),
-      shards: () => [''],
-      shardOf: () => '',
-      groupOf: () => '',
-      epochKey: () => 'rl:{#epoch}',
-      ping: async () => { await this.send(() => 'PONG') },
+      run: (script, keys, args) => {
+        const shard = topology.nodeOf(keys[0]!)
+        return this.send(shard, () => {
+          if (topology.crossSlot(keys)) throw new Error('CROSSSLOT Keys in request don\'t hash to the same slot')
+          return topology.node(shard).runScript(script, keys, args)
+        })
+      },
+      shards: () => [...topology.shards],
+      shardOf: (key) => topology.nodeOf(key),
+      groupOf: (key) => topology.groupOf(key),
+      epochKey: (shard) => topology.epochKey(shard),
+      ping: async (shard) => { await this.send(shard, () => 'PONG') },
       watch: (listener) => { this.listeners.push(listener) }
     }
     this.grants = createGrants({ port, runtime, holder: name, timeoutMs: opts.timeoutMs, policy: opts.policy, allowance: opts.allowance, barrierMs: opts.barrierMs, anonymousMax: 100 })
@@ -90,7 +113,7 @@ export class SimProcess implements Owner {
       this.waiting--
       const outcome = result.outcome === 'ban_started' ? 'key_banned' : result.outcome
       this.outcomes.set(outcome, (this.outcomes.get(outcome) ?? 0) + 1)
-      if (result.outcome === 'ok') this.admissions.push({ consumer: id, t: this.world.now, redisT: this.redis.time(), cost: ask.cost, via: result.via ?? 'store' })
+      if (result.outcome === 'ok') this.admissions.push({ consumer: id, t: this.world.now, redisT: this.topology.node(this.topology.nodeOf(limiterKey(id))).time(), cost: ask.cost, via: sourceOf(result) })
       else this.refusals.push({ consumer: id, t: this.world.now, outcome })
     }, () => {
       this.waiting--
@@ -106,19 +129,23 @@ export class SimProcess implements Owner {
 
   /** The link to Redis resets: calls in flight fail, and it reconnects a little later. */
   reset (): void {
-    this.drop()
-    this.reconnectLater()
+    for (const link of this.links.values()) {
+      this.drop(link)
+      this.reconnectLater(link)
+    }
   }
 
   /** The link to Redis is cut for `ms` (a partition): calls in flight fail, and it reconnects only then. */
   partition (ms: number): void {
-    this.drop()
-    this.reconnectLater(ms)
+    for (const link of this.links.values()) {
+      this.drop(link)
+      this.reconnectLater(link, ms)
+    }
   }
 
   crash (): void {
     this.dead = true
-    this.drop()
+    for (const link of this.links.values()) this.drop(link)
   }
 
   /** A slow link: every message takes `ms` more until `until` (virtual ms). */
@@ -135,14 +162,15 @@ export class SimProcess implements Owner {
     return slow + net.base + this.world.random() * net.jitter + (this.world.chance(net.slowChance) ? net.slowMs : 0)
   }
 
-  private send (command: () => unknown): Promise<unknown> {
-    if (!this.up || this.dead) return Promise.reject(new Error('Connection is closed.'))
+  private send (shard: string, command: () => unknown): Promise<unknown> {
+    const link = this.links.get(shard)
+    if (link === undefined || !link.up || this.dead) return Promise.reject(new Error('Connection is closed.'))
     return new Promise((resolve, reject) => {
-      const gen = this.gen
+      const gen = link.gen
       const fail = (err: Error): void => { reject(err) }
-      this.pending.add(fail)
+      link.pending.add(fail)
       this.world.at(this.world.now + this.delay(), () => {
-        this.redis.arrive(() => {
+        this.topology.node(shard).arrive(() => {
           let reply: unknown
           let error: Error | undefined
           try {
@@ -150,9 +178,9 @@ export class SimProcess implements Owner {
           } catch (err) {
             error = err as Error
           }
-          this.lastReplyAt = Math.max(this.lastReplyAt, this.world.now + this.delay())
-          this.world.at(this.lastReplyAt, () => {
-            if (gen !== this.gen || !this.pending.delete(fail)) return
+          link.lastReplyAt = Math.max(link.lastReplyAt, this.world.now + this.delay())
+          this.world.at(link.lastReplyAt, () => {
+            if (gen !== link.gen || !link.pending.delete(fail)) return
             if (error === undefined) resolve(reply)
             else reject(error)
           }, this, IO)
@@ -161,23 +189,32 @@ export class SimProcess implements Owner {
     })
   }
 
-  private drop (): void {
-    this.gen++
-    const wasUp = this.up
-    this.up = false
-    const failures = [...this.pending]
-    this.pending.clear()
+  private drop (link: Link): void {
+    link.gen++
+    const wasUp = link.up
+    link.up = false
+    const failures = [...link.pending]
+    link.pending.clear()
     for (const fail of failures) fail(new Error('Connection is closed.'))
-    if (wasUp) for (const l of this.listeners) l('', false)
+    if (wasUp) for (const l of this.listeners) l(link.shard, false)
   }
 
-  private reconnectLater (after = this.world.between(5, 500)): void {
+  private reconnectLater (link: Link, after = this.world.between(5, 500)): void {
     if (this.dead) return
-    const gen = this.gen
+    const gen = link.gen
     this.world.at(this.world.now + after, () => {
-      if (gen !== this.gen || this.redis.state === 'dead' || this.up) return
-      this.up = true
-      for (const l of this.listeners) l('', true)
+      if (gen !== link.gen || this.topology.node(link.shard).state === 'dead' || link.up) return
+      link.up = true
+      for (const l of this.listeners) l(link.shard, true)
     }, this, IO)
   }
+}
+
+/** One connection: to which node, whether it is up, its generation, when its last reply is read, its calls in flight. */
+interface Link {
+  readonly shard: string
+  up: boolean
+  gen: number
+  lastReplyAt: number
+  readonly pending: Set<(err: Error) => void>
 }

@@ -128,3 +128,23 @@ function set (space, key, value)
   SPACES[space][key] = { v = value }
   return ''
 end
+
+local function deepcopy (v)
+  if type(v) ~= 'table' then return v end
+  local out = {}
+  for k, x in pairs(v) do out[k] = deepcopy(x) end
+  return out
+end
+
+-- A replica's copy: `to` becomes what `from` holds now (a failover to it loses what `from` wrote after).
+function copy (from, to)
+  SPACES[to] = deepcopy(SPACES[from])
+  return ''
+end
+
+-- A slot migration: `key` (with its expiry) moves from one node's keyspace to another's.
+function move (from, to, key)
+  SPACES[to][key] = SPACES[from][key]
+  SPACES[from][key] = nil
+  return ''
+end

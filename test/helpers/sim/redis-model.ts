@@ -61,7 +61,8 @@ export class SimRedis {
   state: RedisState = 'running'
   /** Scripts run. */
   scripts = 0
-  private readonly id: string
+  /** Its keyspace in the VM. */
+  readonly id: string
   private readonly queued: Array<() => void> = []
   private readonly listeners: Array<(event: 'down' | 'up') => void> = []
 
@@ -130,6 +131,16 @@ export class SimRedis {
     for (const l of this.listeners) l('up')
   }
 
+  /** `into`'s keyspace becomes a copy of this one's (a replica's, or a scratch copy to read). */
+  copyInto (into: SimRedis): void {
+    callModel(this.vm, 'copy', this.id, into.id)
+  }
+
+  /** A slot migration: `keys` (with their expiries) move to `to`'s keyspace, atomically. */
+  moveKeys (to: SimRedis, keys: readonly string[]): void {
+    for (const key of keys) callModel(this.vm, 'move', this.id, to.id, key)
+  }
+
   /** Runs a script (atomically, at Redis time now): its reply, as a Redis client reads it. */
   runScript (script: Script, keys: readonly string[], args: readonly string[]): unknown {
     if (!this.vm.defined.has(script.sha)) {
@@ -138,8 +149,13 @@ export class SimRedis {
     }
     this.scripts++
     const out = callModel(this.vm, 'run', this.id, String(this.time()), script.sha, keys.join(SEP) + SEP, args.join(SEP) + SEP)
-    return decode(out)
+    const reply = decode(out)
+    this.onScript?.(script, keys, args, reply)
+    return reply
   }
+
+  /** Told of every script run and its reply (a failover's checker reads what the lost writes counted). */
+  onScript: ((script: Script, keys: readonly string[], args: readonly string[], reply: unknown) => void) | undefined = undefined
 
   /** A hash field, or a string key without `field`, as stored; undefined when absent. */
   peek (key: string, field = ''): string | undefined {

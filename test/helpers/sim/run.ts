@@ -7,8 +7,12 @@ import { DEFAULT_BAN } from './schedules.js'
 import { ideal, violations, type Limits, type Violation } from './check.js'
 import { SimProcess, type Admission } from './process.js'
 import { SimRedis, type LuaVm } from './redis-model.js'
+import { dayKey, limiterKey } from '../../../src/gateway/redis/keys.js'
+import { logGrants, lostUnits } from './failover.js'
+import { SimCluster, singleRedis } from './topology.js'
 import { makeSchedule, TIMING_FAMILIES, type Family, type Schedule, type TimingFamily } from './schedules.js'
 import { makeTimingSchedule } from './timing-schedules.js'
+import { makeClusterSchedule } from './cluster-schedules.js'
 import { World } from './world.js'
 
 export interface Report {
@@ -30,6 +34,8 @@ export interface Report {
   readonly freeAgainAt: number | undefined
   /** Per consumer, the most units over its limit the checker allowed (STORE_ON_ERROR=local's outage allowance). */
   readonly allowed: ReadonlyMap<string, number>
+  /** Per consumer, the units a failover's lost writes had counted (the stated bound lets it go over by them too). */
+  readonly lost: ReadonlyMap<string, number>
   /** One consumer's admissions, in time order. */
   admissionsOf: (consumer: string) => Admission[]
   /** Every refusal (its consumer, the instant of the answer, the outcome). */
@@ -45,23 +51,29 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
   const world = new World(seed, 0)
   const drawn = YEAR_START + Math.floor(world.random() * 360) * 86_400_000 + (world.chance(0.2) ? 86_400_000 * 28 - 30_000 : world.between(0, 86_400_000))
   world.now = drawn - 5000
-  const schedule = TIMING_FAMILIES.includes(family as TimingFamily) ? makeTimingSchedule(world, family as TimingFamily, drawn) : makeSchedule(world, family, drawn)
+  const schedule = family === 'cluster'
+    ? makeClusterSchedule(world, drawn)
+    : TIMING_FAMILIES.includes(family as TimingFamily) ? makeTimingSchedule(world, family as TimingFamily, drawn) : makeSchedule(world, family, drawn)
   // A schedule may pick its own start (a month's end); nothing is queued yet, so the clock can move there.
   const start = schedule.start ?? drawn
   world.now = start - 5000
-  const redis = new SimRedis(world, schedule.skew, vm)
-  if (schedule.redisDrift !== undefined) redis.setDrift(schedule.redisDrift)
-  if (schedule.seasoned) redis.set('rl:{#epoch}', 'deployed,0')
+  // One Redis, or a Cluster's nodes (each its own clock: the schedule's skew plus the node's own).
+  const nodes = (schedule.cluster?.nodeSkews ?? [0]).map((own) => new SimRedis(world, schedule.skew + own, vm))
+  const redis = nodes[0]!
+  const cluster = schedule.cluster === undefined ? undefined : new SimCluster(nodes)
+  const topology = cluster ?? singleRedis(redis)
+  for (const node of nodes) if (schedule.redisDrift !== undefined) node.setDrift(schedule.redisDrift)
+  if (schedule.seasoned) for (const shard of topology.shards) topology.node(shard).set(topology.epochKey(shard), 'deployed,0')
   const processes: SimProcess[] = []
   // STORE_ON_ERROR=local's outage allowance: the schedule's, else the shipped share over the schedule's processes.
   const allowance: OutageAllowance = schedule.allowance ?? { share: DEFAULT_OUTAGE_ALLOWANCE_PERCENT / 100, processes: schedule.processes }
-  const spawn = (i: number): SimProcess => new SimProcess(world, redis, `p${i}-${processes.length}`, {
+  const spawn = (i: number): SimProcess => new SimProcess(world, topology, `p${i}-${processes.length}`, {
     policy: schedule.policy,
     allowance,
     timeoutMs: schedule.timeoutMs,
     barrierMs: schedule.barrierMs,
     offset: world.between(-1e6, 1e6),
-    drift: world.between(-2e-4, 2e-4),
+    drift: world.between(schedule.processDrift?.min ?? -2e-4, schedule.processDrift?.max ?? 2e-4),
     net: schedule.net
   })
   for (let i = 0; i < schedule.processes; i++) processes.push(spawn(i))
@@ -75,17 +87,44 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
       if (!p.dead) p.request(c.id, { limits: { perMinute: c.perMinute, perDay: c.perDay }, ban: c.ban, cost: a.cost, monthLimit: c.perMonth, overage: c.overage })
     })
   }
+  // A failover's lost writes, per consumer: the units its windows held on the node and not on the replica.
+  const lost = new Map<string, number>()
   for (const f of schedule.faults) {
+    if (f.kind === 'failover') {
+      // The replica's copy, `lagMs` behind the node when it fails (asynchronous replication).
+      const replica = new SimRedis(world, nodes[f.node]!.skew, vm)
+      const log = logGrants(world, nodes[f.node]!)
+      // Replication runs `lagMs` behind: the calls the node ran since are lost (a call's reply may still be in flight).
+      const since = f.at - f.lagMs
+      world.at(since, () => { nodes[f.node]!.copyInto(replica) })
+      world.at(f.at, () => {
+        const node = nodes[f.node]!
+        for (const c of schedule.consumers) {
+          if (cluster?.indexOf(limiterKey(c.id)) !== f.node) continue
+          lost.set(c.id, (lost.get(c.id) ?? 0) + lostUnits(world, vm, node, replica, log, since, c))
+        }
+        node.onScript = undefined
+        if (node.state === 'paused') node.resume()
+        if (node.kill()) world.at(world.now + f.downMs, () => { replica.copyInto(node); node.restart(true) })
+      })
+    }
+  }
+  for (const f of schedule.faults) {
+    const node = 'node' in f && f.node !== undefined ? nodes[f.node]! : redis
     world.at(f.at, () => {
-      if (f.kind === 'pause') {
-        redis.pause()
-        world.at(world.now + f.ms, () => { redis.resume() })
+      if (f.kind === 'failover') return
+      if (f.kind === 'migrate') {
+        const id = schedule.consumers[f.consumer]!.id
+        cluster?.migrate([limiterKey(id), dayKey(id)], f.to)
+      } else if (f.kind === 'pause') {
+        node.pause()
+        world.at(world.now + f.ms, () => { node.resume() })
       } else if (f.kind === 'kill') {
         // A kill of a server that is already dead does nothing; its first restart stands (a
         // second restart on a live server would wipe its data with every connection up: FLUSHALL,
         // which the invariant leaves out by design, docs/limiter-internals.md).
-        if (redis.state === 'paused') redis.resume()
-        if (redis.kill()) world.at(world.now + f.ms, () => { redis.restart(f.keepData) })
+        if (node.state === 'paused') node.resume()
+        if (node.kill()) world.at(world.now + f.ms, () => { node.restart(f.keepData) })
       } else if (f.kind === 'reset') {
         live[f.process]!.reset()
       } else if (f.kind === 'stall') {
@@ -120,7 +159,7 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
   // By Redis's clock where it drifts or steps (what the limiter's windows are), else by the world's.
   const byRedis = schedule.checkBy?.clock === 'redis'
   const checked = byRedis ? admissions.map((a) => ({ ...a, t: a.redisT })) : admissions
-  const found = schedule.policy === 'open' ? [] : violations(checked, limits, allowed, schedule.checkBy?.slackMs ?? 0)
+  const found = schedule.policy === 'open' ? [] : violations(checked, limits, allowed, schedule.checkBy?.slackMs ?? 0, lost)
   const outcomes: Record<string, number> = {}
   for (const p of processes) for (const [k, v] of p.outcomes) outcomes[k] = (outcomes[k] ?? 0) + v
   let underPct: number | undefined
@@ -149,17 +188,19 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
     underPct,
     reference,
     outcomes,
-    scripts: redis.scripts,
+    scripts: nodes.reduce((n, node) => n + node.scripts, 0),
+    lost,
     freeAgainAt: schedule.freeAgainAt,
     allowed,
     admissionsOf: (consumer) => admissions.filter((a) => a.consumer === consumer).sort((a, b) => a.t - b.t),
     refusals: processes.flatMap((p) => p.refusals),
     describe () {
       const lines = [
-        `family ${family}, seed ${seed}: ${schedule.processes} processes, STORE_ON_ERROR=${schedule.policy}, timeout ${schedule.timeoutMs} ms, barrier ${schedule.barrierMs} ms, Redis skew ${schedule.skew.toFixed(0)} ms${schedule.redisDrift === undefined ? '' : `, Redis drift ${(schedule.redisDrift * 1e6).toFixed(0)} ppm`}, ${schedule.seasoned ? 'seasoned' : 'fresh'} Redis, ${(schedule.duration / 1000).toFixed(0)} s from ${new Date(start).toISOString()}${byRedis ? `, checked by Redis's clock (windows ${schedule.checkBy?.slackMs.toFixed(0)} ms shorter)` : ''}`,
+        `family ${family}, seed ${seed}: ${schedule.processes} processes, STORE_ON_ERROR=${schedule.policy}, timeout ${schedule.timeoutMs} ms, barrier ${schedule.barrierMs} ms, Redis skew ${schedule.skew.toFixed(0)} ms${schedule.redisDrift === undefined ? '' : `, Redis drift ${(schedule.redisDrift * 1e6).toFixed(0)} ppm`}, ${schedule.seasoned ? 'seasoned' : 'fresh'} Redis, ${(schedule.duration / 1000).toFixed(0)} s from ${new Date(start).toISOString()}${schedule.checkBy === undefined ? '' : `, checked by ${byRedis ? 'Redis\'s' : 'the world\'s'} clock (windows ${schedule.checkBy.slackMs.toFixed(0)} ms shorter)`}`,
         `consumers: ${schedule.consumers.map((c) => `${c.id} ${c.perMinute}/min ${c.perDay}/day${c.perMonth > 0 ? ` ${c.perMonth}/month${c.overage ? ' (overage)' : ''}` : ''}${c.ban === null ? '' : c.ban === DEFAULT_BAN ? ' ban' : ` ban@${c.ban.threshold}`}`).join(', ')}`,
-        `faults: ${schedule.faults.map((f) => `${f.kind}@${((f.at - start) / 1000).toFixed(2)}s${'ms' in f ? ` ${f.ms.toFixed(0)}ms` : ''}${'process' in f ? ` p${f.process}` : ''}${f.kind === 'kill' ? (f.keepData ? ' kept' : ' lost') : ''}`).join(', ') || 'none'}`,
-        `requests ${schedule.arrivals.length}, outcomes ${JSON.stringify(outcomes)}, unanswered ${unanswered}, scripts ${redis.scripts}`,
+        `faults: ${schedule.faults.map((f) => `${f.kind}@${((f.at - start) / 1000).toFixed(2)}s${'ms' in f ? ` ${f.ms.toFixed(0)}ms` : ''}${'process' in f ? ` p${f.process}` : ''}${f.kind === 'kill' ? (f.keepData ? ' kept' : ' lost') : ''}${'node' in f && f.node !== undefined ? ` n${f.node}` : ''}${f.kind === 'failover' ? ` lag ${f.lagMs.toFixed(0)}ms down ${f.downMs.toFixed(0)}ms` : ''}${f.kind === 'migrate' ? ` k${f.consumer}→n${f.to}` : ''}`).join(', ') || 'none'}`,
+        `requests ${schedule.arrivals.length}, outcomes ${JSON.stringify(outcomes)}, unanswered ${unanswered}, scripts ${nodes.reduce((n, node) => n + node.scripts, 0)}`,
+        ...(schedule.cluster === undefined ? [] : [`Cluster of ${nodes.length} nodes (own skews ${schedule.cluster.nodeSkews.map((x) => x.toFixed(1)).join(', ')} ms); consumers' nodes at the end: ${schedule.consumers.map((c) => `${c.id} n${cluster!.indexOf(limiterKey(c.id))}`).join(', ')}${lost.size > 0 ? `; lost by a failover: ${[...lost].map(([id, n]) => `${id} ${n}`).join(', ')} units (allowed over)` : ''}`]),
         ...found.map((v) => `OVER: ${v.consumer} ${v.units} units in a ${v.window} (limit ${v.limit}) ending at ${((v.at - start) / 1000).toFixed(3)} s`)
       ]
       return lines.join('\n')

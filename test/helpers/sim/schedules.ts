@@ -8,10 +8,10 @@ import type { Net } from './process.js'
 import type { World } from './world.js'
 
 /** The families of timing-schedules.ts: long windows that slide, recovery under traffic, calendar edges, clocks, long outages. */
-export type TimingFamily = 'sliding' | 'recovery' | 'calendar' | 'clock' | 'long-outage'
-export const TIMING_FAMILIES: readonly TimingFamily[] = ['sliding', 'recovery', 'calendar', 'clock', 'long-outage']
-export type Family = 'chaos' | 'idle-process' | 'ban-recover' | 'data-loss' | 'steady' | 'long-tail' | 'burst' | 'outage-tail' | TimingFamily
-export const FAMILIES: readonly Family[] = ['chaos', 'idle-process', 'ban-recover', 'data-loss', 'steady', 'long-tail', 'burst', 'outage-tail', ...TIMING_FAMILIES]
+export type TimingFamily = 'sliding' | 'recovery' | 'calendar' | 'clock' | 'long-outage' | 'drift-edge' | 'reserve-edge'
+export const TIMING_FAMILIES: readonly TimingFamily[] = ['sliding', 'recovery', 'calendar', 'clock', 'long-outage', 'drift-edge', 'reserve-edge']
+export type Family = 'chaos' | 'idle-process' | 'ban-recover' | 'data-loss' | 'steady' | 'long-tail' | 'burst' | 'outage-tail' | 'cluster' | TimingFamily
+export const FAMILIES: readonly Family[] = ['chaos', 'idle-process', 'ban-recover', 'data-loss', 'steady', 'long-tail', 'burst', 'outage-tail', 'cluster', ...TIMING_FAMILIES]
 
 export interface Consumer {
   readonly id: string
@@ -24,8 +24,13 @@ export interface Consumer {
 }
 
 export type Fault =
-  | { readonly kind: 'pause', readonly at: number, readonly ms: number }
-  | { readonly kind: 'kill', readonly at: number, readonly ms: number, readonly keepData: boolean }
+  /** `node`: which node of a Cluster (default the first, the one Redis). */
+  | { readonly kind: 'pause', readonly at: number, readonly ms: number, readonly node?: number }
+  | { readonly kind: 'kill', readonly at: number, readonly ms: number, readonly keepData: boolean, readonly node?: number }
+  /** A Cluster node fails over to its replica, down `downMs`: the writes of its last `lagMs` are lost, its epoch mark kept. */
+  | { readonly kind: 'failover', readonly at: number, readonly node: number, readonly lagMs: number, readonly downMs: number }
+  /** A consumer's slot migrates to node `to` (its keys move with their data). */
+  | { readonly kind: 'migrate', readonly at: number, readonly consumer: number, readonly to: number }
   | { readonly kind: 'reset', readonly at: number, readonly process: number }
   | { readonly kind: 'stall', readonly at: number, readonly process: number, readonly ms: number }
   | { readonly kind: 'crash', readonly at: number, readonly process: number, readonly restartAfter?: number }
@@ -64,12 +69,16 @@ export interface Schedule {
   readonly start?: number
   /** Redis's clock runs this much faster than the world's (a rate; 0 when absent). */
   readonly redisDrift?: number
+  /** The processes' clocks run this much faster than the world's, each drawn in [min, max] (default ±200 ppm). */
+  readonly processDrift?: { readonly min: number, readonly max: number }
   /**
    * How the bound is checked: by the world's clock (the default: Redis's differs by a constant skew), or
    * by Redis's clock at each admission (it drifts or steps forward), with every rolling window
    * `slackMs` shorter — the stated bound of a forward step (docs/limiter-internals.md).
    */
-  readonly checkBy?: { readonly clock: 'redis', readonly slackMs: number }
+  readonly checkBy?: { readonly clock: 'redis' | 'world', readonly slackMs: number }
+  /** A Redis Cluster: one node per entry, each node's clock this many ms off the schedule's skew. */
+  readonly cluster?: { readonly nodeSkews: readonly number[] }
 }
 
 /** Requests one schedule carries at most (beyond it, drawn at random): many short schedules find more than a few long ones. */

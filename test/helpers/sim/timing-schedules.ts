@@ -16,6 +16,14 @@
 // - `long-outage`: one process partitioned, or Redis paused or down, for 60–150 s — longer than the
 //   reserve's 58 s of cover — while traffic goes on everywhere; or that process's link slower than the
 //   call budget while the others are served at once (its calls time out and are answered late).
+// - `drift-edge`: Redis's clock faster than every process's, at 80–99 % of the 1,000 ppm the clock bound
+//   allows (redis/clock.ts), after a silence that lets the bound age; then pools spent at the last instant
+//   the process's bound allows in a second, and a minute later, with the window at the limit, bursts at the
+//   first instant of the same seconds: a bound that does not widen for drift spends a unit in the next
+//   second by Redis's clock, which Redis forgets a minute after the second it was counted in.
+// - `reserve-edge`: a busy consumer's process cut off for a few seconds, admitting from its reserve across
+//   them; a minute later, the window at the limit, bursts at the first instant of those seconds: a reserve
+//   admission written back into an earlier second than its own leaves Redis's ring while still in the window.
 // Everything is drawn from the world's random stream, so a seed is a schedule.
 import type { StoreOnError } from '../../../src/gateway/limiter/redis/outage.js'
 import type { World } from './world.js'
@@ -24,7 +32,7 @@ import { boundary, DEFAULT_BAN, int, net, type Arrival, type Consumer, type Faul
 const DAY_MS = 86_400_000
 
 /** Poisson arrivals of `consumer` in [from, to) at `perSecond`, at `process` (or a random one of `processes`). */
-function stream (w: World, consumer: number, from: number, to: number, perSecond: number, processes: number, process = -1, costly = false): Arrival[] {
+export function stream (w: World, consumer: number, from: number, to: number, perSecond: number, processes: number, process = -1, costly = false): Arrival[] {
   const out: Arrival[] = []
   if (perSecond <= 0) return out
   for (let t = from - Math.log(1 - w.random()) * 1000 / perSecond; t < to; t += -Math.log(1 - w.random()) * 1000 / perSecond) {
@@ -37,7 +45,7 @@ function stream (w: World, consumer: number, from: number, to: number, perSecond
  * A consumer at 0.5–3 × its minute limit in phases of 15–60 s, each phase spread over the processes or
  * stuck to one (traffic moving between processes), with bursts on second boundaries now and then.
  */
-function atLimit (w: World, consumer: number, c: Consumer, s: { start: number, skew: number, end: number, processes: number, drift?: number }, costly: boolean): Arrival[] {
+export function atLimit (w: World, consumer: number, c: Consumer, s: { start: number, skew: number, end: number, processes: number, drift?: number }, costly: boolean): Arrival[] {
   // Second boundaries by Redis's clock, which may drift (it started drifting 5 s before the start: run.ts).
   const edge = (k: number): number => s.drift === undefined ? boundary(s.start, s.skew, k) : (boundary(s.start, s.skew, k) + s.drift * (s.start - 5000)) / (1 + s.drift)
   const out: Arrival[] = []
@@ -57,7 +65,7 @@ function atLimit (w: World, consumer: number, c: Consumer, s: { start: number, s
 }
 
 /** A consumer whose minute limit is what binds: day far above it (or, now and then, a few minutes' worth), no month. */
-function minuteConsumer (w: World, id: string, perMinute: number): Consumer {
+export function minuteConsumer (w: World, id: string, perMinute: number): Consumer {
   const perDay = w.chance(0.7) ? perMinute * int(w, 20, 200) : Math.floor(perMinute * w.between(2, 4))
   return { id, perMinute, perDay, perMonth: 0, overage: false, ban: w.chance(0.8) ? null : DEFAULT_BAN }
 }
@@ -98,6 +106,8 @@ export function makeTimingSchedule (w: World, family: TimingFamily, drawnStart: 
     }
     return { ...base, processes, consumers, arrivals, faults, duration, redisDrift, ...(forward ? { checkBy: { clock: 'redis' as const, slackMs: stepped } } : {}) }
   }
+  if (family === 'drift-edge') return driftEdge(w, base, drawnStart)
+  if (family === 'reserve-edge') return reserveEdge(w, base, drawnStart)
   if (family === 'recovery') {
     const start = drawnStart
     const processes = int(w, 2, 3)
@@ -197,4 +207,78 @@ export function makeTimingSchedule (w: World, family: TimingFamily, drawnStart: 
     : w.chance(0.5) ? { kind: 'pause', at: outageAt, ms: outageMs } : { kind: 'kill', at: outageAt, ms: outageMs, keepData: true }]
   if (!partition) for (let p = 1; p < processes; p++) arrivals.push(...stream(w, 0, outageAt, outageAt + outageMs, w.between(1, 3), processes, p))
   return { ...base, processes, consumers, arrivals, faults, duration: end - start }
+}
+
+/** Redis's drift and the processes' (each drawn in the range): Redis faster by 800–990 ppm of process time, under the 1,000 the bound allows. */
+const EDGE_REDIS_DRIFT = { min: 6.5e-4, max: 7.4e-4 }
+const EDGE_PROCESS_DRIFT = { min: -2.5e-4, max: -1.5e-4 }
+
+/**
+ * `drift-edge`: a process's bound on Redis's clock aged by 80–120 s of silence while Redis runs faster by
+ * 800–990 ppm; then 1–2 consumers busy (1.5–3 × their limits) for a minute and more, with late bursts in
+ * the first seconds (at the instant, just before the process's bound says the second ends, that a bound
+ * not widened for drift would still let a pool unit of the second before be spent: up to the drift so far)
+ * and, 60 s later by Redis's clock, bursts at those seconds' first millisecond, when the bucket the late
+ * units were counted in leaves the ring while they are still in the window. Inside the invariant (drift
+ * under the bound): checked exactly, by Redis's clock.
+ */
+function driftEdge (w: World, base: Omit<Schedule, 'processes' | 'consumers' | 'arrivals' | 'faults' | 'duration'>, start: number): Schedule {
+  const processes = int(w, 2, 3)
+  const redisDrift = w.between(EDGE_REDIS_DRIFT.min, EDGE_REDIS_DRIFT.max)
+  const s = { start, skew: base.skew, drift: redisDrift }
+  // World instant of Redis's second edge k (counted from the start; Redis's clock drifts from 5 s before it: run.ts).
+  const edge = (k: number): number => (boundary(start, s.skew, k) + redisDrift * (start - 5000)) / (1 + redisDrift)
+  // How far a bound learned at the processes' start and never widened lags Redis's clock at world instant t.
+  const lagAt = (t: number): number => (redisDrift - EDGE_PROCESS_DRIFT.max) * (t - (start - 5000))
+  const firstEdge = Math.floor(w.between(80, 120))
+  const edges = int(w, 4, 8)
+  const consumers = Array.from({ length: int(w, 1, 2) }, (_, i): Consumer => {
+    const perMinute = int(w, 120, 300)
+    return { id: `d${i}`, perMinute, perDay: perMinute * int(w, 20, 100), perMonth: 0, overage: false, ban: null }
+  })
+  const arrivals: Arrival[] = []
+  const end = edge(firstEdge + 60 + edges) + 2000
+  consumers.forEach((c, i) => {
+    const hot = int(w, 0, processes - 1)
+    // Busy from 3 s before the first late burst to after the last early one: the window fills to the limit on the way.
+    arrivals.push(...stream(w, i, edge(firstEdge) - 3000, end, w.between(1.5, 3) * c.perMinute / 60, processes))
+    // The process holding the pools: hot there (blocks come only at HOT_RATE and more).
+    arrivals.push(...stream(w, i, edge(firstEdge) - 3000, edge(firstEdge + edges), w.between(3, 6), processes, hot))
+    for (let k = firstEdge; k < firstEdge + edges; k++) {
+      const lag = lagAt(edge(k))
+      for (let j = int(w, 1, 3); j > 0; j--) arrivals.push({ t: edge(k) + w.between(0.1, 0.95) * lag, process: hot, consumer: i, cost: 1 })
+      const size = int(w, Math.ceil(c.perMinute / 20), Math.ceil(c.perMinute / 8))
+      const early = int(w, 0, processes - 1)
+      for (let j = 0; j < size; j++) arrivals.push({ t: edge(k + 60) + w.between(0, 0.5), process: early, consumer: i, cost: 1 })
+    }
+  })
+  arrivals.sort((a, b) => a.t - b.t)
+  return { ...base, seasoned: true, processes, consumers, arrivals, faults: [], duration: end - start, redisDrift, processDrift: EDGE_PROCESS_DRIFT, checkBy: { clock: 'redis', slackMs: 0 } }
+}
+
+/**
+ * `reserve-edge`: one consumer busy (4–7 a second) on one process with room to spare, so that process holds
+ * a reserve; the process is cut off for 2–6 s and admits from the reserve across those seconds; the others
+ * bring the consumer to its limit (1.5–3 × it); 60 s after the cut, bursts at the first instant of each of its
+ * seconds take the room the ring frees as the bucket the reserve admissions were written into leaves it.
+ * Inside the invariant (a reserve admission is within the limit): checked exactly.
+ */
+function reserveEdge (w: World, base: Omit<Schedule, 'processes' | 'consumers' | 'arrivals' | 'faults' | 'duration'>, start: number): Schedule {
+  const processes = int(w, 2, 3)
+  const edge = (k: number): number => boundary(start, base.skew, k)
+  const perMinute = int(w, 150, 300)
+  const consumers: Consumer[] = [{ id: 'r', perMinute, perDay: perMinute * int(w, 20, 100), perMonth: 0, overage: false, ban: null }]
+  const cutAt = start + w.between(4_000, 8_000)
+  const cutMs = w.between(2_000, 6_000)
+  const first = Math.ceil((cutAt - edge(0)) / 1000)
+  const last = Math.floor((cutAt + cutMs - edge(0)) / 1000) - 1
+  const end = edge(last + 60) + 2000
+  const arrivals: Arrival[] = [...stream(w, 0, start, cutAt + cutMs + 3_000, w.between(4, 7), processes, 0)]
+  for (let p = 1; p < processes; p++) arrivals.push(...stream(w, 0, cutAt, end, w.between(1.5, 3) * perMinute / 60 / (processes - 1), processes, p))
+  for (let k = first; k <= last; k++) {
+    const size = int(w, Math.ceil(perMinute / 20), Math.ceil(perMinute / 8))
+    const at = int(w, 1, processes - 1)
+    for (let j = 0; j < size; j++) arrivals.push({ t: edge(k + 60) + w.between(0, 0.5), process: at, consumer: 0, cost: 1 })
+  }
+  return { ...base, processes, consumers, arrivals, faults: [{ kind: 'partition', at: cutAt, process: 0, ms: cutMs }], duration: end - start }
 }

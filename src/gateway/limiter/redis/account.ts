@@ -231,7 +231,7 @@ function window (windowReply: WindowReply | undefined, pool: number, kept: numbe
  * `outcome` 'peek': read from `reply` (a read call), as a decision would find the windows now. `outageLeft`: what
  * this process may still admit while its shard does not answer (the minute's remaining shows no more).
  */
-export function consumeResult (account: Account, outcome: ConsumeOutcome | 'peek', now: number, via: 'store' | 'grant' | 'fallback', bannedUntil = 0, reply?: GrantReply, outageLeft?: number): ConsumeResult {
+export function consumeResult (account: Account, outcome: ConsumeOutcome | 'peek', now: number, via: 'store' | 'grant' | 'fallback', bannedUntil = 0, reply?: GrantReply, outageLeft?: number, outageSource?: 'reserve' | 'allowance'): ConsumeResult {
   const view = reply ?? account.view
   // Units counted and not spent yet are not used; reserve admissions not yet counted are.
   const pool = reply === undefined ? account.pool - uncountedUnits(account) : 0
@@ -250,6 +250,7 @@ export function consumeResult (account: Account, outcome: ConsumeOutcome | 'peek
     day: window(view?.day, pool, kept, rejected, now, 96 * DAY_BUCKET_MS),
     month: account.monthLimit > 0 ? window(view?.month, pool, kept, rejected, now, 0) : undefined,
     bannedUntil: decided === 'key_banned' || decided === 'ban_started' ? bannedUntil : 0,
-    via: via === 'store' ? undefined : via
+    via: via === 'store' ? undefined : via,
+    ...(outageSource === undefined ? {} : { outageSource })
   }
 }

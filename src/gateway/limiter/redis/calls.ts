@@ -91,7 +91,7 @@ export function createCalls (deps: CallDeps) {
         : accounts.spendAllowance(account, clock, localNow, request.cost, units, units * allowance.processes) ? 'allowance' : undefined
     if (kind === undefined) return request.reject(new StoreUnavailableError(`limiter store ${up(account) ? 'did not answer in time' : 'unavailable'}`))
     deps.onOutageAdmission?.(kind)
-    request.resolve(consumeResult(account, 'ok', clock.latest(localNow) ?? localNow, 'fallback', 0, undefined, outageRemaining(account, localNow, units)))
+    request.resolve(consumeResult(account, 'ok', clock.latest(localNow) ?? localNow, 'fallback', 0, undefined, outageRemaining(account, localNow, units), kind))
   }
 
   /** What this process may still admit for `account` while its shard does not answer: its reserve left and its allowance left. */

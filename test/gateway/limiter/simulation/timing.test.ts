@@ -14,5 +14,7 @@ await runFamilies(t, 'test/gateway/limiter/simulation/timing.test.ts', [
   { family: 'sliding', count: 40 },
   { family: 'clock', count: 40 },
   { family: 'long-outage', count: 40 },
-  { family: 'calendar', count: 40 }
+  { family: 'calendar', count: 40 },
+  { family: 'drift-edge', count: 10 },
+  { family: 'reserve-edge', count: 10 }
 ])

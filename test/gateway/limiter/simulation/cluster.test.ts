@@ -1,0 +1,11 @@
+// The limiter on a simulated Redis Cluster (test/helpers/sim/cluster-schedules.ts): 2–4 nodes, each
+// its own keyspace, clock and faults; consumers spread over their slots. Node pauses and kills (data
+// kept or lost) are inside the invariant and checked exactly; a failover to a replica that missed
+// acknowledged writes (epoch mark kept) and slot migrations are outside it and checked against their
+// stated bounds (docs/simulator.md). Every request is answered. TEST_LONG=1 runs five times as many.
+import t from 'tap'
+import { runFamilies } from '../../../helpers/sim/suite.js'
+
+await runFamilies(t, 'test/gateway/limiter/simulation/cluster.test.ts', [
+  { family: 'cluster', count: 20 }
+])
