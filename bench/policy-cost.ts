@@ -8,7 +8,7 @@
 // BENCH_BASELINE=<dir>: also the gateway of another checkout (src/ of an older commit with
 // node_modules linked in): before/after in the same run.
 // Three traffic shapes through the same gateway: one hot key, 1,000 keys in turn and the bench's
-// Zipf draw over 10,000 consumers (the same sequence as `npm run bench`, replayed batch after batch):
+// Zipf draw over 10,000 consumers (the same sequence as `npm run bench`, from its start in each batch):
 // the difference between them is what one more distinct consumer costs per request.
 // Env: BENCH_ROUNDS [15] BENCH_BATCH [2000] BENCH_CONCURRENCY [16]; BENCH_SUBJECTS: a comma list of
 // subject-name fragments to run alone (e.g. `zipf` to profile that one under --cpu-prof).
@@ -32,7 +32,7 @@ export const DEFAULT_BATCH = 2_000
 export const DEFAULT_CONCURRENCY = 16
 const PATH = '/v1/pets?limit=10'
 
-interface Subject { name: string, app: FastifyInstance, tokens: string[], order?: readonly number[], cursor?: number }
+interface Subject { name: string, app: FastifyInstance, tokens: string[], order?: readonly number[] }
 
 const intFromEnv = (name: string, fallback: number): number => {
   const raw = process.env[name]
@@ -62,11 +62,9 @@ async function gateway (root: string, backendUrl: string, configDir: string, log
 /** CPU µs of this process per request over `count` injected requests, `concurrency` at a time. */
 async function batch (s: Subject, count: number, concurrency: number): Promise<number> {
   let next = 0
-  const token = (i: number): string => {
-    if (s.order === undefined) return s.tokens[i % s.tokens.length] ?? ''
-    s.cursor = ((s.cursor ?? -1) + 1) % s.order.length
-    return s.tokens[s.order[s.cursor] ?? 0] ?? ''
-  }
+  // The Zipf sequence is replayed from its start by every batch, as `npm run bench` replays it in
+  // every run: after the warm-up batch every consumer of a batch has been seen (steady state).
+  const token = (i: number): string => s.order === undefined ? s.tokens[i % s.tokens.length] ?? '' : s.tokens[s.order[i % s.order.length] ?? 0] ?? ''
   let bad = 0
   const worker = async (): Promise<void> => {
     while (next < count) {
