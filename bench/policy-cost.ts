@@ -12,7 +12,8 @@
 // the difference between them is what one more distinct consumer costs per request.
 // Env: BENCH_ROUNDS [15] BENCH_BATCH [2000] BENCH_CONCURRENCY [16]; BENCH_SUBJECTS: a comma list of
 // subject-name fragments to run alone (e.g. `zipf` to profile that one under --cpu-prof).
-// Writes bench/results/policy-cost.json (not when BENCH_SUBJECTS narrows the run).
+// Writes bench/results/policy-cost.json (policy-cost-subset.json when BENCH_SUBJECTS narrows the run:
+// its second column is then each row above the first subject's, per round).
 import { existsSync, openSync, mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -129,10 +130,8 @@ async function main (): Promise<void> {
       return { name: s.name, cpuUsPerRequest: Math.round(median(xs) * 10) / 10, overBareUs: Math.round(median(xs.map((x, i) => x - (bareRounds[i] ?? NaN))) * 10) / 10, rounds: xs.map((x) => Math.round(x * 10) / 10) }
     })
     const report = { date: new Date().toISOString(), rounds, batch: size, concurrency, pinned, baseline: baselineDir ?? null, rows }
-    if (only.length === 0) {
-      mkdirSync(join(REPO_ROOT, 'bench', 'results'), { recursive: true })
-      writeFileSync(join(REPO_ROOT, 'bench', 'results', 'policy-cost.json'), `${JSON.stringify(report, null, 2)}\n`)
-    }
+    mkdirSync(join(REPO_ROOT, 'bench', 'results'), { recursive: true })
+    writeFileSync(join(REPO_ROOT, 'bench', 'results', only.length === 0 ? 'policy-cost.json' : 'policy-cost-subset.json'), `${JSON.stringify({ ...report, subjects: only }, null, 2)}\n`)
     process.stdout.write(['', '| configuration | CPU µs per request (median) | above bare proxy (median of per-round differences) |', '|---|---:|---:|',
       ...rows.map((r) => `| ${r.name} | ${r.cpuUsPerRequest} | ${r.overBareUs} |`), ''].join('\n'))
     await Promise.all([bareApp.close(), gw.close(), baseline?.close()])

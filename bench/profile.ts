@@ -252,6 +252,10 @@ if (import.meta.url === `file://${process.argv[1] ?? ''}`) {
     const lines = [`| stage: self time, % of busy | ${files.map((f) => f.replace(/^.*\//, '')).join(' | ')} |`, `|---|${files.map(() => '---:').join('|')}|`]
     for (const stage of STAGES) lines.push(`| ${stage} | ${shares.map((m) => (m.get(stage) ?? 0).toFixed(2)).join(' | ')} |`)
     process.stdout.write(lines.join('\n') + '\n')
+  } else if (process.argv[2] === 'top') {
+    //   node --import tsx bench/profile.ts top <seconds> <file.cpuprofile>   top self-time frames of its last <seconds>
+    const p = JSON.parse(readFileSync(process.argv[4] ?? '', 'utf8')) as CpuProfile
+    process.stdout.write(summarizeProfile(profileWindow(p, 0, Number(process.argv[3]) * 1e6), 30).join('\n') + '\n')
   } else if (process.argv[2] === 'compare') {
     const read = (file: string | undefined): CpuProfile => JSON.parse(readFileSync(file ?? '', 'utf8')) as CpuProfile
     process.stdout.write(comparePolicyShares(read(process.argv[3]), read(process.argv[4])).join('\n') + '\n')
