@@ -7,7 +7,13 @@
 // than req/s. The backend is a child process (on CPU 1 with taskset; this process on CPU 0).
 // BENCH_BASELINE=<dir>: also the gateway of another checkout (src/ of an older commit with
 // node_modules linked in): before/after in the same run.
-// Env: BENCH_ROUNDS [15] BENCH_BATCH [2000] BENCH_CONCURRENCY [16]. Writes bench/results/policy-cost.json.
+// Three traffic shapes through the same gateway: one hot key, 1,000 keys in turn and the bench's
+// Zipf draw over 10,000 consumers (the same sequence as `npm run bench`, from its start in each batch):
+// the difference between them is what one more distinct consumer costs per request.
+// Env: BENCH_ROUNDS [15] BENCH_BATCH [2000] BENCH_CONCURRENCY [16]; BENCH_SUBJECTS: a comma list of
+// subject-name fragments to run alone (e.g. `zipf` to profile that one under --cpu-prof).
+// Writes bench/results/policy-cost.json (policy-cost-subset.json when BENCH_SUBJECTS narrows the run:
+// its second column is then each row above the first subject's, per round).
 import { existsSync, openSync, mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -18,6 +24,7 @@ import type * as ReadFilesModule from '../src/gateway/config/read-files.js'
 import type * as LoggerModule from '../src/gateway/observability/logger.js'
 import { writeConfigWithKeys } from './config-load.js'
 import { median } from './lib/load.js'
+import { DEFAULT_ZIPF_CONSUMERS, DEFAULT_ZIPF_EXPONENT, DEFAULT_ZIPF_SEED, DEFAULT_ZIPF_SEQUENCE_LENGTH, zipfSequence } from './lib/zipf.js'
 import { pinProcess, taskset } from './lib/proc-cpu.js'
 import { REPO_ROOT, startBackend, stopAll, unboundPlans } from './lib/processes.js'
 
@@ -26,7 +33,7 @@ export const DEFAULT_BATCH = 2_000
 export const DEFAULT_CONCURRENCY = 16
 const PATH = '/v1/pets?limit=10'
 
-interface Subject { name: string, app: FastifyInstance, tokens: string[] }
+interface Subject { name: string, app: FastifyInstance, tokens: string[], order?: readonly number[] }
 
 const intFromEnv = (name: string, fallback: number): number => {
   const raw = process.env[name]
@@ -56,11 +63,14 @@ async function gateway (root: string, backendUrl: string, configDir: string, log
 /** CPU µs of this process per request over `count` injected requests, `concurrency` at a time. */
 async function batch (s: Subject, count: number, concurrency: number): Promise<number> {
   let next = 0
+  // The Zipf sequence is replayed from its start by every batch, as `npm run bench` replays it in
+  // every run: after the warm-up batch every consumer of a batch has been seen (steady state).
+  const token = (i: number): string => s.order === undefined ? s.tokens[i % s.tokens.length] ?? '' : s.tokens[s.order[i % s.order.length] ?? 0] ?? ''
   let bad = 0
   const worker = async (): Promise<void> => {
     while (next < count) {
       const i = next++
-      const res = await s.app.inject({ method: 'GET', url: PATH, headers: { authorization: `Bearer ${s.tokens[i % s.tokens.length] ?? ''}` } })
+      const res = await s.app.inject({ method: 'GET', url: PATH, headers: { authorization: `Bearer ${token(i)}` } })
       if (res.statusCode !== 200) bad++
     }
   }
@@ -84,21 +94,29 @@ async function main (): Promise<void> {
       const res = await fetch(`${backendUrl}/v1/pets`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: `pet-${i}`, categoryId: 1 }) })
       await res.arrayBuffer()
     }
-    const configDir = writeConfigWithKeys(1_000, join(work, 'config'))
+    const configDir = writeConfigWithKeys(DEFAULT_ZIPF_CONSUMERS, join(work, 'config'))
     unboundPlans(configDir)
     const logFd = openSync('/dev/null', 'w')
     const hot = ['bench-key-0']
     const keys = Array.from({ length: 1_000 }, (_, i) => `bench-key-${i}`)
+    const consumers = Array.from({ length: DEFAULT_ZIPF_CONSUMERS }, (_, i) => `bench-key-${i}`)
+    const zipf = zipfSequence({ consumers: DEFAULT_ZIPF_CONSUMERS, exponent: DEFAULT_ZIPF_EXPONENT, length: DEFAULT_ZIPF_SEQUENCE_LENGTH, seed: DEFAULT_ZIPF_SEED })
     const bareApp = await bare(backendUrl)
     const gw = await gateway(REPO_ROOT, backendUrl, configDir, logFd)
     const baselineDir = process.env.BENCH_BASELINE
     const baseline = baselineDir === undefined || baselineDir === '' ? undefined : await gateway(baselineDir, backendUrl, configDir, logFd)
-    const subjects: Subject[] = [
+    const all: Subject[] = [
       { name: 'bare @fastify/http-proxy', app: bareApp, tokens: hot },
       { name: 'gateway, hot key', app: gw, tokens: hot },
       { name: 'gateway, 1,000 keys', app: gw, tokens: keys },
-      ...(baseline === undefined ? [] : [{ name: 'baseline gateway, hot key', app: baseline, tokens: hot }, { name: 'baseline gateway, 1,000 keys', app: baseline, tokens: keys }])
+      { name: 'gateway, zipf 10,000', app: gw, tokens: consumers, order: zipf },
+      ...(baseline === undefined
+        ? []
+        : [{ name: 'baseline gateway, hot key', app: baseline, tokens: hot }, { name: 'baseline gateway, 1,000 keys', app: baseline, tokens: keys },
+            { name: 'baseline gateway, zipf 10,000', app: baseline, tokens: consumers, order: zipf }])
     ]
+    const only = (process.env.BENCH_SUBJECTS ?? '').split(',').map((x) => x.trim()).filter((x) => x !== '')
+    const subjects = only.length === 0 ? all : all.filter((s) => only.some((o) => s.name.includes(o)))
     for (const s of subjects) await batch(s, size, concurrency)
     const perRound = new Map<string, number[]>(subjects.map((s) => [s.name, []]))
     for (let round = 0; round < rounds; round++) {
@@ -113,7 +131,7 @@ async function main (): Promise<void> {
     })
     const report = { date: new Date().toISOString(), rounds, batch: size, concurrency, pinned, baseline: baselineDir ?? null, rows }
     mkdirSync(join(REPO_ROOT, 'bench', 'results'), { recursive: true })
-    writeFileSync(join(REPO_ROOT, 'bench', 'results', 'policy-cost.json'), `${JSON.stringify(report, null, 2)}\n`)
+    writeFileSync(join(REPO_ROOT, 'bench', 'results', only.length === 0 ? 'policy-cost.json' : 'policy-cost-subset.json'), `${JSON.stringify({ ...report, subjects: only }, null, 2)}\n`)
     process.stdout.write(['', '| configuration | CPU µs per request (median) | above bare proxy (median of per-round differences) |', '|---|---:|---:|',
       ...rows.map((r) => `| ${r.name} | ${r.cpuUsPerRequest} | ${r.overBareUs} |`), ''].join('\n'))
     await Promise.all([bareApp.close(), gw.close(), baseline?.close()])

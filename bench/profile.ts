@@ -98,6 +98,62 @@ export function comparePolicyShares (before: CpuProfile, after: CpuProfile): str
   return lines
 }
 
+/** Self time per frame (function, file, line) in % of busy time. */
+export function frameShares (profile: CpuProfile): Map<string, number> {
+  const selfUs = new Map<number, number>()
+  profile.samples.forEach((id, i) => { selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)) })
+  const busy = busyMicros(profile)
+  const shares = new Map<string, number>()
+  for (const node of profile.nodes) {
+    const us = selfUs.get(node.id) ?? 0
+    const f = node.callFrame
+    if (us === 0 || f.functionName === '(idle)') continue
+    const file = f.url.replace(/^.*node_modules\//, '').replace(/^.*\/src\//, 'src/').replace(/^file:\/\//, '')
+    const key = `${f.functionName === '' ? '(anonymous)' : f.functionName} ${file === '' ? '' : `${file}:${f.lineNumber + 1}`}`.trim()
+    shares.set(key, (shares.get(key) ?? 0) + 100 * us / busy)
+  }
+  return shares
+}
+
+/** The frames whose share grew most from `base` to `other` (markdown lines): what `other`'s workload adds. */
+export function frameDiff (base: CpuProfile, other: CpuProfile, top = 25): string[] {
+  const a = frameShares(base)
+  const b = frameShares(other)
+  const rows = [...new Set([...a.keys(), ...b.keys()])].map((k) => [k, a.get(k) ?? 0, b.get(k) ?? 0] as const).sort((x, y) => (y[2] - y[1]) - (x[2] - x[1]))
+  return ['| Δ % of busy | base | other | frame |', '|---:|---:|---:|---|', ...rows.slice(0, top).map(([k, x, y]) => `| ${(y - x).toFixed(2)} | ${x.toFixed(2)} | ${y.toFixed(2)} | \`${k}\` |`)]
+}
+
+/** The policy layer's stages, for what one more distinct consumer costs (docs/performance.md). */
+export const STAGES = ['auth', 'limiter state', 'history', 'headers', 'metrics', 'logs', 'garbage collector'] as const
+export type Stage = typeof STAGES[number]
+
+/** The stage a frame's self time is charged to, or undefined (the proxy path, Fastify, Node). */
+export function stageOf (functionName: string, url: string): Stage | undefined {
+  if (functionName === '(garbage collector)') return 'garbage collector'
+  const o = owner(url)
+  if (o.startsWith('src/gateway/auth/') || (url === 'node:internal/crypto/hash' || functionName === 'Hash' || functionName === 'digest')) return 'auth'
+  if (o.startsWith('src/gateway/limiter/headers') || o.startsWith('src/gateway/proxy/request-headers') || o.startsWith('src/gateway/lifecycle/')) return 'headers'
+  if (o.startsWith('src/gateway/limiter/') || o === 'lru-cache') return 'limiter state'
+  if (o.startsWith('src/gateway/history/')) return 'history'
+  if (o.startsWith('src/gateway/observability/metrics/') || o === 'prom-client') return 'metrics'
+  if (o.startsWith('src/gateway/observability/') || ['pino', 'sonic-boom', 'fast-redact', 'safe-stable-stringify'].includes(o) || url.includes('fastify/lib/logger-factory')) return 'logs'
+  return undefined
+}
+
+/** Self time per stage in % of busy time (lru-cache is charged to the limiter: the key cache's share is small beside the store's). */
+export function stageShares (profile: CpuProfile): Map<Stage, number> {
+  const selfUs = new Map<number, number>()
+  profile.samples.forEach((id, i) => { selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)) })
+  const busy = busyMicros(profile)
+  const shares = new Map<Stage, number>(STAGES.map((s) => [s, 0]))
+  for (const node of profile.nodes) {
+    const us = selfUs.get(node.id) ?? 0
+    const stage = us === 0 ? undefined : stageOf(node.callFrame.functionName, node.callFrame.url)
+    if (stage !== undefined) shares.set(stage, (shares.get(stage) ?? 0) + 100 * us / busy)
+  }
+  return shares
+}
+
 export function summarizeProfile (profile: CpuProfile, top = DEFAULT_TOP_FRAMES): string[] {
   const selfUs = new Map<number, number>()
   profile.samples.forEach((id, i) => { selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)) })
@@ -213,7 +269,23 @@ async function main (): Promise<void> {
 
 if (import.meta.url === `file://${process.argv[1] ?? ''}`) {
   //   node --import tsx bench/profile.ts compare <before.cpuprofile> <after.cpuprofile>   prints the policy layer's shares
-  if (process.argv[2] === 'compare') {
+  //   node --import tsx bench/profile.ts stages <seconds> <a.cpuprofile> <b.cpuprofile> …   each stage's share of busy time in the last <seconds> of each profile
+  if (process.argv[2] === 'stages') {
+    const seconds = Number(process.argv[3])
+    const files = process.argv.slice(4)
+    const shares = files.map((f) => { const p = JSON.parse(readFileSync(f, 'utf8')) as CpuProfile; return stageShares(profileWindow(p, 0, seconds * 1e6)) })
+    const lines = [`| stage: self time, % of busy | ${files.map((f) => f.replace(/^.*\//, '')).join(' | ')} |`, `|---|${files.map(() => '---:').join('|')}|`]
+    for (const stage of STAGES) lines.push(`| ${stage} | ${shares.map((m) => (m.get(stage) ?? 0).toFixed(2)).join(' | ')} |`)
+    process.stdout.write(lines.join('\n') + '\n')
+  } else if (process.argv[2] === 'diff') {
+    //   node --import tsx bench/profile.ts diff <seconds> <base.cpuprofile> <other.cpuprofile>   frames whose share grew most (last <seconds> of each)
+    const read = (file: string | undefined): CpuProfile => profileWindow(JSON.parse(readFileSync(file ?? '', 'utf8')) as CpuProfile, 0, Number(process.argv[3]) * 1e6)
+    process.stdout.write(frameDiff(read(process.argv[4]), read(process.argv[5])).join('\n') + '\n')
+  } else if (process.argv[2] === 'top') {
+    //   node --import tsx bench/profile.ts top <seconds> <file.cpuprofile>   top self-time frames of its last <seconds>
+    const p = JSON.parse(readFileSync(process.argv[4] ?? '', 'utf8')) as CpuProfile
+    process.stdout.write(summarizeProfile(profileWindow(p, 0, Number(process.argv[3]) * 1e6), 30).join('\n') + '\n')
+  } else if (process.argv[2] === 'compare') {
     const read = (file: string | undefined): CpuProfile => JSON.parse(readFileSync(file ?? '', 'utf8')) as CpuProfile
     process.stdout.write(comparePolicyShares(read(process.argv[3]), read(process.argv[4])).join('\n') + '\n')
   } else {

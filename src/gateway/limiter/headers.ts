@@ -7,23 +7,32 @@ import type { RateLimitDecision } from './decision.js'
 import { calendarMonth } from './arithmetic.js'
 import { announcedPolicies } from './shadow.js'
 
-const policies = new WeakMap<Limits, { month: number, field: string }>()
+/** A limits object's policy field and the Unix ms range it holds for (a month quota's field changes with the month). */
+interface CachedPolicy { readonly from: number, readonly until: number, readonly field: string }
+const policies = new WeakMap<Limits, CachedPolicy>()
 const RATELIMIT_PREFIX = { minute: '"minute";r=', day: '"day";r=', month: '"month";r=' } as const
 
 /**
  * `RateLimit-Policy` (draft-ietf-httpapi-ratelimit-headers-10): each policy's quota and window (the
  * month's: the length of the UTC month holding `now`), then announced shadow limits as the next ones.
+ * A request whose `now` lies in the cached field's range reads it with one WeakMap lookup and two
+ * comparisons (no Date per request); limits without a month quota hold for all time.
  */
 export function policyField (limits: Limits, now: number): string {
-  const month = limits.perMonth === undefined ? -1 : calendarMonth(now).index
-  let cached = policies.get(limits)
-  if (cached === undefined || cached.month !== month) {
+  const cached = policies.get(limits)
+  if (cached !== undefined && now >= cached.from && now < cached.until) return cached.field
+  let from = -Infinity
+  let until = Infinity
+  let quota = ''
+  if (limits.perMonth !== undefined) {
     const { start, end } = calendarMonth(now)
-    const quota = limits.perMonth === undefined ? '' : `, "month";q=${limits.perMonth};w=${(end - start) / 1000}`
-    cached = { month, field: `"minute";q=${limits.perMinute};w=60, "day";q=${limits.perDay};w=86400${quota}${announcedPolicies(limits.shadow)}` }
-    policies.set(limits, cached)
+    from = start
+    until = end
+    quota = `, "month";q=${limits.perMonth};w=${(end - start) / 1000}`
   }
-  return cached.field
+  const field = `"minute";q=${limits.perMinute};w=60, "day";q=${limits.perDay};w=86400${quota}${announcedPolicies(limits.shadow)}`
+  policies.set(limits, { from, until, field })
+  return field
 }
 
 export function setRateLimitHeaders (reply: FastifyReply, decision: RateLimitDecision): void {

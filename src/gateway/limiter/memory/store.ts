@@ -44,10 +44,14 @@ export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore 
   const anonymous = table(opts.maxAnonymousStates ?? DEFAULT_ANONYMOUS_STATE_MAX)
   const tableOf = (id: string): LRUCache<string, KeyState> => id.startsWith(ANONYMOUS_ID_PREFIX) ? anonymous : keyed
 
+  /** The id's state, made the first time: one table lookup per request (a get, which also renews its idle time), a set only for a new id. */
   function stateOf (id: string): KeyState {
     const table = tableOf(id)
-    const state = table.get(id) ?? { minute: newRing(MINUTE_WINDOW), day: newRing(DAY_WINDOW), monthIndex: -1, monthCount: 0, banUntil: 0, level: -1, levelUntil: 0, rejections: [] }
-    if (!table.has(id)) table.set(id, state)
+    let state = table.get(id)
+    if (state === undefined) {
+      state = { minute: newRing(MINUTE_WINDOW), day: newRing(DAY_WINDOW), monthIndex: -1, monthCount: 0, banUntil: 0, level: -1, levelUntil: 0, rejections: [] }
+      table.set(id, state)
+    }
     return state
   }
 
