@@ -1,4 +1,5 @@
-// Hostile input: 10,000+ generated requests (fast-check, fixed seed) sent as raw bytes over node:net,
+// Hostile input: 3,000 generated requests (fast-check, fixed seed; 10,500 under TEST_LONG=1, or
+// FUZZ_RUNS) sent as raw bytes over node:net,
 // so nothing in a client library cleans them up first — malformed and oversized headers, many
 // Authorization headers (always 400 invalid_request), odd schemes, tokens with control characters or 20 KB long, path tricks,
 // duplicated and array query parameters, deeply nested / huge-number / prototype-pollution JSON,
@@ -20,9 +21,11 @@ import { buildGateway } from '../../src/gateway/app.js'
 import { LOG_REDACT_PATHS } from '../../src/gateway/observability/request-log.js'
 import { startBackend } from '../helpers/backend.js'
 import { DEMO_KEYS, plansYaml, startGateway, testConfig } from '../helpers/gateway.js'
+import { longOr } from '../helpers/long.js'
 
 const SEED = 20_241_121
-const RUNS = Number(process.env.FUZZ_RUNS ?? 10_500)
+/** 3,000 reach every status class and double the heap's baseline; the long run's 10,500 hunt rarer shapes. */
+const RUNS = Number(process.env.FUZZ_RUNS ?? longOr(3_000, 10_500))
 const CONCURRENCY = 16
 const FUZZ_KEY = 'psk_fuzz_enterprise_Q2xq8vJc0n3RkTt7YhW5'
 const FUZZ_DIGEST = createHash('sha256').update(FUZZ_KEY).digest('hex')
@@ -309,7 +312,8 @@ t.test(`${RUNS} generated hostile requests: no crash, no 5xx, every error in the
   t.equal(tally.total, RUNS, 'every request was sent and checked')
   t.strictSame(tally.failures, [], 'no failures')
   t.ok([...tally.byStatus.keys()].every((s) => s < 500), 'no 5xx at all')
-  t.ok((tally.byStatus.get(200) ?? 0) > 300 && (tally.byStatus.get(401) ?? 0) > 500, 'the mix reached the backend and the 401 path')
+  // Shares, not counts, so the check holds at every RUNS (the fixed seed gives 3.4 % and 21 % at 3,000).
+  t.ok((tally.byStatus.get(200) ?? 0) > RUNS * 0.02 && (tally.byStatus.get(401) ?? 0) > RUNS * 0.05, 'the mix reached the backend (> 2 % 200s) and the 401 path (> 5 %)')
   for (const status of [400, 404, 405, 413, 415, 431]) t.ok((tally.byStatus.get(status) ?? 0) > 0, `some ${status}s`)
   t.ok(after < baseline * 1.05 + 4 * 1048576, 'heap after the second half back to the first half’s (within 5 % + 4 MiB)')
 

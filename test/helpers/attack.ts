@@ -18,6 +18,7 @@ import type { StoreOnError } from '../../src/gateway/limiter/redis/outage.js'
 import { FIXTURE_CONFIG_DIR, plansYaml } from './gateway.js'
 import { sleep } from './poll.js'
 import { freePort, PROCESS_START_TIMEOUT_MS, waitForHttp } from './ports.js'
+import { TEST_LONG } from './long.js'
 import { gatewayProcessEnv, REPO_ROOT, runEntry, startGatewayProcess } from './processes.js'
 import { startRedis, type RedisProcess } from './redis.js'
 import { parseScrape, sampleValue } from './scrape.js'
@@ -289,9 +290,6 @@ const FIRST_ROUND_MS: Record<keyof typeof SCENARIOS, number> = {
   'ban then recover': 12_000,
   'sliding window, 150 ms pauses at boundaries': 11_000
 }
-
-/** TEST_LONG=1: the heavy repetitions of the suite run too (npm run test:long). */
-export const TEST_LONG = process.env.TEST_LONG === '1'
 
 /** The scenario an attack test runs: its first round in `npm test`, all of it with TEST_LONG=1. */
 export function suiteScenario (name: keyof typeof SCENARIOS): AttackOptions {

@@ -36,8 +36,12 @@ export async function poll<T> (probe: () => T | NotYet | Promise<T | NotYet>, ti
   }
 }
 
-/** `poll`, failing with "`what` not within `timeoutMs` ms" when it never happens. */
-export async function until<T> (what: string, probe: () => T | NotYet | Promise<T | NotYet>, timeoutMs = 10_000, intervalMs = 25): Promise<Exclude<T, NotYet>> {
+/**
+ * `poll`, failing with "`what` not within `timeoutMs` ms" when it never happens. The default is
+ * `EVENT_TIMEOUT_MS`: a wait for an event only tells a hang from a late event (10 s was missed at
+ * load 20 by events that came).
+ */
+export async function until<T> (what: string, probe: () => T | NotYet | Promise<T | NotYet>, timeoutMs = EVENT_TIMEOUT_MS, intervalMs = 25): Promise<Exclude<T, NotYet>> {
   let value: Exclude<T, NotYet> | undefined
   try {
     value = await poll(probe, timeoutMs, intervalMs)

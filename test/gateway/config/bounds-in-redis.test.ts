@@ -12,10 +12,12 @@ import type { ConfigSnapshot } from '../../../src/gateway/config/types.js'
 import { createStore } from '../../../src/gateway/limiter/create-store.js'
 import { askOf } from '../../../src/gateway/limiter/store.js'
 import { configTexts } from '../../helpers/gateway.js'
+import { longOr } from '../../helpers/long.js'
 import { startRedis } from '../../helpers/redis.js'
 
 const SEED = 20_261_126
-const RUNS = 300
+/** Generated configs: 120 in npm test (each one ~25 Redis round trips in turn), 300 under TEST_LONG=1. */
+const RUNS = longOr(120, 300)
 /** Calls per generated config: enough to reach the limit, the 429s and the ban when the numbers are small. */
 const MAX_CALLS = 12
 
@@ -108,6 +110,7 @@ t.test('every config that passes validation runs through the real Redis script: 
   }), { seed: SEED, numRuns: RUNS })
   t.ok(accepted >= RUNS / 4, `${accepted} configs accepted and run through Redis`)
   t.ok(rejected >= RUNS / 10, `${rejected} configs refused by validation`)
-  t.ok(banned >= 10, `${banned} bans started, each exactly as long as configured`)
-  t.ok(atBound >= 10, `${atBound} accepted configs had a field at its bound`)
+  // One in 30 configs at least (10 of 300), so the check holds at either count.
+  t.ok(banned >= RUNS / 30, `${banned} bans started, each exactly as long as configured`)
+  t.ok(atBound >= RUNS / 30, `${atBound} accepted configs had a field at its bound`)
 })

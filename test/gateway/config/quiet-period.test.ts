@@ -10,6 +10,7 @@ import { keyDigest } from '../../../src/gateway/auth/bearer.js'
 import { DEFAULT_CONFIG_QUIET_MS } from '../../../src/gateway/config/watch.js'
 import { bearer, FIXTURE_CONFIG_DIR, startGateway, type StartedGateway } from '../../helpers/gateway.js'
 import { sleep, until } from '../../helpers/poll.js'
+import { PROCESS_START_TIMEOUT_MS } from '../../helpers/ports.js'
 
 const KEYS = Array.from({ length: 13 }, (_, i) => `psk_quiet_period_key_${String(i).padStart(2, '0')}_0123456789`)
 const PAUSE_MS = 1_500
@@ -61,7 +62,8 @@ t.test('a writer pausing 1.5 s mid-file: the prefix is never applied; the whole 
   await sleep(PAUSE_MS)
   writeSync(fd, text.slice(cut))
   closeSync(fd)
-  await until('the whole new file applied', () => gw.app.gatewayConfig.current.version !== before, DEFAULT_CONFIG_QUIET_MS + 10_000)
+  // Applied by a config worker thread started for the load: a process start's deadline, a hang detector only.
+  await until('the whole new file applied', () => gw.app.gatewayConfig.current.version !== before, DEFAULT_CONFIG_QUIET_MS + PROCESS_START_TIMEOUT_MS)
   writing = false
   await probe
 

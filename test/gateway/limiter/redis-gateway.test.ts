@@ -86,7 +86,7 @@ t.test('standalone Redis: two gateways, one limit', async (t) => {
 
   t.equal(await gateways[0]!.app.limiter.liftBan('demo-pro'), true)
   t.same(await gateways[1]!.app.limiter.listBans(), [])
-  t.ok(await until('the lift counted', () => gateways[0]!.app.limiterStatus.bannedKeys() === 0, 2_000), 'the ban count follows the lift')
+  t.ok(await until('the lift counted', () => gateways[0]!.app.limiterStatus.bannedKeys() === 0), 'the ban count follows the lift')
 })
 
 t.test('Redis Cluster: two gateways, one limit', async (t) => {
