@@ -17,7 +17,7 @@ import type { Phase } from './outage-tail.js'
 import { sleep } from './poll.js'
 import { freePort, waitForHttp } from './ports.js'
 import { gatewayProcessEnv, REPO_ROOT, runEntry, startGatewayProcess } from './processes.js'
-import { startRedis } from './redis.js'
+import { reserveUnits, startRedis } from './redis.js'
 import { parseScrape, sampleValue } from './scrape.js'
 import { zipfPicker } from './sim/outage-schedules.js'
 
@@ -49,7 +49,12 @@ export interface GroupPhase { requests: number, ok: number, statuses: Record<num
 
 export interface ConsumerResult { readonly id: string, readonly group: Group, readonly perMinute: number, readonly admitted: number, readonly mostInAMinute: number }
 
+/** A consumer of the tail refused during a phase: how many of its requests, from when, and its reserves in Redis as the phase began. */
+export interface Refused { readonly id: string, readonly requests: number, readonly refused: number, readonly firstRefusedAfterMs: number, readonly reserveAtStart: number }
+
 export interface LongOutageResult {
+  /** Per phase, the tail consumers refused most (at most 10), busiest first. */
+  readonly refusedMost: Record<string, Refused[]>
   readonly phases: Array<{ readonly name: string, readonly groups: Record<Group, GroupPhase> }>
   readonly consumers: ConsumerResult[]
   /** gateway_store_outage_admissions_total of both gateways together, by kind. */
@@ -123,9 +128,15 @@ export async function longOutage (t: Pick<Test, 'teardown'>, opts: LongOutageOpt
 
   const inFlight: Array<Promise<void>> = []
   let sent = 0
+  let phaseStart = 0
+  let byConsumer = new Map<string, { requests: number, refused: number, firstRefusedAfterMs: number }>()
   const send = (phase: GroupPhase, id: string, token: string): void => {
     const gateway = gateways[sent++ % PROCESSES]!
     phase.requests++
+    const tally = byConsumer.get(id) ?? { requests: 0, refused: 0, firstRefusedAfterMs: Infinity }
+    byConsumer.set(id, tally)
+    tally.requests++
+    const since = phaseStart
     inFlight.push((async () => {
       let status = 0
       let retryAfter: string | undefined
@@ -141,7 +152,11 @@ export async function longOutage (t: Pick<Test, 'teardown'>, opts: LongOutageOpt
       if (status >= 200 && status < 300) {
         phase.ok++
         admissions.get(id)!.push({ send: sendAt, recv: performance.now() })
-      } else if (retryAfter !== undefined) {
+      } else {
+        tally.refused++
+        tally.firstRefusedAfterMs = Math.min(tally.firstRefusedAfterMs, sendAt - since)
+      }
+      if (status >= 300 && retryAfter !== undefined) {
         const label = `${status}:${retryAfter}`
         phase.retryAfter[label] = (phase.retryAfter[label] ?? 0) + 1
       }
@@ -151,9 +166,20 @@ export async function longOutage (t: Pick<Test, 'teardown'>, opts: LongOutageOpt
   const pickTail = zipf(opts.tail.consumers)
   let racerTurn = 0
   const phases: LongOutageResult['phases'] = []
+  const tallies: Array<{ name: string, byConsumer: typeof byConsumer, reserves: Map<string, number> }> = []
   for (const phase of opts.phases) {
     const groups: Record<Group, GroupPhase> = { tail: emptyGroup(), racers: emptyGroup() }
     phases.push({ name: phase.name, groups })
+    // The busiest tail consumers' reserves (all processes') as the phase begins: what an outage can spend.
+    const reserves = new Map<string, number>()
+    if (phase.kind !== 'traffic') {
+      const ranks = Array.from({ length: 20 }, (_, rank) => rank)
+      const fields = await Promise.all(ranks.map(async (rank) => await redis.cli('HGET', `rl:{tail${rank}}`, 'r')))
+      ranks.forEach((rank) => { reserves.set(`tail${rank}`, reserveUnits(fields[rank]!)) })
+    }
+    byConsumer = new Map()
+    tallies.push({ name: phase.name, byConsumer, reserves })
+    phaseStart = performance.now()
     let restarted: Promise<void> = Promise.resolve()
     if (phase.kind === 'freeze') redis.signal('SIGSTOP')
     if (phase.kind === 'kill') {
@@ -176,7 +202,14 @@ export async function longOutage (t: Pick<Test, 'teardown'>, opts: LongOutageOpt
     const scrape = parseScrape(await (await fetch(`${g.adminUrl}/metrics`)).text())
     for (const kind of ['reserve', 'allowance'] as const) outageAdmissions[kind] += sampleValue(scrape, 'gateway_store_outage_admissions_total', { kind }) ?? 0
   }
+  const refusedMost: Record<string, Refused[]> = {}
+  for (const { name, byConsumer: tally, reserves } of tallies) {
+    refusedMost[name] = [...tally.entries()].filter(([id, x]) => id.startsWith('tail') && x.refused > 0)
+      .sort((a, b) => b[1].refused - a[1].refused).slice(0, 10)
+      .map(([id, x]) => ({ id, ...x, reserveAtStart: reserves.get(id) ?? 0 }))
+  }
   return {
+    refusedMost,
     phases,
     consumers: consumers.map((c) => {
       const admitted = admissions.get(c.id)!
@@ -207,7 +240,9 @@ export function describeLongOutage (result: LongOutageResult): string {
       (Object.keys(x.retryAfter).length > 0 ? ` Retry-After ${JSON.stringify(x.retryAfter)}` : '')
   }).join(', '))
   const worst = (['tail', 'racers'] as const).map((g) => { const w = worstOver(result, g); return `${g} worst ${w.id}: ${w.mostInAMinute} in a rolling minute of ${w.perMinute} (over ${w.over})` })
-  return [...phases, ...worst, `outage admissions ${JSON.stringify(result.outageAdmissions)}`].join('\n')
+  const refused = Object.entries(result.refusedMost).filter(([, rows]) => rows.length > 0).map(([name, rows]) => `refused most (${name}): ` +
+    rows.map((r) => `${r.id} ${r.refused}/${r.requests} from +${(r.firstRefusedAfterMs / 1000).toFixed(1)} s (reserves ${r.reserveAtStart})`).join(', '))
+  return [...phases, ...worst, ...refused, `outage admissions ${JSON.stringify(result.outageAdmissions)}`].join('\n')
 }
 
 /** STORE_ON_ERROR of a measuring run: the shipped default unless OUTAGE_LONG_POLICY names another (strict, for the docs' table). */
