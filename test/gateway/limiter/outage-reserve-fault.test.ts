@@ -59,6 +59,7 @@ for (const fault of ['freeze', 'kill'] as const) {
     const r = await throughFault(t, fault)
     const sent = Object.values(r.statuses).reduce((n, c) => n + c, 0)
     t.comment(`${fault}: reserve in Redis before ${r.reserveBefore}; statuses during the outage ${JSON.stringify(r.statuses)}; reserve admissions ${r.reserveAdmissions}`)
+    t.ok(sent >= 5, `requests went on during the outage (${sent}; ${OUTAGE_MS / 1000 * RATE} at the full rate)`)
     t.ok(r.reserveBefore > 0, `Redis kept a reserve for the consumer (${r.reserveBefore} units)`)
     t.equal(r.statuses[200] ?? 0, sent, `every request during the outage answered 200 (${JSON.stringify(r.statuses)})`)
     t.ok(r.reserveAdmissions >= (r.statuses[200] ?? 0) - RATE, `admitted from the reserve (${r.reserveAdmissions} reserve admissions; at most a second's pool besides)`)
