@@ -45,7 +45,11 @@ export interface LongOutageOptions {
 
 export type Group = 'tail' | 'racers'
 
-export interface GroupPhase { requests: number, ok: number, statuses: Record<number, number>, retryAfter: Record<string, number> }
+export interface GroupPhase {
+  requests: number, ok: number, statuses: Record<number, number>, retryAfter: Record<string, number>
+  /** Milliseconds from send to answer of each request: a loaded machine's gateways fall behind, and a phase's answers then come later. */
+  latencies: number[]
+}
 
 export interface ConsumerResult { readonly id: string, readonly group: Group, readonly perMinute: number, readonly admitted: number, readonly mostInAMinute: number }
 
@@ -98,7 +102,7 @@ async function paced (rate: number, ms: number, send: () => void): Promise<void>
   }
 }
 
-const emptyGroup = (): GroupPhase => ({ requests: 0, ok: 0, statuses: {}, retryAfter: {} })
+const emptyGroup = (): GroupPhase => ({ requests: 0, ok: 0, statuses: {}, retryAfter: {}, latencies: [] })
 
 export async function longOutage (t: Pick<Test, 'teardown'>, opts: LongOutageOptions): Promise<LongOutageResult> {
   const redis = await startRedis(t)
@@ -149,6 +153,7 @@ export async function longOutage (t: Pick<Test, 'teardown'>, opts: LongOutageOpt
         retryAfter = Array.isArray(header) ? header[0] : header
       } catch { /* status 0: the request itself failed */ }
       phase.statuses[status] = (phase.statuses[status] ?? 0) + 1
+      phase.latencies.push(performance.now() - sendAt)
       if (status >= 200 && status < 300) {
         phase.ok++
         admissions.get(id)!.push({ send: sendAt, recv: performance.now() })
@@ -236,7 +241,9 @@ export function worstOver (result: LongOutageResult, group: Group): ConsumerResu
 export function describeLongOutage (result: LongOutageResult): string {
   const phases = result.phases.map((p) => `${p.name}: ` + (['tail', 'racers'] as const).map((g) => {
     const x = p.groups[g]
-    return `${g} ${x.requests} requests, ${(100 * x.ok / Math.max(1, x.requests)).toFixed(2)} % 2xx ${JSON.stringify(x.statuses)}` +
+    const sorted = [...x.latencies].sort((a, b) => a - b)
+    const at = (q: number): string => ((sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0) / 1000).toFixed(2)
+    return `${g} ${x.requests} requests, ${(100 * x.ok / Math.max(1, x.requests)).toFixed(2)} % 2xx ${JSON.stringify(x.statuses)} (answered after p50 ${at(0.5)} s, p99 ${at(0.99)} s)` +
       (Object.keys(x.retryAfter).length > 0 ? ` Retry-After ${JSON.stringify(x.retryAfter)}` : '')
   }).join(', '))
   const worst = (['tail', 'racers'] as const).map((g) => { const w = worstOver(result, g); return `${g} worst ${w.id}: ${w.mostInAMinute} in a rolling minute of ${w.perMinute} (over ${w.over})` })
