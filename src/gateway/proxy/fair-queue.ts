@@ -4,7 +4,8 @@
 // longer makes another consumer's one request wait behind all of them: it waits for the next free
 // connection (docs/decisions.md §7). The oldest waiter overall stays at hand for the budget's
 // deadline: every waiter has the same budget, and a lane keeps its order, so the oldest waiter
-// overall is the first of its lane.
+// overall is the first of its lane. A waiter can leave before its turn (its client went away):
+// it stops counting at once, and is skipped when its place comes up.
 
 export interface Queued {
   /** Whose request it is; waiters without a lane share one. */
@@ -40,11 +41,17 @@ class Fifo<T> {
 
 const NO_LANE = ''
 
+/** One lane's waiters in order, some perhaps gone (skipped when met); `live`: those still waiting. */
+interface Lane<T> {
+  readonly items: Fifo<T>
+  live: number
+}
+
 export class FairQueue<T extends Queued> {
   /** Every waiter in the order it came; those already taken in turn are skipped when met. */
   readonly #byEntry = new Fifo<T>()
   readonly #waiting = new Set<T>()
-  readonly #lanes = new Map<string, Fifo<T>>()
+  readonly #lanes = new Map<string, Lane<T>>()
   /** Lanes with waiters, in the order they are served; `#turn` is the next one's index. */
   #ring: string[] = []
   #turn = 0
@@ -55,11 +62,12 @@ export class FairQueue<T extends Queued> {
     const key = item.lane ?? NO_LANE
     let lane = this.#lanes.get(key)
     if (lane === undefined) {
-      lane = new Fifo<T>()
+      lane = { items: new Fifo<T>(), live: 0 }
       this.#lanes.set(key, lane)
       this.#ring.push(key)
     }
-    lane.push(item)
+    lane.items.push(item)
+    lane.live++
     this.#byEntry.push(item)
     this.#waiting.add(item)
   }
@@ -79,11 +87,9 @@ export class FairQueue<T extends Queued> {
     const item = this.oldest()
     if (item === undefined) return undefined
     this.#byEntry.shift()
-    this.#waiting.delete(item)
     const key = item.lane ?? NO_LANE
     const lane = this.#lanes.get(key)
-    lane?.shift()
-    if (lane !== undefined && lane.size === 0) this.#dropLane(key, this.#ring.indexOf(key))
+    if (lane !== undefined) this.#takeFirst(key, lane, this.#ring.indexOf(key))
     return item
   }
 
@@ -93,11 +99,25 @@ export class FairQueue<T extends Queued> {
     if (this.#turn >= this.#ring.length) this.#turn = 0
     const key = this.#ring[this.#turn] ?? NO_LANE
     const lane = this.#lanes.get(key)
-    const item = lane?.shift()
-    if (lane === undefined || lane.size === 0) this.#dropLane(key, this.#turn)
-    else this.#turn++
-    if (item !== undefined) this.#waiting.delete(item)
+    if (lane === undefined) {
+      this.#dropLane(key, this.#turn)
+      return undefined
+    }
+    const item = this.#takeFirst(key, lane, this.#turn)
+    if (this.#lanes.has(key)) this.#turn++
     return item
+  }
+
+  /**
+   * `item` stops waiting now (its client went away): it no longer counts in `size` or in a lane's
+   * place, and is never taken. False if it was not waiting.
+   */
+  remove (item: T): boolean {
+    if (!this.#waiting.delete(item)) return false
+    const key = item.lane ?? NO_LANE
+    const lane = this.#lanes.get(key)
+    if (lane !== undefined && --lane.live === 0) this.#dropLane(key, this.#ring.indexOf(key))
+    return true
   }
 
   /**
@@ -107,7 +127,19 @@ export class FairQueue<T extends Queued> {
   position (lane: string | undefined): number {
     const own = this.#lanes.get(lane ?? NO_LANE)
     const lanes = this.#ring.length + (own === undefined ? 1 : 0)
-    return Math.min(this.size + 1, ((own?.size ?? 0) + 1) * lanes)
+    return Math.min(this.size + 1, ((own?.live ?? 0) + 1) * lanes)
+  }
+
+  /** Takes the first waiter of `lane` still waiting (skipping those removed); drops the lane once none is left. */
+  #takeFirst (key: string, lane: Lane<T>, index: number): T | undefined {
+    let item = lane.items.shift()
+    while (item !== undefined && !this.#waiting.has(item)) item = lane.items.shift()
+    if (item !== undefined) {
+      this.#waiting.delete(item)
+      lane.live--
+    }
+    if (lane.live === 0) this.#dropLane(key, index)
+    return item
   }
 
   #dropLane (key: string, index: number): void {

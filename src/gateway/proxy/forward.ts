@@ -33,12 +33,14 @@ export type ProxyHandler = (request: FastifyRequest, reply: FastifyReply, dest: 
  * One request on its way to the backend: waits at the gate, then is sent, answered and released.
  * Its backend connection is the gate's until release(), and release() has one caller: the end of
  * the upstream exchange (undici's answer failed, or the answer's body closed — read to its end or
- * destroyed). The client's response ending first (a reset before, during or after dispatch) aborts
- * the exchange (request-holds.ts owns that), which ends it the same way: whatever way out a request
- * takes, its connection comes back, once.
+ * destroyed). The client's response ending first (a reset before, during or after dispatch) takes
+ * a queued call out of the queue, and aborts a dispatched one, which ends it the same way
+ * (request-holds.ts owns that): whatever way out a request takes, its queue place or its connection
+ * comes back, once.
  */
 class UpstreamCall implements UpstreamWaiter {
   enteredAt = 0
+  #dispatched = false
   #dispatchedAt = 0
   #released = false
   readonly #abort = new AbortController()
@@ -84,6 +86,7 @@ class UpstreamCall implements UpstreamWaiter {
       headers.traceparent = trace.traceparent
       if (trace.tracestate !== undefined) headers.tracestate = trace.tracestate
     }
+    this.#dispatched = true
     this.#dispatchedAt = this.opts.now()
     startUpstreamTimer(request)
     this.opts.pool.request({
@@ -94,10 +97,18 @@ class UpstreamCall implements UpstreamWaiter {
       headersTimeout: Math.ceil(remainingMs),
       signal: this.#abort.signal
     }, (err, data) => { this.#answered(err, data) })
-    // From here the connection is held: the client gone first cancels the call, which ends it. A call
-    // already over is not aborted: abort() builds a DOMException with its stack, 8 % of a hot key's
-    // CPU when it ran at the end of every request (bench:profile).
-    holdUntilOver(this.reply.raw, () => { if (!this.#released) this.#abort.abort() })
+  }
+
+  /**
+   * The client's response is over (request-holds.ts calls this once, however it ended). Still
+   * queued: the call leaves the queue, its place free at once. Holding a connection: the call is
+   * cancelled, which ends it and gives the connection back. A call already over is not aborted:
+   * abort() builds a DOMException with its stack, 8 % of a hot key's CPU when it ran at the end of
+   * every request (bench:profile).
+   */
+  over (): void {
+    if (!this.#dispatched) this.opts.gate.leave(this)
+    else if (!this.#released) this.#abort.abort()
   }
 
   #release (): void {
@@ -162,6 +173,9 @@ export function createForwarder (opts: ForwardOptions): ProxyHandler {
     const url = request.url
     const query = url.indexOf('?')
     const lane = limiterId(request.consumer, request.ip, request.snapshot.anonymous.ipv6Prefix)
-    opts.gate.enter(new UpstreamCall(opts, request, reply, query === -1 ? dest : dest + url.slice(query), lane))
+    const call = new UpstreamCall(opts, request, reply, query === -1 ? dest : dest + url.slice(query), lane)
+    opts.gate.enter(call)
+    // One owner, whatever happened in enter (dispatched, queued or shed): the response's end releases the call.
+    holdUntilOver(reply.raw, () => { call.over() })
   }
 }

@@ -6,7 +6,8 @@
 // wait the queue predicts (see #expectedWaitMs) plus the backend's recent time per request would
 // exceed the budget, or when its budget runs out before a connection frees up.
 // A request that got a connection keeps what is left of its budget as undici's headers timeout,
-// so a slow answer is still 504 upstream_timeout (docs/decisions.md §7).
+// so a slow answer is still 504 upstream_timeout (docs/decisions.md §7). A waiter whose client goes
+// away leaves the queue at once (leave()): a reset client does not keep a place of UPSTREAM_QUEUE_MAX.
 import { performance } from 'node:perf_hooks'
 import { FairQueue } from './fair-queue.js'
 
@@ -134,6 +135,16 @@ export class UpstreamGate implements UpstreamGateStatus {
     }
     this.#queue.push(waiter)
     if (this.#timer === undefined) this.#arm(now)
+  }
+
+  /**
+   * `waiter`'s client went away before its turn: it leaves the queue now, and its place counts
+   * toward UPSTREAM_QUEUE_MAX no longer. Nothing for a waiter that is not queued (dispatched or shed).
+   */
+  leave (waiter: UpstreamWaiter): void {
+    if (!this.#queue.remove(waiter) || this.queued > 0) return
+    clearTimeout(this.#timer)
+    this.#timer = undefined
   }
 
   /** A connection is free again: `dispatchedAt` is when its request was dispatched (the gate's clock). */

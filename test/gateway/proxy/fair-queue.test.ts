@@ -36,6 +36,28 @@ t.test('lanes are served in turn, each in its order; the oldest overall stays at
   t.same([plain.takeNext()?.name, plain.takeNext()?.name, plain.takeNext()?.name], ['x', 'y', 'z'], 'no lane: one queue, in order')
 })
 
+t.test('a waiter removed before its turn stops counting at once and is never taken; its lane goes with its last waiter', async (t) => {
+  const q = new FairQueue<Item>()
+  const a1 = item('a1', 'a')
+  const b1 = item('b1', 'b')
+  const a2 = item('a2', 'a')
+  const c1 = item('c1', 'c')
+  for (const i of [a1, b1, a2, c1]) q.push(i)
+  t.ok(q.remove(a1), 'a waiting item is removed')
+  t.notOk(q.remove(a1), 'only once')
+  t.equal(q.size, 3, 'it no longer counts')
+  t.equal(q.oldest()?.name, 'b1', 'the oldest still waiting')
+  t.ok(q.remove(b1))
+  t.equal(q.position('b'), 3, 'b\'s lane left with its last waiter: b is a new lane again, after one of each of a and c')
+  t.equal(q.position('a'), 3, 'a has one waiting (a2), not two')
+  t.same([q.takeNext()?.name, q.takeNext()?.name, q.takeNext()], ['a2', 'c1', undefined], 'the removed are skipped, the rest in turn')
+  t.equal(q.size, 0)
+  const lone = item('x')
+  q.push(lone)
+  q.remove(lone)
+  t.equal(q.takeOldest(), undefined, 'nothing left to take')
+})
+
 t.test('the gate with lanes: a consumer\'s one request is next after the flood\'s first', async (t) => {
   let now = 0
   const gate = new UpstreamGate({ connections: 1, budgetMs: 1_000, now: () => now })
