@@ -5,7 +5,12 @@
 // connections (reopened when closed), some on a new connection each (a client arriving during the
 // attack, which waits in the accept queue behind whatever the attacker reconnects). Each victim
 // request is timed from send to the end of its answer. Target: every victim request answered,
-// worst ≤ 500 ms, p99 ≤ 200 ms. Bounded: ROW6_SECONDS per round (wrk killed 10 s after), loopback only.
+// worst ≤ 500 ms, p99 ≤ 200 ms. To tell where a victim's time went, each round also reports the
+// gateway's own view of the victim's route (gateway_request_duration_seconds and the backend's
+// part, as counts under 0.25/0.5/1 s), the gateway's loop lag, this process's own loop lag (the
+// victims' client), the longest a victim's request sat unread in the gateway's receive queue
+// (sampled with `ss`), the gateway's CPU and the connection and shed counters.
+// Bounded: ROW6_SECONDS per round (wrk killed 10 s after), loopback only.
 //   node --import tsx bench/pipeline-openapi.ts   Env: ROW6_SECONDS [15] ROW6_ROUNDS [2]
 //   BENCH_BASELINE=<checkout> (another checkout's gateway measured alongside) BENCH_PIN [1]
 // Writes bench/results/pipeline-openapi.md and .json.
@@ -13,9 +18,10 @@ import { execFile } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { parseScrape } from '../test/helpers/scrape.js'
 import { percentileOf, victimKeptAlive, victimOnNewConnections, type VictimResult } from '../test/helpers/victim.js'
-import { taskset } from './lib/proc-cpu.js'
+import { cpuMicros, taskset } from './lib/proc-cpu.js'
 import { REPO_ROOT, stop } from './lib/processes.js'
 import { intFromEnv, log, round1, writeResults } from './lib/report.js'
 import { finishBench, prepareBench, REST_CPUS, startGateway, type BenchSetup, type Target } from './lib/targets.js'
@@ -30,6 +36,10 @@ const VICTIM_CONNECTIONS = 2
 const KILL_GRACE_MS = 10_000
 /** The victims start this long after wrk (its connections opening is not the steady state) and stop this long before it ends. */
 const MARGIN_S = 2
+/** The victims' source addresses: kept-alive, then a new connection per request. */
+const KEPT_ALIVE_PREFIX = '127.0.120.'
+const NEW_CONNECTION_PREFIX = '127.0.121.'
+const VICTIM_PREFIXES = [KEPT_ALIVE_PREFIX, NEW_CONNECTION_PREFIX]
 
 const PIPELINE_LUA = [
   'local batch',
@@ -61,17 +71,62 @@ async function wrkPipelined (url: string, seconds: number): Promise<ReturnType<t
 
 const COUNTERS = ['gateway_connections_refused_total', 'gateway_connections_reclaimed_total', 'gateway_connections_unused_closed_total', 'gateway_connections_closed_over_limit_total', 'gateway_shed_requests_total', 'gateway_requests_total'] as const
 
-/** The connection counters now, summed over their labels. */
+/** prom-client's loop-lag gauges, over the time since the previous scrape (its histogram is reset on each). */
+const LOOP_LAG: readonly string[] = ['nodejs_eventloop_lag_max_seconds', 'nodejs_eventloop_lag_p99_seconds', 'nodejs_eventloop_lag_p50_seconds']
+
+/** Duration buckets (s) read for the victim's route: under 0.25 s, 0.5 s, 1 s, and all. */
+const VICTIM_BUCKETS: readonly string[] = ['0.25', '0.5', '1', '+Inf']
+
+/** The connection counters now, summed over their labels, and the loop lag since the last scrape. */
 async function counters (adminUrl: string): Promise<Record<string, number>> {
   const samples = parseScrape(await (await fetch(`${adminUrl}/metrics`)).text())
   const out: Record<string, number> = {}
   for (const s of samples) {
+    if (LOOP_LAG.includes(s.name)) out[s.name.replace('nodejs_eventloop_lag_', 'loopLag_').replace('_seconds', 'Ms')] = round1(s.value * 1000)
+    // The victim's route only (the flood's is another): how long the gateway itself took, and the backend.
+    if ((s.name === 'gateway_request_duration_seconds_bucket' || s.name === 'gateway_upstream_duration_seconds_bucket') && s.labels.route === '/v1/pets' && VICTIM_BUCKETS.includes(s.labels.le ?? '')) {
+      out[`${s.name.startsWith('gateway_request') ? 'victimInGateway' : 'victimInBackend'}_le${s.labels.le ?? ''}`] = s.value
+    }
     if (!(COUNTERS as readonly string[]).includes(s.name)) continue
     const label = s.labels.reason ?? s.labels.status
     const key = `${s.name.replace('gateway_', '').replace('_total', '')}${label === undefined ? '' : `_${label}`}`
     out[key] = (out[key] ?? 0) + s.value
   }
   return out
+}
+
+const UNREAD_SAMPLE_MS = 200
+
+/**
+ * While `during` runs, samples (`ss`) the gateway's side of the victims' connections every
+ * UNREAD_SAMPLE_MS: the longest run of samples in which a victim's request sat unread in the
+ * gateway's receive queue (Recv-Q > 0), in ms — time the gateway did not read a socket that had
+ * a request, which its handler's own durations cannot show. Null without `ss`.
+ */
+async function longestUnreadMs (port: number, during: Promise<unknown>): Promise<number | null> {
+  let running = true
+  void during.finally(() => { running = false })
+  const streaks = new Map<string, number>()
+  let longest = 0
+  while (running) {
+    const out = await new Promise<string | null>((resolve) => {
+      execFile('ss', ['-tnH', 'state', 'established', `( sport = :${port} )`], { timeout: 2_000 }, (err, stdout) => { resolve(err === null ? stdout : null) })
+    })
+    if (out === null) return null
+    const unread = new Set<string>()
+    for (const line of out.split('\n')) {
+      const [recvQ, , , peer] = line.trim().split(/\s+/)
+      if (peer !== undefined && VICTIM_PREFIXES.some((p) => peer.startsWith(p)) && Number(recvQ) > 0) unread.add(peer)
+    }
+    for (const peer of [...streaks.keys()]) if (!unread.has(peer)) streaks.delete(peer)
+    for (const peer of unread) {
+      const streak = (streaks.get(peer) ?? 0) + 1
+      streaks.set(peer, streak)
+      if (streak > longest) longest = streak
+    }
+    await new Promise((resolve) => setTimeout(resolve, UNREAD_SAMPLE_MS))
+  }
+  return longest * UNREAD_SAMPLE_MS
 }
 
 function merge (results: VictimResult[]): { sent: number, answered: number, latencies: number[], statuses: Record<string, number>, failures: Record<string, number>, reconnects: number } {
@@ -105,16 +160,23 @@ async function measure (t: Target, seconds: number, round: number): Promise<Reco
   const port = Number(new URL(t.url).port)
   const target = { host: '127.0.0.1', port }
   const before = await counters(t.adminUrl ?? '')
+  const cpuBefore = cpuMicros(t.pid)
+  // This process (the victims' client) shares its CPU with wrk: its own stalls are in every victim time.
+  const clientLag = monitorEventLoopDelay({ resolution: 10 })
+  clientLag.enable()
   const flood = wrkPipelined(`${t.url}${PATH}`, seconds)
   await new Promise((resolve) => setTimeout(resolve, MARGIN_S * 1000))
   const victimSeconds = seconds - 2 * MARGIN_S
   const perConnection = Math.round(victimSeconds * VICTIM_RATE / VICTIM_CONNECTIONS)
   const opts = { count: perConnection, intervalMs: 1000 * VICTIM_CONNECTIONS / VICTIM_RATE, key: 'bench-key-1' }
-  const [keptAlive, fresh] = await Promise.all([
-    Promise.all(Array.from({ length: VICTIM_CONNECTIONS }, async (_, i) => await victimKeptAlive(target, `127.0.120.${i + 1}`, opts))),
-    Promise.all(Array.from({ length: VICTIM_CONNECTIONS }, async (_, i) => await victimOnNewConnections(target, `127.0.121.${i + 1}`, opts)))
+  const victimsDone = Promise.all([
+    Promise.all(Array.from({ length: VICTIM_CONNECTIONS }, async (_, i) => await victimKeptAlive(target, `${KEPT_ALIVE_PREFIX}${i + 1}`, opts))),
+    Promise.all(Array.from({ length: VICTIM_CONNECTIONS }, async (_, i) => await victimOnNewConnections(target, `${NEW_CONNECTION_PREFIX}${i + 1}`, opts)))
   ])
+  const [[keptAlive, fresh], unreadMs] = await Promise.all([victimsDone, longestUnreadMs(port, victimsDone)])
   const wrk = await flood
+  const cpu = cpuMicros(t.pid) - cpuBefore
+  clientLag.disable()
   const after = await counters(t.adminUrl ?? '')
   const all = merge([...keptAlive, ...fresh])
   return {
@@ -124,7 +186,10 @@ async function measure (t: Target, seconds: number, round: number): Promise<Reco
     victimKeptAlive: shape(merge(keptAlive)),
     victimNewConnections: shape(merge(fresh)),
     flood: { requestsPerSecond: Math.round(wrk.requestsPerSecond), total: wrk.total, non2xx: wrk.non2xx, socketErrors: wrk.errorsByKind ?? {} },
-    connectionCounters: Object.fromEntries(Object.entries(after).map(([k, v]) => [k, v - (before[k] ?? 0)])),
+    gatewayCpuPercent: round1(100 * cpu / (seconds * 1e6)),
+    victimRequestUnreadInGatewayMaxMs: unreadMs,
+    victimClientLoopLag: { p99Ms: round1(clientLag.percentile(99) / 1e6), maxMs: round1(clientLag.max / 1e6) },
+    counters: Object.fromEntries(Object.entries(after).map(([k, v]) => [k, k.startsWith('loopLag_') ? v : v - (before[k] ?? 0)])),
     loadAverage: round1(loadavg()[0] ?? 0)
   }
 }
