@@ -8,7 +8,7 @@
 // goes over the stated bound. Takes about six minutes: TEST_LONG=1 (npm run test:long) runs it.
 // OUTAGE_LONG_POLICY=strict measures the strict policy the same way.
 import t from 'tap'
-import { TEST_LONG } from '../../helpers/attack.js'
+import { TEST_LONG } from '../../helpers/long.js'
 import { assertLongOutage, longOutage, policyUnderTest } from '../../helpers/outage-long.js'
 
 t.test('the long tail through a 5 min kill with an empty restart', { skip: TEST_LONG ? false : 'TEST_LONG=1 (npm run test:long): takes minutes' }, async (t) => {

@@ -4,7 +4,7 @@
 // consumer over the stated bound — and the reserves are what carries the busy consumers through it, as
 // they do through the freeze. Takes about four minutes: TEST_LONG=1 (npm run test:long) runs it.
 import t from 'tap'
-import { TEST_LONG } from '../../helpers/attack.js'
+import { TEST_LONG } from '../../helpers/long.js'
 import { assertLongOutage, longOutage, policyUnderTest } from '../../helpers/outage-long.js'
 
 t.test('the long tail through a 60 s kill with an empty restart', { skip: TEST_LONG ? false : 'TEST_LONG=1 (npm run test:long): takes minutes' }, async (t) => {

@@ -7,7 +7,7 @@
 // both processes (6). Takes about two minutes: TEST_LONG=1 (npm run test:long) runs it.
 // OUTAGE_LONG_POLICY=strict measures the strict policy the same way (docs/limiter-internals.md's table).
 import t from 'tap'
-import { TEST_LONG } from '../../helpers/attack.js'
+import { TEST_LONG } from '../../helpers/long.js'
 import { assertLongOutage, longOutage, policyUnderTest } from '../../helpers/outage-long.js'
 
 t.test('the long tail through a 60 s freeze', { skip: TEST_LONG ? false : 'TEST_LONG=1 (npm run test:long): takes minutes' }, async (t) => {

@@ -145,8 +145,8 @@ export const MUTANTS: readonly Mutant[] = [
     name: 'clock-shared-by-shards',
     bug: 'one clock bound for every shard of a Cluster (the first shard\'s), though each node has its own clock',
     file: `${LIMITER}/redis/shard.ts`,
-    find: 's = { name, clock: createShardClock(), state',
-    replace: 's = { name, clock: shards.values().next().value?.clock ?? createShardClock(), state'
+    find: 'shard = { name, clock: createShardClock(), state',
+    replace: 'shard = { name, clock: shards.values().next().value?.clock ?? createShardClock(), state'
   },
   {
     name: 'reserve-cover-short',

@@ -10,6 +10,7 @@ import t from 'tap'
 import { violations } from '../../../helpers/sim/check.js'
 import { SimProcess } from '../../../helpers/sim/process.js'
 import { createLuaVm, SimRedis } from '../../../helpers/sim/redis-model.js'
+import { singleRedis } from '../../../helpers/sim/topology.js'
 import { World } from '../../../helpers/sim/world.js'
 
 const COUNT = Number(process.env.SIM_COUNT ?? 40)
@@ -25,7 +26,7 @@ async function runBurst (seed: number, vm: Awaited<ReturnType<typeof createLuaVm
   const redis = new SimRedis(world, skew, vm)
   redis.set('rl:{#epoch}', 'deployed,0')
   const net = { base: world.between(0.05, 1), jitter: world.between(0, 1), slowChance: 0, slowMs: 0 }
-  const processes = [0, 1].map((i) => new SimProcess(world, redis, `p${i}`, {
+  const processes = [0, 1].map((i) => new SimProcess(world, singleRedis(redis), `p${i}`, {
     policy: 'local', timeoutMs: 250, barrierMs: 2000, offset: world.between(-1e6, 1e6), drift: world.between(-2e-4, 2e-4), net
   }))
   for (const p of processes) void p.grants.settled(0)
