@@ -1,8 +1,8 @@
 // The `cluster` family: the limiter on a Redis Cluster of 2–4 nodes (topology.ts), 3–6 consumers at
 // 0.5–3 × their minute limits spread over the nodes' slots for 80–110 s, each node with its own
 // clock (the same, or 5–50 ms apart), in one of three kinds of schedule:
-// - `node-faults`: nodes paused, or killed with their data kept (or lost, with SIM_CLUSTER_LOSS=1: the
-//   re-seed fails on a Cluster today, see docs/simulator.md), one at a time or together — inside the
+// - `node-faults`: nodes paused, or killed with their data kept or lost (SIM_CLUSTER_LOSS=0: kept
+//   always), one at a time or together — inside the
 //   invariant (each shard has its own state, clock, epoch mark and re-seed): checked exactly;
 // - `failover`: a node fails over to a replica that missed its last 10 ms–1 s of acknowledged writes
 //   while the epoch mark survives, so no process re-seeds — outside the invariant (docs/limiter-internals.md
@@ -29,10 +29,10 @@ export type ClusterKind = 'node-faults' | 'failover' | 'migration'
 const SLOTS = 16_384
 
 /**
- * SIM_CLUSTER_LOSS=1: node kills lose their data too (60 %). Off by default: the re-seed after a node lost its
- * data fails on a Cluster today (docs/simulator.md, "Found in the real code"), so these schedules over-admit.
+ * Node kills lose their data in 60 % of them (the re-seed then runs per slot); SIM_CLUSTER_LOSS=0 keeps
+ * the data always (how the family ran before the re-seed was fixed: docs/simulator.md, "Found in the real code").
  */
-const withLoss = process.env.SIM_CLUSTER_LOSS === '1'
+const withLoss = process.env.SIM_CLUSTER_LOSS !== '0'
 
 export function makeClusterSchedule (w: World, start: number): Schedule {
   const skew = w.between(-5000, 5000)

@@ -72,6 +72,13 @@ export const MUTANTS: readonly Mutant[] = [
     replace: 'void lost'
   },
   {
+    name: 'reseed-across-slots',
+    bug: 'the re-seed after data loss sends a shard\'s accounts in one call, though on a Cluster their keys are in different slots (CROSSSLOT refuses it)',
+    file: `${LIMITER}/redis/grants.ts`,
+    find: 'const group = port.groupOf(account.key)',
+    replace: 'const group = \'\''
+  },
+  {
     name: 'minute-ring-60-buckets',
     bug: 'off by one at a bucket end: the minute ring keeps 60 buckets, not 61 (the oldest, partly in the window, is dropped)',
     file: `${LIMITER}/lua/grant.lua`,

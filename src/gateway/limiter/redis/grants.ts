@@ -74,8 +74,8 @@ export function createGrants (opts: GrantsOptions) {
 
   /** A shard lost its data: what this process admitted there goes back in, its reserve asked again. */
   async function reseed (shard: string): Promise<void> {
-    const owners: Account[] = []
-    const all: GrantEntry[] = []
+    // One call per group (a slot on a Cluster: a script's keys may not span slots), at most BATCH_MAX entries each.
+    const groups = new Map<string, Array<{ account: Account, entry: GrantEntry }>>()
     for (const account of [...consumers.values(), ...anonymous.values()]) {
       if (account.shard !== shard) continue
       const remaining = Math.max(0, account.reserve - acct.unwrittenUnits(account))
@@ -83,18 +83,22 @@ export function createGrants (opts: GrantsOptions) {
       Object.assign(account, { pool: 0, returns: [], unwritten: [], allowanceUnwritten: [], reserve: 0, reserveCap: 0 })
       const adjustments = acct.ledgerAdjustments(account)
       if (adjustments.length === 0 && remaining === 0) continue
-      all.push(entryOf(account, 0, 1, 0, remaining, adjustments))
-      owners.push(account)
+      const group = port.groupOf(account.key)
+      const members = groups.get(group) ?? []
+      if (members.length === 0) groups.set(group, members)
+      members.push({ account, entry: entryOf(account, 0, 1, 0, remaining, adjustments) })
       reseeding.add(account)
     }
     try {
-      for (let offset = 0; offset < all.length; offset += BATCH_MAX) {
-        const part = owners.slice(offset, offset + BATCH_MAX)
-        const entries = all.slice(offset, offset + BATCH_MAX)
-        const sent = runtime.now()
-        const { now, replies } = readGrantReply(await port.run(GRANT, grantKeys(entries), grantArgs(holder, entries)), entries.length)
-        shards.of(shard).clock.learn(now, sent, runtime.now())
-        replies.forEach((reply, index) => { Object.assign(part[index]!, { reserve: reply.reserve, reserveUntil: now + RESERVE_TTL_MS, reserveCap: undefined }) })
+      for (const members of groups.values()) {
+        for (let offset = 0; offset < members.length; offset += BATCH_MAX) {
+          const part = members.slice(offset, offset + BATCH_MAX)
+          const entries = part.map((member) => member.entry)
+          const sent = runtime.now()
+          const { now, replies } = readGrantReply(await port.run(GRANT, grantKeys(entries), grantArgs(holder, entries)), entries.length)
+          shards.of(shard).clock.learn(now, sent, runtime.now())
+          replies.forEach((reply, index) => { Object.assign(part[index]!.account, { reserve: reply.reserve, reserveUntil: now + RESERVE_TTL_MS, reserveCap: undefined }) })
+        }
       }
     } finally {
       const waited = [...reseeding]

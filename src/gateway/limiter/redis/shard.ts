@@ -72,8 +72,11 @@ export function createShards (opts: ShardOptions) {
       shard.clock.learn(now, sent, received)
       if (run !== shard.run) return
       const lost = shard.epoch !== undefined && shard.epoch !== String(value)
-      shard.epoch = String(value)
+      // The new mark is taken only once the re-seed succeeded: a re-seed that fails (a call refused, the link
+      // lost half-way) leaves the old mark, so the next recovery finds the loss again and re-seeds again.
       if (lost) await opts.reseed(shard.name)
+      if (run !== shard.run) return
+      shard.epoch = String(value)
       // No grant before the mark's time + the barrier, by Redis's clock at its earliest.
       const wait = at + barrierMs - (now - received) - runtime.now()
       if (wait > 0) await new Promise<void>((resolve) => runtime.after(wait, resolve))
