@@ -14,7 +14,7 @@ import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 
 /** Changing a script changes its SHA: review the new script, then update the pin. */
 const PINNED_SHAS = {
-  grant: 'b1e59eb984a940af2131086bbb1ea58be7ddbe15',
+  grant: '1046f52f530a13a555f13cbb4e69ee3711e3dc31',
   epoch: '2a5fcd9a9b5703728c6079a729bc48521a7a0998'
 }
 

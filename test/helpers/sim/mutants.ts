@@ -40,8 +40,8 @@ export const MUTANTS: readonly Mutant[] = [
     name: 'grant-past-room',
     bug: 'grant.lua admits one unit past the room',
     file: `${LIMITER}/lua/grant.lua`,
-    find: 'if cost <= room then admitted = min(n, floor(room / cost)) end',
-    replace: 'if cost <= room + 1 then admitted = min(n, floor((room + 1) / cost)) end'
+    find: 'if cost <= room then admitted = min(requests, floor(room / cost)) end',
+    replace: 'if cost <= room + 1 then admitted = min(requests, floor((room + 1) / cost)) end'
   },
   {
     name: 'pool-live-next-second',
@@ -103,8 +103,8 @@ export const MUTANTS: readonly Mutant[] = [
     name: 'month-hard-as-soft',
     bug: 'a hard month quota is treated as soft (and a soft one as hard)',
     file: `${LIMITER}/lua/grant.lua`,
-    find: 'if q_on and not soft then room = min(room, ql - qc - others - keep) end',
-    replace: 'if q_on and soft then room = min(room, ql - qc - others - keep) end'
+    find: 'if month.on and not request.soft then room = min(room, request.month_limit - month.units - others - keep) end',
+    replace: 'if month.on and request.soft then room = min(room, request.month_limit - month.units - others - keep) end'
   },
   {
     name: 'reserve-uncapped-in-flight',

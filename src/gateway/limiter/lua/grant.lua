@@ -39,58 +39,69 @@ local DR = { ms = 900000.0, slots = 97, mod = 2 ^ 13, scale = 2 ^ 40 }
 local ESCALATION_MS, RESERVE_TTL_MS = 86400000, 120000
 local floor, min, max, fmt = math.floor, math.min, math.max, string.format
 
-local t = redis.call('TIME')
-local now = t[1] * 1000.0 + floor(t[2] / 1000)
-local mb, db = floor(now / MR.ms), floor(now / DR.ms)
+local CALLER = ARGV[1]
+local clock = redis.call('TIME')
+local now = clock[1] * 1000.0 + floor(clock[2] / 1000)
+local minute_bucket, day_bucket = floor(now / MR.ms), floor(now / DR.ms)
 
--- Units of bucket j of ring R in a field value v (0 when v is another bucket's, or missing).
-local function units (v, j, R)
-  if not v then return 0 end
-  local u = (v + 0) % R.scale
-  return (v - u) / R.scale == j % R.mod and u or 0
+-- Units of bucket `bucket` of ring `shape` in a field value (0 when the value is another bucket's, or missing).
+local function units (value, bucket, shape)
+  if not value then return 0 end
+  local stored = (value + 0) % shape.scale
+  return (value - stored) / shape.scale == bucket % shape.mod and stored or 0
 end
 
--- The units of buckets from..to of ring R (a table bucket → units), read in one HMGET.
-local function read (key, from, to, R)
+-- The units of buckets from..to of ring `shape` (a table bucket → units), read in one HMGET.
+local function read (key, from, to, shape)
   local names, out = {}, {}
-  for j = from, to do names[#names + 1] = '' .. j % R.slots end
+  for bucket = from, to do names[#names + 1] = '' .. bucket % shape.slots end
   if #names == 0 then return out end
-  local v = redis.call('HMGET', key, unpack(names))
-  for j = from, to do out[j] = units(v[j - from + 1], j, R) end
+  local values = redis.call('HMGET', key, unpack(names))
+  for bucket = from, to do out[bucket] = units(values[bucket - from + 1], bucket, shape) end
   return out
 end
 
--- Adds delta to bucket j of ring R (newest bucket `last` holding `cur`, `total` units from `old`):
--- into the newest (a bucket ahead of Redis's clock is counted now: later, so safe), or read,
--- changed and written back; a bucket out of the window is skipped. Returns total, old, cur.
-local function adjust (key, R, j, delta, last, cur, total, old)
-  if j >= last then local v = max(0, cur + delta); return total + v - cur, old, v end
-  if j <= last - R.slots or j <= 0 then return total, old, cur end
-  local u = read(key, j, j, R)[j]
-  local v = max(0, u + delta)
-  redis.call('HSET', key, '' .. j % R.slots, (j % R.mod) * R.scale + v)
-  return total + v - u, min(old or j, j), cur
+-- A ring as one entry sees it: { key, shape (MR or DR), newest bucket, newest_units (the newest bucket's units),
+-- units in the window, oldest bucket with units, stored_newest (the newest bucket the hash held) }.
+
+-- Adds delta to a bucket of the ring: into the newest (a bucket ahead of Redis's clock is counted now: later, so
+-- safe), or read, changed and written back; a bucket out of the window is skipped.
+local function adjust (ring, bucket, delta)
+  local shape = ring.shape
+  if bucket >= ring.newest then
+    local value = max(0, ring.newest_units + delta)
+    ring.units, ring.newest_units = ring.units + value - ring.newest_units, value
+    return
+  end
+  if bucket <= ring.newest - shape.slots or bucket <= 0 then return end
+  local stored = read(ring.key, bucket, bucket, shape)[bucket]
+  local value = max(0, stored + delta)
+  redis.call('HSET', ring.key, '' .. bucket % shape.slots, (bucket % shape.mod) * shape.scale + value)
+  ring.units, ring.oldest = ring.units + value - stored, min(ring.oldest or bucket, bucket)
 end
 
--- Ring R moved on to bucket b from its newest `last`: what left the window leaves `total` and `old`.
-local function slide (key, R, b, last, total, old)
-  if not old or old > b - R.slots then return total, old end
-  if last <= b - R.slots then return 0, nil end
-  for _, u in pairs(read(key, old, b - R.slots, R)) do total = total - u end
-  return total, b - R.slots + 1
+-- The ring moved on to `bucket` from its newest `last`: what left the window leaves its units and oldest bucket.
+local function slide (ring, bucket, last)
+  local shape, oldest = ring.shape, ring.oldest
+  if not oldest or oldest > bucket - shape.slots then return end
+  if last <= bucket - shape.slots then ring.units, ring.oldest = 0, nil; return end
+  for _, stored in pairs(read(ring.key, oldest, bucket - shape.slots, shape)) do ring.units = ring.units - stored end
+  ring.oldest = bucket - shape.slots + 1
 end
 
--- When ring R's oldest units leave the window (reset); when enough have left for `need` (retry).
-local function reset_of (old, total, R)
-  if total > 0 and old then return (old + R.slots) * R.ms end
-  return now + (R.slots - 1) * R.ms
+-- When the ring's oldest units leave the window (reset); when enough have left for `need` (retry).
+local function reset_of (ring)
+  local shape = ring.shape
+  if ring.units > 0 and ring.oldest then return (ring.oldest + shape.slots) * shape.ms end
+  return now + (shape.slots - 1) * shape.ms
 end
-local function retry_of (old, last, need, key, R, last_units)
+local function retry_of (ring, need)
   if need <= 0 then return 0 end
-  local freed, buckets = 0, read(key, old or last, last - 1, R)
-  for j = old or last, last do
-    freed = freed + (j == last and last_units or buckets[j])
-    if freed >= need then return (j + R.slots) * R.ms end
+  local shape, first, last = ring.shape, ring.oldest or ring.newest, ring.newest
+  local freed, buckets = 0, read(ring.key, first, last - 1, shape)
+  for bucket = first, last do
+    freed = freed + (bucket == last and ring.newest_units or buckets[bucket])
+    if freed >= need then return (bucket + shape.slots) * shape.ms end
   end
   return now + MR.ms -- what blocks is kept back, not counted: asked again within a second
 end
@@ -99,193 +110,310 @@ end
 -- (civil from days, H. Hinnant's algorithm, on a March-based year).
 local function month_of (ms)
   local days = floor(ms / 86400000)
-  local z = days + 719468
-  local era = floor(z / 146097)
-  local doe = z - era * 146097
+  local shifted = days + 719468
+  local era = floor(shifted / 146097)
+  local doe = shifted - era * 146097
   local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
   local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
   local mp = floor((5 * doy + 2) / 153)
-  local m = mp < 10 and mp + 3 or mp - 9
-  local y = yoe + era * 400 + (m <= 2 and 1 or 0)
-  local len = ({ 31, (y % 4 == 0 and (y % 100 ~= 0 or y % 400 == 0)) and 29 or 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 })[m]
-  return y * 12 + m - 1, (days - (doy - floor((153 * mp + 2) / 5)) + len) * 86400000.0
+  local month = mp < 10 and mp + 3 or mp - 9
+  local year = yoe + era * 400 + (month <= 2 and 1 or 0)
+  local leap = year % 4 == 0 and (year % 100 ~= 0 or year % 400 == 0)
+  local length = ({ 31, leap and 29 or 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 })[month]
+  return year * 12 + month - 1, (days - (doy - floor((153 * mp + 2) / 5)) + length) * 86400000.0
 end
 
-local qm, q_end = -1, 0
-local reply = { now }
-for i = 1, floor(#KEYS / 2) do
-  local key, dkey, a = KEYS[2 * i - 1], KEYS[2 * i], 3 * i - 1
-  local ml, dl, ql, n, cost, extra, want, write, soft, own_bucket, own_blocks = string.match(ARGV[a], '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d) (%d) (%-?%d+) (%d+)$')
-  ml, dl, ql, n, cost, extra, want, write, soft, own_bucket, own_blocks = ml + 0, dl + 0, ql + 0, n + 0, cost + 0, extra + 0, want + 0, write == '1', soft == '1', floor(own_bucket), own_blocks + 0
-  local policy, adjs = ARGV[a + 1], ARGV[a + 2]
-  local f = redis.call('HMGET', key, FIELD.minute_newest, FIELD.minute_units, FIELD.minute_oldest, '' .. mb % MR.slots,
-    FIELD.day_newest, FIELD.day_units, FIELD.day_oldest, FIELD.day_newest_units, FIELD.ban_end, FIELD.reserves, FIELD.expiry,
-    FIELD.blocks, FIELD.lapsed_reserves)
-  local ban_until = (f[9] or 0) + 0
-  local entry
-  if write and policy ~= '' and ban_until > now then
-    entry = { 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, ban_until, 0 }
+-- This call's calendar month and when it ends, found once for every entry that has a month quota.
+local calendar = { month = -1, ends = 0 }
+
+-- Entry `index`'s request (ARGV[3i-1..3i+1]).
+local function parse_request (index)
+  local argv = 3 * index - 1
+  local minute_limit, day_limit, month_limit, requests, cost, extra, want, write, soft, own_bucket, own_blocks =
+    string.match(ARGV[argv], '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d) (%d) (%-?%d+) (%d+)$')
+  return {
+    minute_limit = minute_limit + 0, day_limit = day_limit + 0, month_limit = month_limit + 0, requests = requests + 0,
+    cost = cost + 0, extra = extra + 0, want = want + 0, write = write == '1', soft = soft == '1',
+    own_bucket = floor(own_bucket), own_blocks = own_blocks + 0, policy = ARGV[argv + 1], adjustments = ARGV[argv + 2]
+  }
+end
+
+-- The fields of rl:{id} an entry reads, in one HMGET (false: missing).
+local function read_stored (key)
+  local values = redis.call('HMGET', key, FIELD.minute_newest, FIELD.minute_units, FIELD.minute_oldest,
+    '' .. minute_bucket % MR.slots, FIELD.day_newest, FIELD.day_units, FIELD.day_oldest, FIELD.day_newest_units,
+    FIELD.ban_end, FIELD.reserves, FIELD.expiry, FIELD.blocks, FIELD.lapsed_reserves)
+  return {
+    minute_newest = values[1], minute_units = values[2], minute_oldest = values[3], minute_bucket_units = values[4],
+    day_newest = values[5], day_units = values[6], day_oldest = values[7], day_newest_units = values[8],
+    ban_end = values[9], reserves = values[10], expiry = values[11], blocks = values[12] or '',
+    lapsed_reserves = values[13] or ''
+  }
+end
+
+-- The minute ring at this call's bucket (a clock behind the newest bucket counts into it: later, safe).
+local function load_minute (key, stored)
+  local ring = { key = key, shape = MR, newest = minute_bucket, newest_units = 0, units = 0, oldest = nil,
+    stored_newest = minute_bucket }
+  if not stored.minute_newest then return ring end
+  ring.stored_newest, ring.units = floor(stored.minute_newest), stored.minute_units + 0
+  ring.oldest = stored.minute_oldest and floor(stored.minute_oldest)
+  if minute_bucket == ring.stored_newest then ring.newest_units = units(stored.minute_bucket_units, minute_bucket, MR)
+  elseif minute_bucket < ring.stored_newest then
+    ring.newest = ring.stored_newest
+    ring.newest_units = units(redis.call('HGET', key, '' .. ring.stored_newest % MR.slots), ring.stored_newest, MR)
+  else slide(ring, minute_bucket, ring.stored_newest) end
+  return ring
+end
+
+-- The day ring at this call's bucket: the newest bucket's units move from their field into the day hash as it ends
+-- (ring.moved: the field and value to write).
+local function load_day (day_key, stored)
+  local ring = { key = day_key, shape = DR, newest = day_bucket, newest_units = 0, units = 0, oldest = nil,
+    stored_newest = day_bucket }
+  if not stored.day_newest then return ring end
+  local last = floor(stored.day_newest)
+  ring.stored_newest, ring.units, ring.oldest = last, stored.day_units + 0, stored.day_oldest and floor(stored.day_oldest)
+  if day_bucket <= last then ring.newest, ring.newest_units = last, (stored.day_newest_units or 0) + 0
   else
-    -- The minute ring at bucket m (a clock behind the newest bucket counts into it: later, safe).
-    local mt, mn, mo, m, cur = mb, 0, nil, mb, 0
-    if f[1] then
-      mt, mn, mo = floor(f[1]), f[2] + 0, f[3] and floor(f[3])
-      if mb == mt then cur = units(f[4], mb, MR)
-      elseif mb < mt then m = mt; cur = units(redis.call('HGET', key, '' .. mt % MR.slots), mt, MR)
-      else mn, mo = slide(key, MR, mb, mt, mn, mo) end
+    if (stored.day_newest_units or 0) + 0 > 0 and last > day_bucket - DR.slots then
+      ring.moved = { '' .. last % DR.slots, (last % DR.mod) * DR.scale + stored.day_newest_units }
     end
-    -- The day ring at bucket d: bucket D's units move from c into the day hash as it ends.
-    local dd, dn, do_, d, dcur, day_moved = db, 0, nil, db, 0, nil
-    if f[5] then
-      dd, dn, do_ = floor(f[5]), f[6] + 0, f[7] and floor(f[7])
-      if db <= dd then d, dcur = dd, (f[8] or 0) + 0
-      else
-        if (f[8] or 0) + 0 > 0 and dd > db - DR.slots then day_moved = { '' .. dd % DR.slots, (dd % DR.mod) * DR.scale + f[8] } end
-        dn, do_ = slide(dkey, DR, db, dd, dn, do_) -- bucket dd is in c, never read: dd > db - DR.slots here
-      end
-    end
-    local qc, q_on = 0, ql > 0
-    if q_on then
-      if qm < 0 then qm, q_end = month_of(now) end
-      local q = redis.call('HMGET', key, FIELD.month, FIELD.month_units)
-      if q[1] and floor(q[1]) == qm then qc = q[2] + 0 end
-    end
-    local changed, written = false, 0
-    -- Adjustments (rare). What they add was admitted from the caller's reserve (or is a re-seed,
-    -- when it has none): its reserve shrinks by as much; the outage allowance's ('a') does not.
-    for aj, ad, aq, delta, kind in string.gmatch(adjs, '(%d+),(%d+),(%d+),(-?%d+)(a?)') do
-      aj, ad, aq, delta = floor(aj), floor(ad), floor(aq), delta + 0
-      if delta > 0 and kind == '' then written = written + delta end
-      mn, mo, cur = adjust(key, MR, aj, delta, m, cur, mn, mo)
-      dn, do_, dcur = adjust(dkey, DR, ad, delta, d, dcur, dn, do_)
-      if q_on and aq > 0 and aq >= qm then qc = max(0, qc + delta) end
-      changed = true
-    end
-    -- Lapsed reserves: the caller's charge is taken back (what it spent comes in its write-backs);
-    -- others' stay charged while their day bucket is in the window (a crashed holder's may be spent).
-    local lapsed, l_changed = {}, false
-    for h, u, ld, lq in string.gmatch(f[13] or '', '([^,;]+),(%d+),(%d+),(%d+)') do
-      u, ld, lq = u + 0, floor(ld), floor(lq)
-      if h == ARGV[1] and write then
-        dn, do_, dcur = adjust(dkey, DR, ld, -u, d, dcur, dn, do_)
-        if q_on and lq == qm then qc = max(0, qc - u) end
-        l_changed, changed = true, true
-      elseif ld > d - DR.slots then lapsed[#lapsed + 1] = fmt('%s,%d,%d,%d', h, u, ld, lq)
-      else l_changed = true end
-    end
-    -- Reserves: others' are kept back; another holder's that expired is charged to the day and the
-    -- month (it may have spent it before the minute window let go of it) and noted in L, then dropped.
-    -- The caller's own that expired is dropped uncharged: this call's write-backs count what it spent.
-    local others, holders, mine, kept, r_changed = 0, 0, 0, {}, false
-    for h, u, til in string.gmatch(f[10] or '', '([^,;]+),(%d+),(%d+)') do
-      u, til = u + 0, til + 0
-      if til <= now and h == ARGV[1] and write then r_changed = true
-      elseif til <= now then
-        dn, dcur, do_, changed = dn + u, dcur + u, do_ or d, true
-        if q_on then qc = qc + u end
-        lapsed[#lapsed + 1], l_changed = fmt('%s,%d,%d,%d', h, u, d, q_on and qm or 0), true
-      elseif h == ARGV[1] and write then mine, r_changed = u, true
-      else
-        kept[#kept + 1] = fmt('%s,%d,%.0f', h, u, til)
-        others = others + u
-        if h ~= ARGV[1] then holders = holders + 1 end
-      end
-    end
-    local keep = max(0, min(mine - written, want))
-    local room = min(ml - mn, dl - dn) - others - keep
-    if q_on and not soft then room = min(room, ql - qc - others - keep) end
-    -- Blocks held: granted in this minute bucket or the one before and not given back yet (a holder's give-back at
-    -- its bucket's end may reach Redis after the next bucket's calls: its units are counted until then). The caller
-    -- says what it holds itself (0 once given back); others' entries stay until their bucket is two seconds old.
-    local blocks, elsewhere = {}, 0
-    for h, hb, u in string.gmatch(f[12] or '', '([^,;]+),(%-?%d+),(%d+)') do
-      hb, u = floor(hb), u + 0
-      if hb >= mb - 1 and not (write and h == ARGV[1]) then
-        blocks[#blocks + 1] = fmt('%s,%d,%d', h, hb, u)
-        if h ~= ARGV[1] then elsewhere = elsewhere + u end
-      end
-    end
-    local admitted, granted, reserve, spared = 0, 0, keep, 0
-    if write then
-      if cost <= room then admitted = min(n, floor(room / cost)) end
-      room = room - admitted * cost
-      granted = max(0, min(extra, floor(room / (holders + 2))))
-      room = room - granted
-      -- Requests refused only because units are kept back or pooled elsewhere (the window is not full) are no abuse.
-      spared = min(n - admitted, floor(max(0, room + others + keep + elsewhere) / cost))
-      if want > keep then reserve = keep + max(0, min(want - keep, floor(room / (holders + 2)))) end
-      local add = admitted * cost + granted
-      if add > 0 then
-        cur, mn, mo, dcur, dn, do_, qc, changed = cur + add, mn + add, mo or m, dcur + add, dn + add, do_ or d, qc + add, true
-      end
-      if reserve > 0 then kept[#kept + 1] = fmt('%s,%d,%.0f', ARGV[1], reserve, now + RESERVE_TTL_MS) end
-      r_changed = r_changed or reserve ~= mine
-      -- The caller's blocks: those it says it still holds (in a bucket not yet two seconds old), and this grant's.
-      if own_bucket < mb - 1 then own_blocks = 0 end
-      if granted > 0 and own_bucket ~= mb then
-        if own_blocks > 0 then blocks[#blocks + 1] = fmt('%s,%d,%d', ARGV[1], own_bucket, own_blocks) end
-        own_bucket, own_blocks = mb, 0
-      end
-      own_blocks = own_blocks + granted
-      if own_blocks > 0 then blocks[#blocks + 1] = fmt('%s,%d,%d', ARGV[1], own_bucket, own_blocks) end
-    end
-    local blocks_now = write and table.concat(blocks, ';') or (f[12] or '')
-    -- A month out of room (this call's admissions counted) refuses: quota_exceeded, no abuse either.
-    local quota_out = q_on and not soft and ql - qc < cost
-    local banned_at = 0
-    if write and admitted + spared < n and policy ~= '' and not quota_out then
-      -- The rejected requests count as 429s: banned once more than `threshold` fall in the window.
-      local threshold, window, base_ms, max_ms = string.match(policy, '^(%d+),(%d+),(%d+),(%d+)$')
-      threshold, window, base_ms, max_ms = threshold + 0, window + 0, base_ms + 0, max_ms + 0
-      local k = redis.call('HMGET', key, FIELD.recent_rejections, FIELD.last_ban_end, FIELD.ban_level)
-      local last_end, level = (k[2] or 0) + 0, (k[3] or -1) + 0
-      local recent, events = 0, {}
-      for at, c in string.gmatch(k[1] or '', '(%d+):(%d+)') do
-        if at + 0 > now - window then recent, events[#events + 1] = recent + c, at .. ':' .. c end
-      end
-      local rejected = n - admitted - spared
-      if recent + rejected > threshold then
-        banned_at = spared + max(1, threshold - recent + 1)
-        level = now - last_end < ESCALATION_MS and level + 1 or 0
-        ban_until, changed = now + (level < 40 and min(base_ms * 2 ^ level, max_ms) or max_ms), true
-        redis.call('HSET', key, FIELD.ban_end, fmt('%.0f', ban_until), FIELD.last_ban_end, fmt('%.0f', ban_until), FIELD.ban_level, level,
-          FIELD.recent_rejections, '')
-      else
-        events[#events + 1] = fmt('%.0f:%d', now, rejected)
-        redis.call('HSET', key, FIELD.recent_rejections, table.concat(events, ','))
-      end
-    end
-    if write and (changed or r_changed or blocks_now ~= (f[12] or '')) then
-      -- Kept until every window lets go of what it holds: the day ring's newest bucket, a reserve's
-      -- end, a ban's escalation memory (its end + ESCALATION_MS), the month's end.
-      local fields = { '' .. m % MR.slots, (m % MR.mod) * MR.scale + cur, FIELD.minute_units, mn, FIELD.day_units, dn, FIELD.day_newest_units, dcur }
-      if f[1] == false or m ~= mt or d ~= dd then
-        fields[9], fields[10], fields[11], fields[12] = FIELD.minute_newest, m, FIELD.minute_oldest, mo or m
-        fields[13], fields[14], fields[15], fields[16] = FIELD.day_newest, d, FIELD.day_oldest, do_ or d
-      end
-      if q_on then fields[#fields + 1], fields[#fields + 2], fields[#fields + 3], fields[#fields + 4] = FIELD.month, qm, FIELD.month_units, qc end
-      if r_changed then fields[#fields + 1], fields[#fields + 2] = FIELD.reserves, table.concat(kept, ';') end
-      if l_changed then fields[#fields + 1], fields[#fields + 2] = FIELD.lapsed_reserves, table.concat(lapsed, ';') end
-      if blocks_now ~= (f[12] or '') then fields[#fields + 1], fields[#fields + 2] = FIELD.blocks, blocks_now end
-      local expiry = (d + DR.slots) * DR.ms
-      if #kept > 0 then expiry = max(expiry, now + RESERVE_TTL_MS) end
-      if ban_until > 0 then expiry = max(expiry, ban_until + ESCALATION_MS) end
-      if q_on and qc > 0 then expiry = max(expiry, q_end) end
-      local grow = expiry > (f[11] or 0) + 0
-      if grow then fields[#fields + 1], fields[#fields + 2] = FIELD.expiry, fmt('%.0f', expiry) end
-      redis.call('HSET', key, unpack(fields))
-      if day_moved then redis.call('HSET', dkey, day_moved[1], day_moved[2]) end
-      if grow then
-        redis.call('PEXPIREAT', key, fmt('%.0f', expiry))
-        redis.call('PEXPIREAT', dkey, fmt('%.0f', expiry))
-      end
-    end
-    local held, r = others + reserve, admitted < n
-    entry = { r and 1 or 0, admitted, banned_at, granted, reserve, held,
-      mn, reset_of(mo, mn, MR), r and retry_of(mo, m, mn + held + cost - ml, key, MR, cur) or 0,
-      dn, reset_of(do_, dn, DR), r and retry_of(do_, d, dn + held + cost - dl, dkey, DR, dcur) or 0,
-      qc, q_end, r and quota_out and q_end or 0, ban_until > now and ban_until or 0, elsewhere }
+    slide(ring, day_bucket, last) -- bucket `last` is in its field, never read: last > day_bucket - DR.slots here
   end
-  for j = 1, 17 do reply[#reply + 1] = entry[j] end
+  return ring
+end
+
+-- The month's units (on: the entry has a month quota).
+local function load_month (key, request)
+  local month = { on = request.month_limit > 0, units = 0 }
+  if not month.on then return month end
+  if calendar.month < 0 then calendar.month, calendar.ends = month_of(now) end
+  local stored = redis.call('HMGET', key, FIELD.month, FIELD.month_units)
+  if stored[1] and floor(stored[1]) == calendar.month then month.units = stored[2] + 0 end
+  return month
+end
+
+-- Adjustments (rare). What they add was admitted from the caller's reserve (or is a re-seed, when it has none): its
+-- reserve shrinks by as much; the outage allowance's ('a') does not.
+local function apply_adjustments (account)
+  for minute, day, month, delta, kind in string.gmatch(account.request.adjustments, '(%d+),(%d+),(%d+),(-?%d+)(a?)') do
+    minute, day, month, delta = floor(minute), floor(day), floor(month), delta + 0
+    if delta > 0 and kind == '' then account.written = account.written + delta end
+    adjust(account.minute, minute, delta)
+    adjust(account.day, day, delta)
+    if account.month.on and month > 0 and month >= calendar.month then
+      account.month.units = max(0, account.month.units + delta)
+    end
+    account.changed = true
+  end
+end
+
+-- Lapsed reserves: the caller's charge is taken back (what it spent comes in its write-backs); others' stay charged
+-- while their day bucket is in the window (a crashed holder's may be spent).
+local function take_back_lapsed (account)
+  local day, month = account.day, account.month
+  for holder, reserved, lapsed_day, lapsed_month in string.gmatch(account.stored.lapsed_reserves, '([^,;]+),(%d+),(%d+),(%d+)') do
+    reserved, lapsed_day, lapsed_month = reserved + 0, floor(lapsed_day), floor(lapsed_month)
+    if holder == CALLER and account.request.write then
+      adjust(day, lapsed_day, -reserved)
+      if month.on and lapsed_month == calendar.month then month.units = max(0, month.units - reserved) end
+      account.lapsed_changed, account.changed = true, true
+    elseif lapsed_day > day.newest - DR.slots then
+      account.lapsed[#account.lapsed + 1] = fmt('%s,%d,%d,%d', holder, reserved, lapsed_day, lapsed_month)
+    else account.lapsed_changed = true end
+  end
+end
+
+-- Reserves: others' are kept back; another holder's that expired is charged to the day and the month (it may have
+-- spent it before the minute window let go of it) and noted as lapsed, then dropped. The caller's own that expired
+-- is dropped uncharged: this call's write-backs count what it spent.
+local function settle_reserves (account)
+  local day, month, write = account.day, account.month, account.request.write
+  for holder, reserved, until_ms in string.gmatch(account.stored.reserves or '', '([^,;]+),(%d+),(%d+)') do
+    reserved, until_ms = reserved + 0, until_ms + 0
+    if until_ms <= now and holder == CALLER and write then account.reserves_changed = true
+    elseif until_ms <= now then
+      day.units, day.newest_units, day.oldest, account.changed = day.units + reserved, day.newest_units + reserved,
+        day.oldest or day.newest, true
+      if month.on then month.units = month.units + reserved end
+      account.lapsed[#account.lapsed + 1] = fmt('%s,%d,%d,%d', holder, reserved, day.newest, month.on and calendar.month or 0)
+      account.lapsed_changed = true
+    elseif holder == CALLER and write then account.mine, account.reserves_changed = reserved, true
+    else
+      account.kept[#account.kept + 1] = fmt('%s,%d,%.0f', holder, reserved, until_ms)
+      account.others = account.others + reserved
+      if holder ~= CALLER then account.holders = account.holders + 1 end
+    end
+  end
+end
+
+-- The room left for this call: the windows' less what others keep back and the caller keeps of its reserve.
+local function compute_room (account)
+  local request, month, others = account.request, account.month, account.others
+  local keep = max(0, min(account.mine - account.written, request.want))
+  local room = min(request.minute_limit - account.minute.units, request.day_limit - account.day.units) - others - keep
+  if month.on and not request.soft then room = min(room, request.month_limit - month.units - others - keep) end
+  account.keep, account.room = keep, room
+end
+
+-- Blocks held: granted in this minute bucket or the one before and not given back yet (a holder's give-back at its
+-- bucket's end may reach Redis after the next bucket's calls: its units are counted until then). The caller says
+-- what it holds itself (0 once given back); others' entries stay until their bucket is two seconds old.
+local function read_blocks (account)
+  local write = account.request.write
+  for holder, held_bucket, held in string.gmatch(account.stored.blocks, '([^,;]+),(%-?%d+),(%d+)') do
+    held_bucket, held = floor(held_bucket), held + 0
+    if held_bucket >= minute_bucket - 1 and not (write and holder == CALLER) then
+      account.blocks[#account.blocks + 1] = fmt('%s,%d,%d', holder, held_bucket, held)
+      if holder ~= CALLER then account.elsewhere = account.elsewhere + held end
+    end
+  end
+end
+
+-- Admits the requests that fit, grants the block and sizes the caller's reserve, and counts what is added.
+local function grant (account)
+  local request, minute, day, month = account.request, account.minute, account.day, account.month
+  local requests, cost, room, keep, share = request.requests, request.cost, account.room, account.keep, account.holders + 2
+  local admitted = 0
+  if cost <= room then admitted = min(requests, floor(room / cost)) end
+  room = room - admitted * cost
+  local granted = max(0, min(request.extra, floor(room / share)))
+  room = room - granted
+  -- Requests refused only because units are kept back or pooled elsewhere (the window is not full) are no abuse.
+  account.spared = min(requests - admitted, floor(max(0, room + account.others + keep + account.elsewhere) / cost))
+  local reserve = keep
+  if request.want > keep then reserve = keep + max(0, min(request.want - keep, floor(room / share))) end
+  local add = admitted * cost + granted
+  if add > 0 then
+    minute.newest_units, minute.units, minute.oldest = minute.newest_units + add, minute.units + add, minute.oldest or minute.newest
+    day.newest_units, day.units, day.oldest = day.newest_units + add, day.units + add, day.oldest or day.newest
+    month.units, account.changed = month.units + add, true
+  end
+  if reserve > 0 then account.kept[#account.kept + 1] = fmt('%s,%d,%.0f', CALLER, reserve, now + RESERVE_TTL_MS) end
+  account.reserves_changed = account.reserves_changed or reserve ~= account.mine
+  account.admitted, account.granted, account.reserve, account.room = admitted, granted, reserve, room
+end
+
+-- The caller's blocks: those it says it still holds (in a bucket not yet two seconds old), and this grant's.
+local function record_own_blocks (account)
+  local own_bucket, own_blocks, granted = account.request.own_bucket, account.request.own_blocks, account.granted
+  if own_bucket < minute_bucket - 1 then own_blocks = 0 end
+  if granted > 0 and own_bucket ~= minute_bucket then
+    if own_blocks > 0 then account.blocks[#account.blocks + 1] = fmt('%s,%d,%d', CALLER, own_bucket, own_blocks) end
+    own_bucket, own_blocks = minute_bucket, 0
+  end
+  own_blocks = own_blocks + granted
+  if own_blocks > 0 then account.blocks[#account.blocks + 1] = fmt('%s,%d,%d', CALLER, own_bucket, own_blocks) end
+end
+
+-- The rejected requests count as 429s: banned once more than `threshold` fall in the window, each ban within
+-- ESCALATION_MS of the last one's end a level longer.
+local function count_rejections (account)
+  local request = account.request
+  local threshold, window, base_ms, max_ms = string.match(request.policy, '^(%d+),(%d+),(%d+),(%d+)$')
+  threshold, window, base_ms, max_ms = threshold + 0, window + 0, base_ms + 0, max_ms + 0
+  local stored = redis.call('HMGET', account.key, FIELD.recent_rejections, FIELD.last_ban_end, FIELD.ban_level)
+  local last_end, level = (stored[2] or 0) + 0, (stored[3] or -1) + 0
+  local recent, events = 0, {}
+  for at, count in string.gmatch(stored[1] or '', '(%d+):(%d+)') do
+    if at + 0 > now - window then recent, events[#events + 1] = recent + count, at .. ':' .. count end
+  end
+  local rejected = request.requests - account.admitted - account.spared
+  if recent + rejected > threshold then
+    account.banned_at = account.spared + max(1, threshold - recent + 1)
+    level = now - last_end < ESCALATION_MS and level + 1 or 0
+    account.ban_until, account.changed = now + (level < 40 and min(base_ms * 2 ^ level, max_ms) or max_ms), true
+    redis.call('HSET', account.key, FIELD.ban_end, fmt('%.0f', account.ban_until), FIELD.last_ban_end,
+      fmt('%.0f', account.ban_until), FIELD.ban_level, level, FIELD.recent_rejections, '')
+  else
+    events[#events + 1] = fmt('%.0f:%d', now, rejected)
+    redis.call('HSET', account.key, FIELD.recent_rejections, table.concat(events, ','))
+  end
+end
+
+-- Writes what changed. Kept until every window lets go of what it holds: the day ring's newest bucket, a reserve's
+-- end, a ban's escalation memory (its end + ESCALATION_MS), the month's end.
+local function write_account (account)
+  local minute, day, month, stored = account.minute, account.day, account.month, account.stored
+  local fields = { '' .. minute.newest % MR.slots, (minute.newest % MR.mod) * MR.scale + minute.newest_units,
+    FIELD.minute_units, minute.units, FIELD.day_units, day.units, FIELD.day_newest_units, day.newest_units }
+  local function set (name, value) fields[#fields + 1], fields[#fields + 2] = name, value end
+  if stored.minute_newest == false or minute.newest ~= minute.stored_newest or day.newest ~= day.stored_newest then
+    set(FIELD.minute_newest, minute.newest); set(FIELD.minute_oldest, minute.oldest or minute.newest)
+    set(FIELD.day_newest, day.newest); set(FIELD.day_oldest, day.oldest or day.newest)
+  end
+  if month.on then set(FIELD.month, calendar.month); set(FIELD.month_units, month.units) end
+  if account.reserves_changed then set(FIELD.reserves, table.concat(account.kept, ';')) end
+  if account.lapsed_changed then set(FIELD.lapsed_reserves, table.concat(account.lapsed, ';')) end
+  if account.blocks_now ~= stored.blocks then set(FIELD.blocks, account.blocks_now) end
+  local expiry = (day.newest + DR.slots) * DR.ms
+  if #account.kept > 0 then expiry = max(expiry, now + RESERVE_TTL_MS) end
+  if account.ban_until > 0 then expiry = max(expiry, account.ban_until + ESCALATION_MS) end
+  if month.on and month.units > 0 then expiry = max(expiry, calendar.ends) end
+  local grow = expiry > (stored.expiry or 0) + 0
+  if grow then set(FIELD.expiry, fmt('%.0f', expiry)) end
+  redis.call('HSET', account.key, unpack(fields))
+  if day.moved then redis.call('HSET', day.key, day.moved[1], day.moved[2]) end
+  if grow then
+    redis.call('PEXPIREAT', account.key, fmt('%.0f', expiry))
+    redis.call('PEXPIREAT', day.key, fmt('%.0f', expiry))
+  end
+end
+
+-- The entry's 17 reply values (the header's Reply).
+local function reply_of (account)
+  local request, minute, day, month = account.request, account.minute, account.day, account.month
+  local held, refused, cost = account.others + account.reserve, account.admitted < request.requests, request.cost
+  local quota_out = account.quota_out
+  return { refused and 1 or 0, account.admitted, account.banned_at, account.granted, account.reserve, held,
+    minute.units, reset_of(minute), refused and retry_of(minute, minute.units + held + cost - request.minute_limit) or 0,
+    day.units, reset_of(day), refused and retry_of(day, day.units + held + cost - request.day_limit) or 0,
+    month.units, calendar.ends, refused and quota_out and calendar.ends or 0,
+    account.ban_until > now and account.ban_until or 0, account.elsewhere }
+end
+
+-- One entry: answer a ban without counting; else read the account, apply what the caller sends, grant, write.
+local function decide (index)
+  local key, day_key, request = KEYS[2 * index - 1], KEYS[2 * index], parse_request(index)
+  local stored = read_stored(key)
+  local ban_until = (stored.ban_end or 0) + 0
+  if request.write and request.policy ~= '' and ban_until > now then
+    return { 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, ban_until, 0 }
+  end
+  local account = {
+    key = key, request = request, stored = stored, ban_until = ban_until,
+    minute = load_minute(key, stored), day = load_day(day_key, stored), month = load_month(key, request),
+    written = 0, changed = false, lapsed = {}, lapsed_changed = false, kept = {}, reserves_changed = false,
+    others = 0, holders = 0, mine = 0, blocks = {}, elsewhere = 0,
+    admitted = 0, granted = 0, spared = 0, banned_at = 0
+  }
+  apply_adjustments(account)
+  take_back_lapsed(account)
+  settle_reserves(account)
+  compute_room(account)
+  read_blocks(account)
+  account.reserve = account.keep
+  if request.write then
+    grant(account)
+    record_own_blocks(account)
+  end
+  account.blocks_now = request.write and table.concat(account.blocks, ';') or stored.blocks
+  -- A month out of room (this call's admissions counted) refuses: quota_exceeded, no abuse either.
+  account.quota_out = account.month.on and not request.soft and request.month_limit - account.month.units < request.cost
+  if request.write and account.admitted + account.spared < request.requests and request.policy ~= ''
+    and not account.quota_out then
+    count_rejections(account)
+  end
+  if request.write and (account.changed or account.reserves_changed or account.blocks_now ~= stored.blocks) then
+    write_account(account)
+  end
+  return reply_of(account)
+end
+
+local reply = { now }
+for index = 1, floor(#KEYS / 2) do
+  local entry = decide(index)
+  for position = 1, 17 do reply[#reply + 1] = entry[position] end
 end
 return reply

@@ -11,8 +11,8 @@ import { World } from '../../../helpers/sim/world.js'
 import { startRedis } from '../../../helpers/redis.js'
 
 const GRANT = readFileSync(new URL('../../../../src/gateway/limiter/lua/grant.lua', import.meta.url), 'utf8')
-/** grant.lua up to its main loop (its helpers), then month_of over ARGV. */
-const PROBE = GRANT.slice(0, GRANT.indexOf('local qm, q_end = -1, 0')) +
+/** grant.lua up to its per-entry functions (its ring helpers and month_of), then month_of over ARGV. */
+const PROBE = GRANT.slice(0, GRANT.indexOf('local calendar = ')) +
   'local out = {}\nfor i = 1, #ARGV do local m, e = month_of(tonumber(ARGV[i])); out[#out + 1] = m; out[#out + 1] = e end\nreturn out\n'
 
 const instants: number[] = []
