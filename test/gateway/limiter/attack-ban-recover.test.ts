@@ -7,6 +7,7 @@
 import t from 'tap'
 import { ATTACK_ID, ATTACK_LIMIT, assertWithinLimit, attack, suiteScenario } from '../../helpers/attack.js'
 import { parseScrape, sampleValue } from '../../helpers/scrape.js'
+import { FIELD } from '../../../src/gateway/limiter/redis/layout.js'
 
 const BAN_SECONDS = 900
 
@@ -16,7 +17,7 @@ t.test('a flood across a 3 s freeze, then a ban: never more than the limit, and 
   assertWithinLimit(t, run, scenario)
   t.ok(run.most >= 0.95 * ATTACK_LIMIT, `and the window used: ${run.most} of ${ATTACK_LIMIT} admitted (at least 570)`)
   const pause = run.faults[0]!
-  const until = Number(await run.redis.cli('HGET', `rl:{${ATTACK_ID}}`, 'b'))
+  const until = Number(await run.redis.cli('HGET', `rl:{${ATTACK_ID}}`, FIELD.banEnd))
   const bannedInRedisAt = until - BAN_SECONDS * 1000
   t.ok(bannedInRedisAt > pause.start + pause.ms, `the ban was decided in Redis once it was back, ${((bannedInRedisAt - pause.start - pause.ms) / 1000).toFixed(1)} s after the pause`)
   for (const adminUrl of run.adminUrls) {

@@ -7,6 +7,7 @@ import type { StoreSettings } from '../../../src/gateway/limiter/create-store.js
 import { startBackend } from '../../helpers/backend.js'
 import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
 import { scriptCalls, startRedis, startRedisCluster } from '../../helpers/redis.js'
+import { FIELD } from '../../../src/gateway/limiter/redis/layout.js'
 
 const PLANS = plansYaml({ pro: { perMinute: 5, perDay: 10000 }, ban: { threshold: 3 } })
 const ID = 'demo-pro'
@@ -59,7 +60,7 @@ async function scenario (t: Test, settings: StoreSettings, cli: (...args: string
   t.equal(await scriptCalls(cli), 0, '0 scripts for the banned flood')
   skew.ms = 0
 
-  await cli('HDEL', `rl:{${ID}}`, 't', 'n', 'o') // as if the minute window had drained, so a lifted key is admitted
+  await cli('HDEL', `rl:{${ID}}`, FIELD.minuteNewest, FIELD.minuteUnits, FIELD.minuteOldest) // as if the minute window had drained, so a lifted key is admitted
   t.equal(await a!.app.limiter.liftBan(ID), true, 'lifted through A')
   const lifted = performance.now()
   let answer = await get(b!)

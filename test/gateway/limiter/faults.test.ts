@@ -12,6 +12,7 @@ import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartedGat
 import { poll, sleep } from '../../helpers/poll.js'
 import { reserveUnits, scriptCalls, startRedis, startRedisCluster } from '../../helpers/redis.js'
 import { parseScrape, sampleValue } from '../../helpers/scrape.js'
+import { FIELD } from '../../../src/gateway/limiter/redis/layout.js'
 
 /** Limits far above what the load sends, so every answer should be 200 unless something fails. */
 const HIGH_PLANS = plansYaml({ business: { perMinute: 100000, perDay: 1000000 } })
@@ -55,7 +56,7 @@ async function fallbackGauge (gw: StartedGateway): Promise<number | undefined> {
 
 /** Units the business demo consumer has counted in its day window in Redis (grows while Redis counts). */
 async function countedInRedis (cli: (...args: string[]) => Promise<string>): Promise<number> {
-  return Number(await cli('HGET', 'rl:{demo-business}', 'N'))
+  return Number(await cli('HGET', 'rl:{demo-business}', FIELD.dayUnits))
 }
 
 function statusCounts (samples: Sample[]): Record<number, number> {
@@ -201,7 +202,7 @@ t.test('Cluster: one master lost; surviving slots keep counting in Redis, lost s
   await sleep(WARM_UP_MS)
   // A key whose traffic a loaded machine held up for a second is no longer busy and holds no reserve
   // (by design: its lost requests are then 503): the loss comes once every lost key holds one.
-  const reserveOf = async (id: string): Promise<number> => reserveUnits(await cluster.cli(victim, 'HGET', `rl:{${id}}`, 'r'))
+  const reserveOf = async (id: string): Promise<number> => reserveUnits(await cluster.cli(victim, 'HGET', `rl:{${id}}`, FIELD.reserves))
   t.ok(await poll(async () => (await Promise.all(lost.map(async ({ id }) => await reserveOf(id)))).every((units) => units > 0), 10_000),
     'every key on the master about to be lost holds a reserve there')
   cluster.signal(victim, 'SIGKILL')
@@ -210,7 +211,7 @@ t.test('Cluster: one master lost; surviving slots keep counting in Redis, lost s
   /** Requests counted in Redis for the keys on surviving masters (the minute ring's running total). */
   const counted = async (): Promise<number> => {
     let total = 0
-    for (const { id } of kept) total += Number(await cluster.cli(owner.get(id)!, 'HGET', `rl:{${id}}`, 'n'))
+    for (const { id } of kept) total += Number(await cluster.cli(owner.get(id)!, 'HGET', `rl:{${id}}`, FIELD.minuteUnits))
     return total
   }
   const countedBefore = await counted()

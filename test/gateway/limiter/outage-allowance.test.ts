@@ -11,6 +11,7 @@ import { poll, sleep } from '../../helpers/poll.js'
 import { startRedis } from '../../helpers/redis.js'
 import { parseScrape, sampleValue } from '../../helpers/scrape.js'
 import type { StoreOnError } from '../../../src/gateway/limiter/redis/outage.js'
+import { FIELD } from '../../../src/gateway/limiter/redis/layout.js'
 
 /** 1 % of the business plan's 1,000/min, one process: 10 units. */
 const PERCENT = 1
@@ -41,7 +42,7 @@ async function run (t: Test, policy: StoreOnError): Promise<{ statuses: number[]
     remaining,
     before,
     allowance: sampleValue(scrape, 'gateway_store_outage_admissions_total', { kind: 'allowance' }),
-    counted: async () => Number(await redis.cli('HGET', 'rl:{demo-business}', 'n')),
+    counted: async () => Number(await redis.cli('HGET', 'rl:{demo-business}', FIELD.minuteUnits)),
     resume: () => { redis.signal('SIGCONT') }
   }
 }

@@ -10,6 +10,7 @@ import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig } from '../../he
 import { poll, sleep } from '../../helpers/poll.js'
 import { reserveUnits, startRedis } from '../../helpers/redis.js'
 import { parseScrape, sampleValue } from '../../helpers/scrape.js'
+import { FIELD } from '../../../src/gateway/limiter/redis/layout.js'
 
 const RATE = 20
 const OUTAGE_MS = 2_000
@@ -40,7 +41,7 @@ async function throughFault (t: Test, fault: 'freeze' | 'kill'): Promise<{ statu
       })())
     }
   })()
-  const reserveBefore = await poll(async () => { const units = reserveUnits(await redis.cli('HGET', 'rl:{demo-business}', 'r')); return units > OUTAGE_MS / 1000 * RATE * 2 ? units : undefined }, 15_000) ?? 0
+  const reserveBefore = await poll(async () => { const units = reserveUnits(await redis.cli('HGET', 'rl:{demo-business}', FIELD.reserves)); return units > OUTAGE_MS / 1000 * RATE * 2 ? units : undefined }, 15_000) ?? 0
   counting = true
   if (fault === 'freeze') redis.signal('SIGSTOP')
   else { redis.signal('SIGKILL'); await redis.stop() }

@@ -13,6 +13,7 @@ import { call, COST_ROUTES, METERED_PLANS } from '../../helpers/quota.js'
 import { poll, sleep } from '../../helpers/poll.js'
 import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 import { parseScrape, sampleValue, scrape } from '../../helpers/scrape.js'
+import { FIELD } from '../../../src/gateway/limiter/redis/layout.js'
 
 /** The calendar month (UTC) of Unix ms as grant.lua numbers it, and its length in seconds. */
 function monthOf (ms: number): { index: number, seconds: number } {
@@ -58,13 +59,13 @@ async function suite (t: Test, settings: RedisSettings, cli: (...args: string[])
   t.match(out, { status: 429, code: 'quota_exceeded' })
   t.equal(out.headers['ratelimit-policy'], `"minute";q=10;w=60, "day";q=10;w=86400, "month";q=10;w=${month.seconds}`)
   t.ok(Number(out.headers['retry-after']) >= 1, `Retry-After ${out.headers['retry-after'] ?? ''} s`)
-  t.equal(await cli('HGET', 'rl:{demo-pro}', 'q'), '10', 'the month\'s units in the consumer\'s hash')
-  t.equal(await cli('HGET', 'rl:{demo-pro}', 'Q'), String(month.index))
+  t.equal(await cli('HGET', 'rl:{demo-pro}', FIELD.monthUnits), '10', 'the month\'s units in the consumer\'s hash')
+  t.equal(await cli('HGET', 'rl:{demo-pro}', FIELD.month), String(month.index))
   const expireAt = Number(await cli('PEXPIRETIME', 'rl:{demo-pro}'))
   t.ok(expireAt > redisNow, `the hash expires (at ${new Date(expireAt).toISOString()})`)
 
   // A soft quota (business: 20 a month, overage allowed), 20 units of earlier days planted: past it, admitted and counted.
-  await cli('HSET', 'rl:{demo-business}', 'Q', String(month.index), 'q', '20')
+  await cli('HSET', 'rl:{demo-business}', FIELD.month, String(month.index), FIELD.monthUnits, '20')
   const soft = [await call(gw, DEMO_KEYS.business), await call(gw, DEMO_KEYS.business, true)]
   t.same(soft.map((a) => [a.status, a.headers['x-quota-overage']]), [[200, '1'], [201, '6']], 'X-Quota-Overage: the units over the quota so far')
   // A busy consumer's process may hold a block of units counted ahead of its requests (count before
@@ -100,7 +101,7 @@ t.test('a batch of requests larger than what is left of the month: the ones past
   const redis = await startRedis(t)
   const gw = await startGateway(t, { config: testConfig({ 'plans.yaml': METERED_PLANS }), limiter: { settings: { redisUrl: redis.url } } })
   const [seconds] = (await redis.cli('TIME')).split('\n')
-  await redis.cli('HSET', 'rl:{demo-free}', 'Q', String(monthOf(Number(seconds) * 1000).index), 'q', '15')
+  await redis.cli('HSET', 'rl:{demo-free}', FIELD.month, String(monthOf(Number(seconds) * 1000).index), FIELD.monthUnits, '15')
   // free: 20 a month, 15 planted: 5 left; the minute (10) has room for all ten. Redis frozen for
   // 100 ms (under STORE_TIMEOUT_MS) while they arrive, so they wait for one call and go in one batch.
   redis.signal('SIGSTOP')
@@ -110,7 +111,7 @@ t.test('a batch of requests larger than what is left of the month: the ones past
   redis.signal('SIGCONT')
   const answers = await Promise.all(pending)
   const codes = answers.map((a) => a.code ?? String(a.status)).sort()
-  const counted429s = await redis.cli('HGET', 'rl:{demo-free}', 'k')
+  const counted429s = await redis.cli('HGET', 'rl:{demo-free}', FIELD.recentRejections)
   t.comment(`answers ${JSON.stringify(codes)}, Retry-After ${JSON.stringify(answers.map((a) => a.headers['retry-after']).filter((r) => r !== undefined))}; 429s counted toward a ban: "${counted429s}"`)
   t.equal(answers.filter((a) => a.status === 200).length, 5, 'exactly the 5 left')
   t.same(codes.filter((c) => c !== '200'), Array(5).fill('quota_exceeded'), 'the other 5 name the month')

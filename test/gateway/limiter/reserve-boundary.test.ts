@@ -11,6 +11,7 @@ import { startBackend } from '../../helpers/backend.js'
 import { bearer, DEMO_KEYS, startGateway } from '../../helpers/gateway.js'
 import { sleep } from '../../helpers/poll.js'
 import { reserveUnits, scriptCalls, startRedis } from '../../helpers/redis.js'
+import { FIELD } from '../../../src/gateway/limiter/redis/layout.js'
 
 t.test('a give-back at the end of a second keeps the reserve of a consumer busy in it', async (t) => {
   const redis = await startRedis(t)
@@ -30,11 +31,11 @@ t.test('a give-back at the end of a second keeps the reserve of a consumer busy 
       t.equal(res.status, 200)
       await sleep(50)
     }
-    before = reserveUnits(await redis.cli('HGET', 'rl:{demo-business}', 'r'))
+    before = reserveUnits(await redis.cli('HGET', 'rl:{demo-business}', FIELD.reserves))
     const callsBefore = await scriptCalls(redis.cli)
     await sleep(1000 - (Date.now() % 1000) + 300)
     giveBacks = await scriptCalls(redis.cli) - callsBefore
-    after = reserveUnits(await redis.cli('HGET', 'rl:{demo-business}', 'r'))
+    after = reserveUnits(await redis.cli('HGET', 'rl:{demo-business}', FIELD.reserves))
     t.comment(`attempt ${attempt}: reserve before the second's end ${before}, after it ${after}; script calls then (the give-back): ${giveBacks}`)
   }
   t.ok(before > 0, 'the busy consumer holds a reserve')

@@ -4,6 +4,7 @@
 import t from 'tap'
 import { bearer, DEMO_KEYS, startGateway } from '../../helpers/gateway.js'
 import { startRedis, startRedisSentinel } from '../../helpers/redis.js'
+import { FIELD } from '../../../src/gateway/limiter/redis/layout.js'
 
 interface Ready { checks: Record<string, Record<string, unknown>> }
 
@@ -24,7 +25,7 @@ t.test('Sentinel: the gateway finds the master through a real Sentinel and count
   }
   t.same(remaining, ['299', '298', '297'], 'Remaining counts down by one')
   // Three requests, plus the block a process busy at 2 a second or more may hold (still counted).
-  const counted = Number(await master.cli('HGET', 'rl:{demo-pro}', 'n'))
+  const counted = Number(await master.cli('HGET', 'rl:{demo-pro}', FIELD.minuteUnits))
   t.ok(counted >= 3 && counted <= 6, `the windows live on the master Sentinel named (${counted} counted)`)
   const ready = await fetch(`${gw.adminUrl}/readyz`)
   t.equal(ready.status, 200)

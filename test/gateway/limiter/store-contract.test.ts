@@ -14,6 +14,7 @@ import { askOf, type Ask, type ConsumeResult, type LimiterStore } from '../../..
 import { dayKey, limiterKey } from '../../../src/gateway/redis/keys.js'
 import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 import { sleep } from '../../helpers/poll.js'
+import { FIELD } from '../../../src/gateway/limiter/redis/layout.js'
 
 const T0 = Date.UTC(2030, 0, 1) // a day-bucket boundary
 const BAN: BanPolicy = { threshold: 3, windowSeconds: 60, durationSeconds: 1, maxDurationSeconds: 3 }
@@ -274,7 +275,7 @@ t.test('an id\'s keys share a Cluster slot, stay compact and expire when idle', 
   const fields: string[] = []
   for (let b = now - 59; b < now; b++) fields.push(String(b % 61), String((b % 2 ** 20) * 2 ** 32 + 3))
   const day = Math.floor(now * 1000 / DAY_WINDOW.bucketMs)
-  await redis.cli('HSET', limiterKey(id), ...fields, 't', String(now - 1), 'n', String(3 * 59), 'o', String(now - 59), 'D', String(day), 'N', String(3 * 59), 'O', String(day), 'c', String(3 * 59))
+  await redis.cli('HSET', limiterKey(id), ...fields, FIELD.minuteNewest, String(now - 1), FIELD.minuteUnits, String(3 * 59), FIELD.minuteOldest, String(now - 59), FIELD.dayNewest, String(day), FIELD.dayUnits, String(3 * 59), FIELD.dayOldest, String(day), FIELD.dayNewestUnits, String(3 * 59))
   const result = await store.consume(id, ask(limits))
   t.equal(result.minute.count, 3 * 59 + 1, 'the busy minute is read as written, plus this request')
   const count = Number(await redis.cli('HLEN', limiterKey(id)))

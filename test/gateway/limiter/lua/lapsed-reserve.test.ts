@@ -9,6 +9,7 @@ import { Redis } from 'ioredis'
 import { DAY_BUCKET_MS, MINUTE_BUCKET_MS } from '../../../../src/gateway/limiter/arithmetic.js'
 import { GRANT, grantArgs, grantKeys, readGrantReply, type Adjustment, type GrantEntry } from '../../../../src/gateway/limiter/redis/scripts.js'
 import { startRedis } from '../../../helpers/redis.js'
+import { FIELD } from '../../../../src/gateway/limiter/redis/layout.js'
 
 const entry = (key: string, requests: number, reserve: number, adjustments: Adjustment[] = []): GrantEntry => ({
   key, minuteLimit: 1_000, dayLimit: 10_000, monthLimit: 0, monthSoft: true, requests, cost: 1, extra: 0, reserve, write: true,
@@ -23,11 +24,11 @@ t.test('a lapsed reserve is charged to the day only until its holder calls again
     const { now, replies } = readGrantReply(await client.evalsha(GRANT.sha, 2, ...grantKeys([e]), ...grantArgs(holder, [e])).catch(async () => await client.eval(GRANT.lua, 2, ...grantKeys([e]), ...grantArgs(holder, [e]))), 1)
     return { now, reserve: replies[0]!.reserve }
   }
-  const day = async (key: string): Promise<number> => Number(await client.hget(key, 'N'))
+  const day = async (key: string): Promise<number> => Number(await client.hget(key, FIELD.dayUnits))
   /** Makes `holder`'s reserve on `key` lapse: its end moved to the past. */
   const lapse = async (key: string): Promise<void> => {
-    const r = await client.hget(key, 'r') ?? ''
-    await client.hset(key, 'r', r.replace(/,(\d+)$/, ',1').replace(/,(\d+);/g, ',1;'))
+    const reserves = await client.hget(key, FIELD.reserves) ?? ''
+    await client.hset(key, FIELD.reserves, reserves.replace(/,(\d+)$/, ',1').replace(/,(\d+);/g, ',1;'))
   }
   const spent = (now: number, units: number): Adjustment => ({ minute: Math.floor(now / MINUTE_BUCKET_MS), day: Math.floor(now / DAY_BUCKET_MS), month: 0, delta: units })
 
@@ -40,10 +41,10 @@ t.test('a lapsed reserve is charged to the day only until its holder calls again
   await call('B', entry(key, 1, 0))
   const charged = await day(key)
   t.equal(charged, before + 1 + first.reserve, `B's call charges A's lapsed reserve to the day in full (${before} → ${charged})`)
-  t.match(await client.hget(key, 'L'), new RegExp(`^A,${first.reserve},`), 'and notes it')
+  t.match(await client.hget(key, FIELD.lapsedReserves), new RegExp(`^A,${first.reserve},`), 'and notes it')
   const back = await call('A', entry(key, 0, 0, [spent(first.now, 3)]))
   t.equal(await day(key), before + 1 + 3, `A returns with 3 spent: the day keeps those 3, not the ${first.reserve} charged`)
-  t.equal(await client.hget(key, 'L'), '', 'the note is gone')
+  t.equal(await client.hget(key, FIELD.lapsedReserves), '', 'the note is gone')
   t.equal(back.reserve, 0)
 
   // The holder finds its own lapsed reserve first: never charged, its write-backs counted.

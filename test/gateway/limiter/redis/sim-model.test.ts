@@ -12,11 +12,13 @@ import { createLuaVm, SimRedis } from '../../../helpers/sim/redis-model.js'
 import { prng, World } from '../../../helpers/sim/world.js'
 import { sleep } from '../../../helpers/poll.js'
 import { startRedis } from '../../../helpers/redis.js'
+import { FIELD } from '../../../../src/gateway/limiter/redis/layout.js'
 
 const CALLS = 400
 const IDS = ['a', 'b', 'c', 'd']
 const HOLDERS = ['p1', 'p2', 'p3']
-const FIELDS = ['t', 'n', 'o', 'D', 'N', 'O', 'c', 'Q', 'q', 'b', 'e', 'l', 'k', 'r', 'x']
+const FIELDS = [FIELD.minuteNewest, FIELD.minuteUnits, FIELD.minuteOldest, FIELD.dayNewest, FIELD.dayUnits, FIELD.dayOldest, FIELD.dayNewestUnits,
+  FIELD.month, FIELD.monthUnits, FIELD.banEnd, FIELD.lastBanEnd, FIELD.banLevel, FIELD.recentRejections, FIELD.reserves, FIELD.expiry]
 
 interface Call { holder: string, entries: GrantEntry[] }
 
