@@ -57,8 +57,8 @@ export function density (files: readonly string[]): { bindings: number, lines: n
   return { bindings, lines, per100: 100 * bindings / Math.max(1, lines) }
 }
 
-/** The ceiling: the limiter's density after its names were given meaning (7.35 before: docs/limiter-internals.md, "Names"). */
-const CEILING_PER_100 = 1.5
+/** The ceiling: 0 now (7.35 before, 1.43 before grant.lua was named: docs/limiter-internals.md, "Names"); room for a handful, not a creep back. */
+const CEILING_PER_100 = 0.5
 
 const limiterFiles = filesUnder(join(ROOT, 'src/gateway/limiter'))
 const otherFiles = filesUnder(join(ROOT, 'src')).filter((f) => !f.includes('/src/gateway/limiter/'))

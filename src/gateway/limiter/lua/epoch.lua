@@ -6,8 +6,8 @@
 -- KEYS[1]  rl:{epoch…} — a key on the shard being checked (its tag picks the shard)
 -- ARGV[1]  a random value, used if the mark is missing
 -- Reply: { value, set at (Unix ms), now (Unix ms) }
-local t = redis.call('TIME')
-local now = t[1] * 1000.0 + math.floor(t[2] / 1000)
+local clock = redis.call('TIME')
+local now = clock[1] * 1000.0 + math.floor(clock[2] / 1000)
 local mark = redis.call('GET', KEYS[1])
 if not mark then
   mark = ARGV[1] .. ',' .. string.format('%.0f', now)
