@@ -100,13 +100,21 @@ export function createCalls (deps: CallDeps) {
     return reserveLeft + accounts.allowanceLeft(account, localNow, units, units * allowance.processes)
   }
 
-  /** The reserve for `account`: only when busy in its last second seen and the one before (a lone burst races for the whole window). */
+  /**
+   * The reserve for `account`: a new one only when busy in its last second seen and the one before (a lone burst races
+   * for the whole window); one held is kept while the id is seen, unless it races its limit. Asking for less than the
+   * reserve lowers it in Redis, and while that call is in flight only the lower figure may be spent (reserveCap): a
+   * want that followed the per-second rate's noise (a stalled loop, a quiet second) left a reserve Redis kept back
+   * unspendable exactly when an outage began (docs/limiter-internals.md, "A reserve held through noise").
+   */
   function reserveWant (account: Account, localNow: number): number {
-    if (!reserves || localNow - account.lastSeen > IDLE_MS || account.seenBefore === 0) return 0
+    if (!reserves || localNow - account.lastSeen > IDLE_MS) return 0
     const perSecond = accounts.rate(account, Math.min(localNow, account.second * 1000 + 999)) // a give-back at the second's end keeps it
     const room = accounts.roomSeen(account)
-    if (perSecond < HOT_RATE || room < perSecond * RESERVE_SLACK_SECONDS) return 0
-    return Math.min(Math.ceil(perSecond * RESERVE_SECONDS), Math.floor(room / 4))
+    if (room < perSecond * RESERVE_SLACK_SECONDS) return 0
+    const kept = Math.min(account.reserve, Math.floor(room / 4))
+    if (perSecond < HOT_RATE || account.seenBefore === 0) return kept
+    return Math.max(kept, Math.min(Math.ceil(perSecond * RESERVE_SECONDS), Math.floor(room / 4)))
   }
 
   function extraWant (account: Account, localNow: number, waiting: number): number {
