@@ -16,9 +16,9 @@ import { join } from 'node:path'
 import { parseScrape } from '../test/helpers/scrape.js'
 import { percentileOf, victimKeptAlive, type VictimResult } from '../test/helpers/victim.js'
 import { cpuMicros, taskset } from './lib/proc-cpu.js'
-import { REPO_ROOT, stop } from './lib/processes.js'
-import { intFromEnv, log, round1, writeResults } from './lib/report.js'
-import { finishBench, prepareBench, REST_CPUS, startGateway, type BenchSetup, type Target } from './lib/targets.js'
+import { intFromEnv, round1, writeResults } from './lib/report.js'
+import { beforeAfter } from './lib/before-after.js'
+import { REST_CPUS, type Target } from './lib/targets.js'
 import { parseWrk, wrkAvailable } from './lib/wrk.js'
 
 const CONNECTIONS = 256
@@ -147,27 +147,7 @@ async function main (): Promise<void> {
   if (!wrkAvailable()) throw new Error('wrk is not installed (apt-get install wrk)')
   const seconds = intFromEnv('PIPELINE_SECONDS', 15)
   const rounds = intFromEnv('PIPELINE_ROUNDS', 2)
-  const begun = Date.now()
-  const loadAtStart = loadavg()
-  let setup: BenchSetup | undefined
-  const runs: Array<Record<string, unknown>> = []
-  try {
-    setup = await prepareBench('pipeline-flood', 2)
-    const targets: Target[] = []
-    const baseline = process.env.BENCH_BASELINE
-    if (baseline !== undefined && baseline !== '') targets.push(await startGateway('before', { configDir: setup.configDir, backendUrl: setup.backendUrl, cpus: setup.serverCpus, root: baseline, logLevel: 'warn' }))
-    targets.push(await startGateway('after', { configDir: setup.configDir, backendUrl: setup.backendUrl, cpus: setup.serverCpus, root: REPO_ROOT, logLevel: 'warn' }))
-    for (let round = 0; round < rounds; round++) {
-      for (const t of round % 2 === 0 ? targets : [...targets].reverse()) {
-        const m = await measure(t, seconds, round)
-        runs.push(m)
-        log(`round ${round + 1} ${t.name}: ${JSON.stringify(m)}`)
-      }
-    }
-    for (const t of targets) if (t.child !== undefined) await stop(t.child)
-  } finally {
-    await finishBench(setup)
-  }
+  const { runs, setup, begun, loadAtStart } = await beforeAfter('pipeline-flood', rounds, async (target, round) => await measure(target, seconds, round))
   const fmt = (r: Record<string, unknown>, key: string): string => {
     const v = r[key] as Record<string, unknown>
     return `${String(v.p50Ms)} | ${String(v.p99Ms)} | ${String(v.maxMs)}`

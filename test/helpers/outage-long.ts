@@ -13,13 +13,12 @@ import type { Test } from 'tap'
 import { Pool } from 'undici'
 import { mostInAnyMinute } from './attack.js'
 import { FIXTURE_CONFIG_DIR, plansYaml } from './gateway.js'
-import type { Phase } from './outage-tail.js'
+import { seededZipf, type Phase } from './outage-tail.js'
 import { sleep } from './poll.js'
 import { freePort, waitForHttp } from './ports.js'
 import { gatewayProcessEnv, REPO_ROOT, runEntry, startGatewayProcess } from './processes.js'
 import { reserveUnits, startRedis } from './redis.js'
 import { parseScrape, sampleValue } from './scrape.js'
-import { zipfPicker } from './sim/outage-schedules.js'
 
 export type { Phase } from './outage-tail.js'
 
@@ -81,14 +80,6 @@ function configDir (opts: LongOutageOptions): string {
   for (let i = 0; i < opts.racers.consumers; i++) lines.push(...keyLines(`race${i}`, racerToken(i), opts.racers.perMinute))
   writeFileSync(join(dir, 'keys.yaml'), lines.join('\n') + '\n')
   return dir
-}
-
-/** Tail ranks drawn by Zipf (s = 1.1) from a fixed seed, so every run sends the same traffic. */
-function zipf (n: number): () => number {
-  const pick = zipfPicker(n)
-  let seed = 38
-  const random = (): number => { seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31; return seed / 2 ** 31 }
-  return () => pick(random())
 }
 
 /** Sends `count()` requests at `rate` per second for `ms`, on a schedule (a late timer sends what it owes at once): counts, not timings. */
@@ -168,7 +159,7 @@ export async function longOutage (t: Pick<Test, 'teardown'>, opts: LongOutageOpt
     })())
   }
 
-  const pickTail = zipf(opts.tail.consumers)
+  const pickTail = seededZipf(opts.tail.consumers)
   let racerTurn = 0
   const phases: LongOutageResult['phases'] = []
   const tallies: Array<{ name: string, byConsumer: typeof byConsumer, reserves: Map<string, number> }> = []
@@ -287,4 +278,24 @@ export function assertLongOutage (t: Test, run: LongOutageResult, o: { outage: s
     const told = Object.values(outage.groups[group].retryAfter).reduce((n, count) => n + count, 0)
     t.equal(told, refused, `every ${group} refusal during the outage carries Retry-After (${JSON.stringify(outage.groups[group].retryAfter)})`)
   }
+}
+
+/**
+ * The long tail and the racers through one outage (`outage`: a freeze or a kill and its length), between 25 s
+ * of traffic before it and 15 s after, under policyUnderTest(); held by assertLongOutage with `minShare`.
+ */
+export async function longTailThrough (t: Test, outage: Phase, minShare: number): Promise<void> {
+  const policy = policyUnderTest()
+  const run = await longOutage(t, {
+    tail: { consumers: 2_000, rate: 150, perMinute: 3_000 },
+    racers: { consumers: 4, rate: 3, perMinute: 60 },
+    phases: [
+      { kind: 'traffic', name: 'before', ms: 25_000 },
+      outage,
+      { kind: 'traffic', name: 'recovering', ms: 5_000 },
+      { kind: 'traffic', name: 'after recovery', ms: 10_000 }
+    ],
+    env: { STORE_ON_ERROR: policy }
+  })
+  assertLongOutage(t, run, { outage: outage.name, minShare, policy })
 }

@@ -58,7 +58,7 @@ function configDir (consumers: number, perMinute: number): string {
 }
 
 /** Consumer ranks drawn by Zipf (s = 1.1) from a fixed seed, so every run sends the same traffic. */
-function zipf (n: number): () => number {
+export function seededZipf (n: number): () => number {
   const pick = zipfPicker(n)
   let seed = 38
   const random = (): number => { seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31; return seed / 2 ** 31 }
@@ -86,7 +86,7 @@ export async function outageTail (t: Pick<Test, 'teardown'>, opts: OutageTailOpt
     return { pool, adminUrl: `http://127.0.0.1:${adminPort}` }
   })())
 
-  const pick = zipf(opts.consumers)
+  const pick = seededZipf(opts.consumers)
   const results: Array<{ name: string, requests: number, ok: number, statuses: Record<number, number> }> = []
   const inFlight: Array<Promise<void>> = []
   let sent = 0

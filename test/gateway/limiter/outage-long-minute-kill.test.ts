@@ -5,20 +5,8 @@
 // they do through the freeze. Takes about four minutes: TEST_LONG=1 (npm run test:long) runs it.
 import t from 'tap'
 import { TEST_LONG } from '../../helpers/long.js'
-import { assertLongOutage, longOutage, policyUnderTest } from '../../helpers/outage-long.js'
+import { longTailThrough } from '../../helpers/outage-long.js'
 
 t.test('the long tail through a 60 s kill with an empty restart', { skip: TEST_LONG ? false : 'TEST_LONG=1 (npm run test:long): takes minutes' }, async (t) => {
-  const policy = policyUnderTest()
-  const run = await longOutage(t, {
-    tail: { consumers: 2_000, rate: 150, perMinute: 3_000 },
-    racers: { consumers: 4, rate: 3, perMinute: 60 },
-    phases: [
-      { kind: 'traffic', name: 'before', ms: 25_000 },
-      { kind: 'kill', name: 'killed 60 s', ms: 60_000 },
-      { kind: 'traffic', name: 'recovering', ms: 5_000 },
-      { kind: 'traffic', name: 'after recovery', ms: 10_000 }
-    ],
-    env: { STORE_ON_ERROR: policy }
-  })
-  assertLongOutage(t, run, { outage: 'killed 60 s', minShare: 0.95, policy })
+  await longTailThrough(t, { kind: 'kill', name: 'killed 60 s', ms: 60_000 }, 0.95)
 })

@@ -1,0 +1,42 @@
+// The frame of a full-size attack bench: one setup (backend, config, pinning), the gateway of another
+// checkout as "before" when BENCH_BASELINE names one and this checkout's as "after", each measured in
+// interleaved rounds (the order reversed every other round, so neither always runs on a warmer machine),
+// and the setup torn down however the run ends. The bench says what one round measures.
+import { loadavg } from 'node:os'
+import { REPO_ROOT, stop } from './processes.js'
+import { log } from './report.js'
+import { finishBench, prepareBench, startGateway, type BenchSetup, type Target } from './targets.js'
+
+export interface BeforeAfterRun {
+  /** What each round measured, in the order measured. */
+  readonly runs: Array<Record<string, unknown>>
+  /** The setup the rounds ran in (torn down by then): whether it was pinned. */
+  readonly setup: BenchSetup | undefined
+  readonly begun: number
+  readonly loadAtStart: number[]
+}
+
+export async function beforeAfter (name: string, rounds: number, measure: (target: Target, round: number) => Promise<Record<string, unknown>>): Promise<BeforeAfterRun> {
+  const begun = Date.now()
+  const loadAtStart = loadavg()
+  let setup: BenchSetup | undefined
+  const runs: Array<Record<string, unknown>> = []
+  try {
+    setup = await prepareBench(name, 2)
+    const targets: Target[] = []
+    const baseline = process.env.BENCH_BASELINE
+    if (baseline !== undefined && baseline !== '') targets.push(await startGateway('before', { configDir: setup.configDir, backendUrl: setup.backendUrl, cpus: setup.serverCpus, root: baseline, logLevel: 'warn' }))
+    targets.push(await startGateway('after', { configDir: setup.configDir, backendUrl: setup.backendUrl, cpus: setup.serverCpus, root: REPO_ROOT, logLevel: 'warn' }))
+    for (let round = 0; round < rounds; round++) {
+      for (const target of round % 2 === 0 ? targets : [...targets].reverse()) {
+        const measured = await measure(target, round)
+        runs.push(measured)
+        log(`round ${round + 1} ${target.name}: ${JSON.stringify(measured)}`)
+      }
+    }
+    for (const target of targets) if (target.child !== undefined) await stop(target.child)
+  } finally {
+    await finishBench(setup)
+  }
+  return { runs, setup, begun, loadAtStart }
+}
