@@ -9,23 +9,19 @@
 //   BENCH_BASELINE=<checkout> (also the gateway of another checkout: `git archive` of an older
 //   commit with node_modules linked in) BENCH_PIN [1]
 // Writes bench/results/pipeline-flood.md and .json. Loopback only; every run is bounded.
-import { execFile } from 'node:child_process'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { cpus, loadavg, tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { cpus, loadavg } from 'node:os'
 import { parseScrape } from '../test/helpers/scrape.js'
 import { percentileOf, victimKeptAlive, type VictimResult } from '../test/helpers/victim.js'
-import { cpuMicros, taskset } from './lib/proc-cpu.js'
+import { cpuMicros } from './lib/proc-cpu.js'
 import { intFromEnv, round1, writeResults } from './lib/report.js'
 import { beforeAfter } from './lib/before-after.js'
 import { REST_CPUS, type Target } from './lib/targets.js'
-import { parseWrk, wrkAvailable } from './lib/wrk.js'
+import { wrkAvailable, wrkWithScript } from './lib/wrk.js'
 
 const CONNECTIONS = 256
 const DEPTH = 32
 const VICTIM_RATE = 20
 const VICTIM_CONNECTIONS = 4
-const KILL_GRACE_MS = 10_000
 /** wrk starts first; the victims start this long after it (1,000s of connections opening is not the steady state) and stop before it ends. */
 const MARGIN_S = 2
 
@@ -40,21 +36,8 @@ const PIPELINE_LUA = (token: string): string => [
   ''
 ].join('\n')
 
-async function wrkPipelined (url: string, seconds: number, token: string): Promise<ReturnType<typeof parseWrk> & { raw: string }> {
-  const dir = mkdtempSync(join(tmpdir(), 'petstore-pipeline-'))
-  const script = join(dir, 'pipeline.lua')
-  writeFileSync(script, PIPELINE_LUA(token))
-  const args = ['-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, '--latency', '-s', script, url]
-  const pin = taskset()
-  const [command, argv] = pin === null ? ['wrk', args] : [pin, ['-c', REST_CPUS, 'wrk', ...args]]
-  try {
-    const raw = await new Promise<string>((resolve, reject) => {
-      execFile(command, argv, { timeout: seconds * 1000 + KILL_GRACE_MS, maxBuffer: 1 << 20 }, (err, stdout) => { if (err !== null) reject(err); else resolve(stdout) })
-    })
-    return { ...parseWrk(raw), raw }
-  } finally {
-    rmSync(dir, { recursive: true, force: true })
-  }
+async function wrkPipelined (url: string, seconds: number, token: string): ReturnType<typeof wrkWithScript> {
+  return await wrkWithScript(url, seconds, { script: PIPELINE_LUA(token), connections: CONNECTIONS, cpus: REST_CPUS, extraArgs: ['--latency'], tmpPrefix: 'petstore-pipeline-' })
 }
 
 /** GET /healthz on the admin port at a fixed pace, each timed. */

@@ -15,17 +15,15 @@
 //   BENCH_BASELINE=<checkout> (another checkout's gateway measured alongside) BENCH_PIN [1]
 // Writes bench/results/pipeline-openapi.md and .json.
 import { execFile } from 'node:child_process'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { cpus, loadavg, tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { cpus, loadavg } from 'node:os'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { parseScrape } from '../test/helpers/scrape.js'
 import { percentileOf, victimKeptAlive, victimOnNewConnections, type VictimResult } from '../test/helpers/victim.js'
-import { cpuMicros, taskset } from './lib/proc-cpu.js'
+import { cpuMicros } from './lib/proc-cpu.js'
 import { intFromEnv, round1, writeResults } from './lib/report.js'
 import { beforeAfter } from './lib/before-after.js'
 import { REST_CPUS, type Target } from './lib/targets.js'
-import { parseWrk, wrkAvailable } from './lib/wrk.js'
+import { wrkAvailable, wrkWithScript } from './lib/wrk.js'
 
 const CONNECTIONS = 200
 const DEPTH = 60
@@ -33,7 +31,6 @@ const PATH = '/v1/openapi.json'
 /** Victim requests per second on each kind of connection, and how many of each. */
 const VICTIM_RATE = 10
 const VICTIM_CONNECTIONS = 2
-const KILL_GRACE_MS = 10_000
 /** The victims start this long after wrk (its connections opening is not the steady state) and stop this long before it ends. */
 const MARGIN_S = 2
 /** The victims' source addresses: kept-alive, then a new connection per request. */
@@ -52,21 +49,8 @@ const PIPELINE_LUA = [
   ''
 ].join('\n')
 
-async function wrkPipelined (url: string, seconds: number): Promise<ReturnType<typeof parseWrk> & { raw: string }> {
-  const dir = mkdtempSync(join(tmpdir(), 'petstore-row6-'))
-  const script = join(dir, 'pipeline.lua')
-  writeFileSync(script, PIPELINE_LUA)
-  const args = ['-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, '--timeout', '5s', '-s', script, url]
-  const pin = taskset()
-  const [command, argv] = pin === null ? ['wrk', args] : [pin, ['-c', REST_CPUS, 'wrk', ...args]]
-  try {
-    const raw = await new Promise<string>((resolve, reject) => {
-      execFile(command, argv, { timeout: seconds * 1000 + KILL_GRACE_MS, maxBuffer: 1 << 20 }, (err, stdout) => { if (err !== null) reject(err); else resolve(stdout) })
-    })
-    return { ...parseWrk(raw), raw }
-  } finally {
-    rmSync(dir, { recursive: true, force: true })
-  }
+async function wrkPipelined (url: string, seconds: number): ReturnType<typeof wrkWithScript> {
+  return await wrkWithScript(url, seconds, { script: PIPELINE_LUA, connections: CONNECTIONS, cpus: REST_CPUS, extraArgs: ['--timeout', '5s'], tmpPrefix: 'petstore-row6-' })
 }
 
 const COUNTERS = ['gateway_connections_refused_total', 'gateway_connections_reclaimed_total', 'gateway_connections_unused_closed_total', 'gateway_connections_closed_over_limit_total', 'gateway_shed_requests_total', 'gateway_requests_total'] as const

@@ -91,3 +91,24 @@ export async function wrkThroughput (opts: LoadOptions & { cpus?: string }): Pro
     rmSync(dir, { recursive: true, force: true })
   }
 }
+
+/**
+ * wrk running a Lua script of the caller's (an attack's pipelined writes) against `url` for `seconds`,
+ * on `cpus` when taskset is there; killed KILL_GRACE_MS after its duration. Its parsed figures and its output.
+ */
+export async function wrkWithScript (url: string, seconds: number, opts: { script: string, connections: number, cpus: string, extraArgs?: readonly string[], tmpPrefix: string }): Promise<Run & { raw: string }> {
+  const dir = mkdtempSync(join(tmpdir(), opts.tmpPrefix))
+  const script = join(dir, 'script.lua')
+  writeFileSync(script, opts.script)
+  const args = ['-t1', `-c${opts.connections}`, `-d${seconds}s`, ...(opts.extraArgs ?? []), '-s', script, url]
+  const pin = taskset()
+  const [command, argv] = pin === null ? ['wrk', args] : [pin, ['-c', opts.cpus, 'wrk', ...args]]
+  try {
+    const raw = await new Promise<string>((resolve, reject) => {
+      execFile(command, argv, { timeout: seconds * 1000 + KILL_GRACE_MS, maxBuffer: 1 << 20 }, (err, stdout) => { if (err !== null) reject(err); else resolve(stdout) })
+    })
+    return { ...parseWrk(raw), raw }
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
