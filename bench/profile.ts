@@ -66,12 +66,18 @@ const POLICY_OWNERS = ['pino', 'sonic-boom', 'prom-client', 'lru-cache', 'fast-r
 
 /**
  * Self time of the policy layer per frame group, in % of busy (not idle) time: our modules
- * (src/gateway/**) and the packages only the gateway uses (logging, metrics, caches), plus Fastify's
+ * (src/gateway/** Self time per profile node id, in µs (the samples' time deltas summed by the node they hit). */
+function selfMicros (profile: CpuProfile): Map<number, number> {
+  const selfUs = new Map<number, number>()
+  profile.samples.forEach((id, index) => { selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[index] ?? 0)) })
+  return selfUs
+}
+
+/**) and the packages only the gateway uses (logging, metrics, caches), plus Fastify's
  * per-request child logger. The gateway's share of the proxy path itself is the rest.
  */
 export function policyShares (profile: CpuProfile): Map<string, number> {
-  const selfUs = new Map<number, number>()
-  profile.samples.forEach((id, i) => { selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)) })
+  const selfUs = selfMicros(profile)
   const busy = busyMicros(profile)
   const shares = new Map<string, number>()
   for (const node of profile.nodes) {
@@ -100,8 +106,7 @@ export function comparePolicyShares (before: CpuProfile, after: CpuProfile): str
 
 /** Self time per frame (function, file, line) in % of busy time. */
 export function frameShares (profile: CpuProfile): Map<string, number> {
-  const selfUs = new Map<number, number>()
-  profile.samples.forEach((id, i) => { selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)) })
+  const selfUs = selfMicros(profile)
   const busy = busyMicros(profile)
   const shares = new Map<string, number>()
   for (const node of profile.nodes) {
@@ -142,8 +147,7 @@ export function stageOf (functionName: string, url: string): Stage | undefined {
 
 /** Self time per stage in % of busy time (lru-cache is charged to the limiter: the key cache's share is small beside the store's). */
 export function stageShares (profile: CpuProfile): Map<Stage, number> {
-  const selfUs = new Map<number, number>()
-  profile.samples.forEach((id, i) => { selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)) })
+  const selfUs = selfMicros(profile)
   const busy = busyMicros(profile)
   const shares = new Map<Stage, number>(STAGES.map((s) => [s, 0]))
   for (const node of profile.nodes) {
@@ -155,8 +159,7 @@ export function stageShares (profile: CpuProfile): Map<Stage, number> {
 }
 
 export function summarizeProfile (profile: CpuProfile, top = DEFAULT_TOP_FRAMES): string[] {
-  const selfUs = new Map<number, number>()
-  profile.samples.forEach((id, i) => { selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)) })
+  const selfUs = selfMicros(profile)
   const total = [...selfUs.values()].reduce((a, b) => a + b, 0)
   const byFrame = new Map<string, number>()
   const byOwner = new Map<string, number>()
