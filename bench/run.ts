@@ -28,7 +28,8 @@
 //      BENCH_WORKERS=1  also the gateway with GATEWAY_WORKERS=2 (it cannot be pinned to one core)
 //      BENCH_BASELINE=<dir>  also the in-process gateway of another checkout (e.g. `git archive` of an
 //                   older commit with node_modules linked in), interleaved with this one: before/after
-//      BENCH_BASELINE_REDIS=1  with BENCH_BASELINE, its gateway on Redis too (compared with stock like ours)
+//      BENCH_BASELINE_REDIS=1  with BENCH_BASELINE, its gateway on Redis too (compared with stock like ours), on a
+//                   redis-server of its own (an older layout on the same keys would break both)
 //      BENCH_WORKLOADS=hot|keys|zipf  only these throughput workloads (a comma list, e.g. hot,zipf);
 //      BENCH_LATENCY=0|1  no constant-rate section / force it in a quick run
 //      BENCH_TRACING=0|1  no tracing rows / force them in a quick run;  BENCH_TRACING=only  the tracing rows alone (bench/lib/tracing-cost.ts),
@@ -254,13 +255,16 @@ async function main (): Promise<void> {
 
     /** One closed-loop run of `tokens` against `t`, with the CPU and Redis commands it cost. */
     async function measure (t: Target, tokens: string[], order?: number[]): Promise<Measured> {
-      const cmdBefore = await commandCalls(redis)
+      // The baseline's gateway on Redis has a Redis of its own: an older checkout's layout on the same keys breaks both.
+      const its = t.name === baselineRedis && baselineRedisServer !== undefined ? baselineRedisServer : redis
+      const itsPid = its.child.pid
+      const cmdBefore = await commandCalls(its)
       const cpuBefore = cpuMicros(t.pid)
-      const redisBefore = cpuMicros(redisPid)
+      const redisBefore = cpuMicros(itsPid)
       const run = await closedLoop({ url: `${t.url}${DEFAULT_PATH}`, seconds: p.seconds, connections: p.connections, tokens, ...(order === undefined ? {} : { order }) })
       const cpuAfter = cpuMicros(t.pid)
-      const redisAfter = cpuMicros(redisPid)
-      const delta = commandDelta(cmdBefore, await commandCalls(redis))
+      const redisAfter = cpuMicros(itsPid)
+      const delta = commandDelta(cmdBefore, await commandCalls(its))
       const n = Math.max(1, run.total)
       return { ...run, processUs: (cpuAfter - cpuBefore) / n, redisUs: (redisAfter - redisBefore) / n, commands: delta.sent / n, calls: delta.calls, scriptCalls: scriptCalls(delta.calls) }
     }
@@ -276,6 +280,7 @@ async function main (): Promise<void> {
     const baseline = process.env.BENCH_BASELINE
     const baselineRedis = baseline !== undefined && baseline !== '' && process.env.BENCH_BASELINE_REDIS === '1' ? `${gwRedis} (baseline)` : undefined
     const redisGateways = [gwRedis, ...baselineRedis === undefined ? [] : [baselineRedis], ...variants.map((v) => `${gwRedis}, ${v.name}`)]
+    const baselineRedisServer = baselineRedis === undefined ? undefined : await startRedis(work)
     const targets: Target[] = [
       { name: direct, url: backendUrl, child: undefined, pid: backendChild.pid },
       await startPrinting(bare, 'bench/servers/bare-proxy.ts', [backendUrl]),
@@ -286,7 +291,7 @@ async function main (): Promise<void> {
       await startPrinting(stockAp, 'bench/servers/stock.ts', [backendUrl, redis.url, 'auto-pipelining'])
     ]
     if (baseline !== undefined && baseline !== '') targets.splice(3, 0, await startGateway(`${gwMemory} (baseline: ${baseline})`, { configDir, backendUrl, env: gatewayEnv, root: baseline }))
-    if (baselineRedis !== undefined) targets.splice(5, 0, await startGateway(baselineRedis, { configDir, backendUrl, redisUrl: redis.url, env: gatewayEnv, root: baseline }))
+    if (baselineRedis !== undefined) targets.splice(5, 0, await startGateway(baselineRedis, { configDir, backendUrl, redisUrl: baselineRedisServer?.url ?? redis.url, env: gatewayEnv, root: baseline }))
     if (process.env.BENCH_WORKERS === '1') targets.push(await startGateway(`${gwRedis}, 2 workers (unpinned)`, { configDir, backendUrl, redisUrl: redis.url, workers: 2, env: gatewayEnv }))
     // Both ends of the config: a gateway without the Zipf workload's 10,000 keys answers 401 here.
     for (const t of targets) for (const token of [benchToken(0), benchToken(CONFIG_KEYS - 1)]) await assertServes(t, token)
@@ -381,11 +386,12 @@ async function main (): Promise<void> {
       await interleave(latencyTargets, p, async (t) => {
         // CPU per request at the same request rate for every configuration: no configuration gets
         // the cheaper per-request cost of bigger event-loop batches by being faster.
+        const itsPid = t.name === baselineRedis && baselineRedisServer !== undefined ? baselineRedisServer.child.pid : redisPid
         const cpuBefore = cpuMicros(t.pid)
-        const redisBefore = cpuMicros(redisPid)
+        const redisBefore = cpuMicros(itsPid)
         const run = await fixedRate({ url: `${t.url}${DEFAULT_PATH}`, seconds: p.seconds, connections: DEFAULT_RATE_CONNECTIONS, tokens: zipf.tokens, order: zipf.order, rate: p.rate })
         const n = Math.max(1, run.total)
-        const measured = { ...run, processUs: (cpuMicros(t.pid) - cpuBefore) / n, redisUs: (cpuMicros(redisPid) - redisBefore) / n }
+        const measured = { ...run, processUs: (cpuMicros(t.pid) - cpuBefore) / n, redisUs: (cpuMicros(itsPid) - redisBefore) / n }
         rateRuns.get(t.name)?.push(measured)
         return measured
       })
