@@ -1,0 +1,79 @@
+// More than one accept per turn of the event loop. libuv accepts one connection per listening
+// socket per loop iteration (since libuv 1.45, "unix: don't accept() connections in a loop"), and
+// the kernel's accept queue is first come, first served: a burst of connections — an attacker
+// opening 200 at once — put a newcomer behind all of them, and while each turn served big
+// responses (30–100 ms under a pipelined flood) it waited for seconds before it was even accepted
+// (issue 39 row 6: 6.5 s to accept wrk's 200 connections, the victim's connection behind them).
+// Here the public listener is opened with SO_REUSEPORT and `count` more listening sockets join it
+// on the same address and port; the kernel spreads new connections over them by a hash of the
+// connection's addresses, and each is accepted from in every turn: a burst of N waits about N/(count+1)
+// turns, not N. Every connection they accept goes to the HTTP server as its own would (its
+// 'connection' event: the connection guard, the timeouts, the shutdown all see it). They stop
+// accepting when the server closes. Linux only shares a port among sockets of the same user, so
+// the group is the gateway's own. Not in a cluster worker: there the primary owns the listener.
+import cluster from 'node:cluster'
+import type { Server } from 'node:http'
+import { createServer, type ListenOptions, type Server as NetServer, type Socket } from 'node:net'
+
+export interface AcceptShards {
+  /** Listening sockets added beside the server's own (0 until it listens, or when they could not be opened). */
+  readonly open: number
+  /** Stops them accepting (the server's own listener is the caller's to close). */
+  close: () => void
+}
+
+/**
+ * Before `server.listen` is called: makes its TCP listen calls use SO_REUSEPORT and, once it
+ * listens, opens `count` more listening sockets on its address and port feeding it. `onError` is
+ * told once if they cannot be opened (the server then accepts as Node alone does).
+ */
+export function shardAccepts (server: Server, count: number, onError: (err: Error) => void): AcceptShards {
+  const shards: NetServer[] = []
+  let closed = false
+  const result: AcceptShards = {
+    get open () { return shards.filter((s) => s.listening).length },
+    close () {
+      closed = true
+      for (const shard of shards) shard.close()
+    }
+  }
+  if (count <= 0 || cluster.isWorker) return result
+  let reusePort = false
+  let backlog: number | undefined
+  const listen = server.listen.bind(server) as (...args: unknown[]) => Server
+  // Fastify calls listen(options, callback) with { host, port, backlog }: a path (a Unix socket) or a handle is left as it is.
+  server.listen = function listenSharingPort (...args: unknown[]): Server {
+    const options = args[0]
+    if (typeof options === 'object' && options !== null && 'port' in options && !('path' in options)) {
+      reusePort = true
+      backlog = (options as ListenOptions).backlog
+      args[0] = { ...(options as ListenOptions), reusePort: true }
+    }
+    return listen(...args)
+  } as Server['listen']
+  server.once('listening', () => {
+    const address = server.address()
+    if (!reusePort || closed || address === null || typeof address === 'string') return
+    const { address: host, port } = address
+    let reported = false
+    for (let i = 0; i < count; i++) {
+      const shard = createServer((socket: Socket) => {
+        if (closed) {
+          socket.destroy()
+          return
+        }
+        // As if the server had accepted it: Node's HTTP code (which sets socket.server) and every listener of its 'connection'.
+        server.emit('connection', socket)
+      })
+      shard.on('error', (err: Error) => {
+        shard.close()
+        if (reported) return
+        reported = true
+        onError(err)
+      })
+      shard.listen({ host, port, backlog, reusePort: true })
+      shards.push(shard)
+    }
+  })
+  return result
+}
