@@ -44,12 +44,21 @@ export function shardAccepts (server: Server, count: number, onError: (err: Erro
   // Fastify calls listen(options, callback) with { host, port, backlog }: a path (a Unix socket) or a handle is left as it is.
   server.listen = function listenSharingPort (...args: unknown[]): Server {
     const options = args[0]
-    if (typeof options === 'object' && options !== null && 'port' in options && !('path' in options)) {
-      reusePort = true
-      backlog = (options as ListenOptions).backlog
-      args[0] = { ...(options as ListenOptions), reusePort: true }
-    }
-    return listen(...args)
+    if (typeof options !== 'object' || options === null || !('port' in options) || 'path' in options) return listen(...args)
+    const { host, port } = options as ListenOptions
+    reusePort = true
+    backlog = (options as ListenOptions).backlog
+    args[0] = { ...(options as ListenOptions), reusePort: true }
+    if (port === undefined || Number(port) === 0) return listen(...args)
+    // SO_REUSEPORT would also let a second gateway (or anything of the same user) share a port that
+    // is already taken, silently splitting its traffic: the port is first bound alone, so a port in
+    // use still fails with EADDRINUSE.
+    const probe = createServer()
+    probe.once('error', (err: Error) => { server.emit('error', err) })
+    probe.listen({ host, port, exclusive: true }, () => {
+      probe.close(() => { listen(...args) })
+    })
+    return server
   } as Server['listen']
   server.once('listening', () => {
     const address = server.address()
