@@ -9,8 +9,10 @@
 // connection's addresses, and each is accepted from in every turn: a burst of N waits about N/(count+1)
 // turns, not N. Every connection they accept goes to the HTTP server as its own would (its
 // 'connection' event: the connection guard, the timeouts, the shutdown all see it). They stop
-// accepting when the server closes. Linux only shares a port among sockets of the same user, so
-// the group is the gateway's own. Not in a cluster worker: there the primary owns the listener.
+// accepting when the server closes, and its close() waits for their connections as for its own.
+// Linux only shares a port among sockets of the same user that all set SO_REUSEPORT, and a port
+// already taken is refused as before (it is bound alone first). Not in a cluster worker: there the
+// primary owns the listener.
 import cluster from 'node:cluster'
 import type { Server } from 'node:http'
 import { createServer, type ListenOptions, type Server as NetServer, type Socket } from 'node:net'
@@ -38,6 +40,19 @@ export function shardAccepts (server: Server, count: number, onError: (err: Erro
     }
   }
   if (count <= 0 || cluster.isWorker) return result
+  // The server's own count of connections (what its close() waits for) holds only those it accepted:
+  // its close() also waits for theirs, so nothing it stops for (the upstream pool) goes first.
+  const accepted = new Set<Socket>()
+  const drained: Array<() => void> = []
+  const close = server.close.bind(server)
+  server.close = function closeWithShards (callback?: (err?: Error) => void): Server {
+    result.close()
+    return close((err?: Error) => {
+      if (callback === undefined) return
+      if (accepted.size === 0) callback(err)
+      else drained.push(() => { callback(err) })
+    })
+  } as Server['close']
   let reusePort = false
   let backlog: number | undefined
   const listen = server.listen.bind(server) as (...args: unknown[]) => Server
@@ -71,6 +86,11 @@ export function shardAccepts (server: Server, count: number, onError: (err: Erro
           socket.destroy()
           return
         }
+        accepted.add(socket)
+        socket.once('close', () => {
+          accepted.delete(socket)
+          if (accepted.size === 0) for (const done of drained.splice(0)) done()
+        })
         // As if the server had accepted it: Node's HTTP code (which sets socket.server) and every listener of its 'connection'.
         server.emit('connection', socket)
       })

@@ -126,12 +126,8 @@ export const connectionLimitsPlugin = fp<ConnectionLimitsOptions>(async function
   // at once (its 60 pipelined requests parsed, its first answered) only while its client opened
   // fewer than NEW_CONNECTIONS_PER_CLIENT_PER_TURN in this turn; the others stay unread — their
   // head deadline not running — and are read a few per turn, in the order they came.
-  const shards = shardAccepts(app.server, opts.acceptShards ?? DEFAULT_ACCEPT_SHARDS, (err) => {
+  shardAccepts(app.server, opts.acceptShards ?? DEFAULT_ACCEPT_SHARDS, (err) => {
     app.log.warn({ err }, 'the listener accepts one connection per turn: its extra listening sockets could not be opened')
-  })
-  app.addHook('preClose', (done) => {
-    shards.close()
-    done()
   })
   const newConnections = clientTurns(opts.newConnectionsPerClientPerTurn ?? NEW_CONNECTIONS_PER_CLIENT_PER_TURN)
   // After the guard's own listener: a connection it refused is already destroyed.
