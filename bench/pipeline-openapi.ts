@@ -8,8 +8,10 @@
 // worst ≤ 500 ms, p99 ≤ 200 ms. To tell where a victim's time went, each round also reports the
 // gateway's own view of the victim's route (gateway_request_duration_seconds and the backend's
 // part, as counts under 0.25/0.5/1 s), the gateway's loop lag, this process's own loop lag (the
-// victims' client), the longest a victim's request sat unread in the gateway's receive queue
-// (sampled with `ss`), the gateway's CPU and the connection and shed counters.
+// victims' client), the longest a victim's request sat unread in the gateway's receive queue and
+// the longest accept queue over the port's listening sockets (both sampled with `ss`: wrk's 200
+// connections, opened at once, waited there for seconds while libuv accepted one per turn, and a
+// victim's connection behind them), the gateway's CPU and the connection and shed counters.
 // Bounded: ROW6_SECONDS per round (wrk killed 10 s after), loopback only.
 //   node --import tsx bench/pipeline-openapi.ts   Env: ROW6_SECONDS [15] ROW6_ROUNDS [2]
 //   BENCH_BASELINE=<checkout> (another checkout's gateway measured alongside) BENCH_PIN [1]
@@ -81,27 +83,45 @@ async function counters (adminUrl: string): Promise<Record<string, number>> {
 
 const UNREAD_SAMPLE_MS = 200
 
+/** What the `ss` samples showed: see unreadAndQueued. */
+interface SocketSamples {
+  /** The longest run of samples in which a victim's request sat unread in the gateway's receive queue (ms). */
+  unreadMs: number
+  /** The most connections seen waiting to be accepted, over all the port's listening sockets. */
+  acceptQueueMax: number
+}
+
 /**
- * While `during` runs, samples (`ss`) the gateway's side of the victims' connections every
- * UNREAD_SAMPLE_MS: the longest run of samples in which a victim's request sat unread in the
- * gateway's receive queue (Recv-Q > 0), in ms — time the gateway did not read a socket that had
- * a request, which its handler's own durations cannot show. Null without `ss`.
+ * While `during` runs, samples (`ss`) the gateway's port every UNREAD_SAMPLE_MS: the longest run of
+ * samples in which a victim's request sat unread in the gateway's receive queue (Recv-Q > 0) — time
+ * the gateway did not read a socket that had a request, which its handler's own durations cannot
+ * show — and the longest accept queue (a listening socket's Recv-Q: connections the kernel
+ * completed and the gateway has not accepted; a victim's connection waits behind them, and
+ * connections waiting there show as established with their request unread). Null without `ss`.
  */
-async function longestUnreadMs (port: number, during: Promise<unknown>): Promise<number | null> {
+async function unreadAndQueued (port: number, during: Promise<unknown>): Promise<SocketSamples | null> {
   let running = true
   void during.finally(() => { running = false })
   const streaks = new Map<string, number>()
   let longest = 0
+  let acceptQueueMax = 0
   while (running) {
     const out = await new Promise<string | null>((resolve) => {
-      execFile('ss', ['-tnH', 'state', 'established', `( sport = :${port} )`], { timeout: 2_000 }, (err, stdout) => { resolve(err === null ? stdout : null) })
+      execFile('ss', ['-tnH', 'state', 'established', 'state', 'listening', `( sport = :${port} )`], { timeout: 2_000 }, (err, stdout) => { resolve(err === null ? stdout : null) })
     })
     if (out === null) return null
     const unread = new Set<string>()
+    let queued = 0
     for (const line of out.split('\n')) {
-      const [recvQ, , , peer] = line.trim().split(/\s+/)
+      // With two states asked for, each line starts with its state.
+      const [state, recvQ, , , peer] = line.trim().split(/\s+/)
+      if (state === 'LISTEN') {
+        queued += Number(recvQ)
+        continue
+      }
       if (peer !== undefined && VICTIM_PREFIXES.some((p) => peer.startsWith(p)) && Number(recvQ) > 0) unread.add(peer)
     }
+    if (queued > acceptQueueMax) acceptQueueMax = queued
     for (const peer of [...streaks.keys()]) if (!unread.has(peer)) streaks.delete(peer)
     for (const peer of unread) {
       const streak = (streaks.get(peer) ?? 0) + 1
@@ -110,7 +130,7 @@ async function longestUnreadMs (port: number, during: Promise<unknown>): Promise
     }
     await new Promise((resolve) => setTimeout(resolve, UNREAD_SAMPLE_MS))
   }
-  return longest * UNREAD_SAMPLE_MS
+  return { unreadMs: longest * UNREAD_SAMPLE_MS, acceptQueueMax }
 }
 
 function merge (results: VictimResult[]): { sent: number, answered: number, latencies: number[], statuses: Record<string, number>, failures: Record<string, number>, reconnects: number } {
@@ -157,7 +177,7 @@ async function measure (t: Target, seconds: number, round: number): Promise<Reco
     Promise.all(Array.from({ length: VICTIM_CONNECTIONS }, async (_, i) => await victimKeptAlive(target, `${KEPT_ALIVE_PREFIX}${i + 1}`, opts))),
     Promise.all(Array.from({ length: VICTIM_CONNECTIONS }, async (_, i) => await victimOnNewConnections(target, `${NEW_CONNECTION_PREFIX}${i + 1}`, opts)))
   ])
-  const [[keptAlive, fresh], unreadMs] = await Promise.all([victimsDone, longestUnreadMs(port, victimsDone)])
+  const [[keptAlive, fresh], sampled] = await Promise.all([victimsDone, unreadAndQueued(port, victimsDone)])
   const wrk = await flood
   const cpu = cpuMicros(t.pid) - cpuBefore
   clientLag.disable()
@@ -171,7 +191,8 @@ async function measure (t: Target, seconds: number, round: number): Promise<Reco
     victimNewConnections: shape(merge(fresh)),
     flood: { requestsPerSecond: Math.round(wrk.requestsPerSecond), total: wrk.total, non2xx: wrk.non2xx, socketErrors: wrk.errorsByKind ?? {} },
     gatewayCpuPercent: round1(100 * cpu / (seconds * 1e6)),
-    victimRequestUnreadInGatewayMaxMs: unreadMs,
+    victimRequestUnreadInGatewayMaxMs: sampled?.unreadMs ?? null,
+    acceptQueueMax: sampled?.acceptQueueMax ?? null,
     victimClientLoopLag: { p99Ms: round1(clientLag.percentile(99) / 1e6), maxMs: round1(clientLag.max / 1e6) },
     counters: Object.fromEntries(Object.entries(after).map(([k, v]) => [k, k.startsWith('loopLag_') ? v : v - (before[k] ?? 0)])),
     loadAverage: round1(loadavg()[0] ?? 0)

@@ -76,12 +76,20 @@ export interface ConnectionGuard {
   sweep: () => void
   /** Whether the request was parsed while an earlier response of its connection was still being answered (pipelined). */
   queuedBehindAnother: (req: IncomingMessage) => boolean
+  /**
+   * The gateway leaves a new connection unread for now (its client opened more than a turn's share):
+   * its head deadline waits until readingStarts.
+   */
+  readingDeferred: (socket: Socket) => void
+  /** Reading a deferred connection begins: its head deadline runs from now. */
+  readingStarts: (socket: Socket) => void
 }
 
 const kClient = Symbol('gateway.connectionClient')
 const kAcceptedAt = Symbol('gateway.acceptedAt')
 const kActiveAt = Symbol('gateway.activeAt')
 const kQueued = Symbol('gateway.queuedBehindAnother')
+const kUnread = Symbol('gateway.readingDeferred')
 
 interface QueuedRequest extends IncomingMessage {
   [kQueued]?: true
@@ -92,6 +100,8 @@ interface GuardedSocket extends Socket {
   [kAcceptedAt]?: number
   /** When it was accepted, completed a request head or finished a response, whichever was last. */
   [kActiveAt]?: number
+  /** Left unread by the gateway: no head deadline yet. */
+  [kUnread]?: boolean
   _httpMessage?: object | null
 }
 
@@ -295,9 +305,19 @@ export function guardConnections (server: Server, opts: ConnectionGuardOptions):
     if (timeout <= 0) return
     const deadline = now() - timeout
     for (const socket of fresh) {
+      if (socket[kUnread] === true) continue
       if ((socket[kAcceptedAt] ?? 0) > deadline) break
       closeUnused(socket, 'head_timeout')
     }
+  }
+
+  function readingStarts (socket: GuardedSocket): void {
+    if (socket[kUnread] !== true) return
+    socket[kUnread] = false
+    if (!fresh.delete(socket)) return
+    // Its deadline runs from now: to the end of `fresh`, which stays in deadline order.
+    socket[kAcceptedAt] = now()
+    fresh.add(socket)
   }
 
   return {
@@ -306,6 +326,8 @@ export function guardConnections (server: Server, opts: ConnectionGuardOptions):
     get clients () { return clients.size },
     clientOf: (socket) => (socket as GuardedSocket)[kClient] ?? undefined,
     sweep,
-    queuedBehindAnother: (req) => (req as QueuedRequest)[kQueued] === true
+    queuedBehindAnother: (req) => (req as QueuedRequest)[kQueued] === true,
+    readingDeferred: (socket) => { (socket as GuardedSocket)[kUnread] = true },
+    readingStarts
   }
 }

@@ -5,11 +5,14 @@
 // per socket peer (client-address.ts's client: IPv4 address or IPv6 prefix); a trusted proxy's
 // peer carries many clients, so neither applies to it (docs/decisions.md §11).
 import fp from 'fastify-plugin'
+import type { Socket } from 'node:net'
 import { Counter, Gauge } from 'prom-client'
 import { anonymousClientKey } from './client-address.js'
 import { trustFunction, type TrustProxy } from './client-ip.js'
 import { guardConnections, type ConnectionGuard, type RefusalReason, type UnusedReason } from './connection-guard.js'
-import { closeWithTimeout, HEAD_TIMEOUT_SWEEP_MS, PIPELINED_PER_CLIENT_PER_TURN } from './limits.js'
+import { shardAccepts } from './accept-shards.js'
+import { clientTurns } from './client-turns.js'
+import { closeWithTimeout, DEFAULT_ACCEPT_SHARDS, HEAD_TIMEOUT_SWEEP_MS, NEW_CONNECTIONS_PER_CLIENT_PER_TURN, PIPELINED_PER_CLIENT_PER_TURN } from './limits.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -30,37 +33,10 @@ export interface ConnectionLimitsOptions {
   trustProxy: TrustProxy
   /** Default PIPELINED_PER_CLIENT_PER_TURN. */
   pipelinedPerClientPerTurn?: number
-}
-
-/** Lets pipelined requests in per turn of the event loop: at most `perClientPerTurn` of each client, in arrival order. */
-function pipelineTurns (perClientPerTurn: number): (client: object, proceed: () => void) => void {
-  const waiting = new Map<object, Array<() => void>>()
-  let scheduled = false
-  function schedule (): void {
-    if (scheduled) return
-    scheduled = true
-    setImmediate(runTurn)
-  }
-  function runTurn (): void {
-    scheduled = false
-    // A snapshot: what the requests let in now queue (their connections' next requests) waits for the next turn.
-    const batches: Array<Array<() => void>> = []
-    for (const [client, queue] of waiting) {
-      batches.push(queue.splice(0, perClientPerTurn))
-      if (queue.length === 0) waiting.delete(client)
-    }
-    if (waiting.size > 0) schedule()
-    for (const batch of batches) for (const proceed of batch) proceed()
-  }
-  return function enqueue (client, proceed) {
-    let queue = waiting.get(client)
-    if (queue === undefined) {
-      queue = []
-      waiting.set(client, queue)
-    }
-    queue.push(proceed)
-    schedule()
-  }
+  /** Default NEW_CONNECTIONS_PER_CLIENT_PER_TURN. */
+  newConnectionsPerClientPerTurn?: number
+  /** Listening sockets added beside the listener's own (edge/accept-shards.ts); default DEFAULT_ACCEPT_SHARDS. */
+  acceptShards?: number
 }
 
 const REASONS: readonly RefusalReason[] = ['client_cap', 'server_cap']
@@ -136,13 +112,42 @@ export const connectionLimitsPlugin = fp<ConnectionLimitsOptions>(async function
   // of one client's: however many connections a client pipelines on, a turn stays short, so a
   // request on another client's connection — or a new connection, which Node accepts one per turn
   // while busy — waits behind a few of its responses, not all of them (issue 39 row 6).
-  const enterInTurn = pipelineTurns(opts.pipelinedPerClientPerTurn ?? PIPELINED_PER_CLIENT_PER_TURN)
+  const pipelined = clientTurns(opts.pipelinedPerClientPerTurn ?? PIPELINED_PER_CLIENT_PER_TURN)
   app.addHook('onRequest', function pipelinedInTurn (request, _reply, done) {
     if (!guard.queuedBehindAnother(request.raw)) {
       done()
       return
     }
-    enterInTurn(guard.clientOf(request.raw.socket) ?? request.raw.socket, done)
+    pipelined.later(guard.clientOf(request.raw.socket) ?? request.raw.socket, done)
+  })
+
+  // The accept queue is drained faster than one connection per turn (accept-shards.ts); what a
+  // client's burst of new connections then costs a turn is bounded too: each new connection is read
+  // at once (its 60 pipelined requests parsed, its first answered) only while its client opened
+  // fewer than NEW_CONNECTIONS_PER_CLIENT_PER_TURN in this turn; the others stay unread — their
+  // head deadline not running — and are read a few per turn, in the order they came.
+  shardAccepts(app.server, opts.acceptShards ?? DEFAULT_ACCEPT_SHARDS, (err) => {
+    app.log.warn({ err }, 'the listener accepts one connection per turn: its extra listening sockets could not be opened')
+  })
+  const newConnections = clientTurns(opts.newConnectionsPerClientPerTurn ?? NEW_CONNECTIONS_PER_CLIENT_PER_TURN)
+  // After the guard's own listener: a connection it refused is already destroyed.
+  app.server.on('connection', function readInTurn (socket: Socket) {
+    if (socket.destroyed) return
+    const client = guard.clientOf(socket) ?? socket
+    if (newConnections.now(client)) return
+    // Node starts reading a new connection on the next tick (its HTTP code listens for 'data', which
+    // resumes it): it is paused right then, and whenever else it is resumed until its turn comes.
+    // ('resume' comes after Node's own handler has started reading, in the same tick: no read
+    // happens in between; pausing earlier would leave Node's pending resume to read it.)
+    const keepUnread = (): void => { if (!socket.destroyed) socket.pause() }
+    socket.on('resume', keepUnread)
+    guard.readingDeferred(socket)
+    newConnections.later(client, () => {
+      socket.off('resume', keepUnread)
+      if (socket.destroyed) return
+      guard.readingStarts(socket)
+      socket.resume()
+    })
   })
 
   app.addHook('onSend', function closeOverLimit (request, reply, payload, done) {

@@ -72,6 +72,17 @@ export const DEFAULT_LISTEN_BACKLOG = 4096
  * the accept queue for seconds.
  */
 export const PIPELINED_PER_CLIENT_PER_TURN = 4
+/**
+ * New connections of one client read per turn (edge/connection-limits.ts): the rest of a burst stays
+ * unread for the next turns, so a client opening hundreds at once costs a turn a few of them.
+ */
+export const NEW_CONNECTIONS_PER_CLIENT_PER_TURN = 4
+/**
+ * Listening sockets that join the public listener on its port (SO_REUSEPORT, edge/accept-shards.ts):
+ * libuv accepts one connection per listening socket per turn, so a burst of N new connections
+ * waits about N / (this + 1) turns to be accepted instead of N.
+ */
+export const DEFAULT_ACCEPT_SHARDS = 63
 /** After this many 429s in a row a client's further 429s close their connection (a ban's at once). */
 export const DEFAULT_CLOSE_AFTER_REJECTIONS = 10
 /** Path parameters (pet id) longer than this are 400, counted like any request (edge/request-screen.ts). */
