@@ -29,10 +29,6 @@ function shippedRedisArgs (): string[] {
 }
 const NO_PERSISTENCE = ['--save', '', '--appendonly', 'no']
 
-// The two crash runs each have their own Redis and gateway; most of each is waiting (the AOF's
-// fsync second, the restart, the store coming back): they run side by side.
-t.jobs = 2
-
 /** Longer than appendfsync everysec's second: what was written before it is on disk. */
 const AFTER_LAST_WRITE_MS = 1_500
 

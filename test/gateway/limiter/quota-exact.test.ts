@@ -11,10 +11,6 @@ import { quotaFlood } from '../../helpers/quota-attack.js'
 
 const PAUSES = [{ at: 400, ms: 300 }, { at: 1_000, ms: 800 }]
 
-// Each case has its own Redis, backend and gateway processes, and asserts counts, which load cannot
-// move: the two run side by side (most of each is the flood's pacing and Redis frozen).
-t.jobs = 2
-
 t.test('perMonth 100 (minute and day 100 too): exactly 100 admissions', async (t) => {
   const run = await quotaFlood(t, { limits: '{ perMinute: 100, perDay: 100, perMonth: 100 }', requests: 400, wave: 8, pauses: PAUSES })
   t.comment(`answers ${JSON.stringify(run.answers)}; pauses ${run.paused.join(', ')} ms; month in Redis ${run.monthInRedis}`)
