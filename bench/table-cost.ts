@@ -2,7 +2,7 @@
 // they were (lru-cache: an exact LRU, the store's with a TTL renewed on every get) against the
 // second-chance map that replaced them (src/shared/second-chance-map.ts), on the bench's three
 // traffic shapes (one hot key, 1,000 keys in turn, the Zipf draw over 10,000 consumers). One process,
-// no I/O: ns per lookup and bytes allocated per lookup, interleaved rounds, medians. Pin it
+// no I/O: CPU ns per lookup (user + system of the process, steadier than wall time on a shared core) and bytes allocated per lookup, interleaved rounds, medians. Pin it
 // (`taskset -c 0`) and read it beside the load average it prints.
 //   node --import tsx --expose-gc bench/table-cost.ts  [TABLE_ROUNDS=9 TABLE_LOOKUPS=1000000]
 import { LRUCache } from 'lru-cache'
@@ -78,10 +78,11 @@ function measure (make: (now: () => number) => Lookup, shape: (index: number) =>
   for (let i = 0; i < 50_000; i++) lookup(shape(i), Date.now()) // fill and warm up
   globalThis.gc?.()
   const heapBefore = process.memoryUsage().heapUsed
-  const start = process.hrtime.bigint()
+  const start = process.cpuUsage()
   let sink = 0
   for (let i = 0; i < LOOKUPS; i++) sink += lookup(shape(i), Date.now()).count
-  const ns = Number(process.hrtime.bigint() - start) / LOOKUPS
+  const spent = process.cpuUsage(start)
+  const ns = (spent.user + spent.system) * 1000 / LOOKUPS
   const bytes = (process.memoryUsage().heapUsed - heapBefore) / LOOKUPS
   if (sink < 0) console.log(sink)
   return { ns, bytes }
@@ -101,7 +102,7 @@ for (let round = 0; round < ROUNDS; round++) {
   }
 }
 console.log(`load average ${loadavg().map((value) => value.toFixed(1)).join(' ')}; ${ROUNDS} rounds × ${LOOKUPS} lookups (incl. Date.now and the shape's key pick)`)
-console.log('| shape | table | ns per lookup (median) | min–max | bytes allocated per lookup (median) |')
+console.log('| shape | table | CPU ns per lookup (median) | min–max | bytes allocated per lookup (median) |')
 console.log('|---|---|---:|---:|---:|')
 for (const [name, row] of Object.entries(results)) {
   const [shapeName, makerName] = name.split(' | ')
