@@ -1,15 +1,15 @@
 // A bounded map whose hit costs one Map lookup and one boolean write. An exact LRU (lru-cache) moves
 // the entry to the tail of its list on every hit — four index writes into tables as large as the
-// bound, and, with a TTL, two clock reads — which is what a request of a cold consumer paid twice
+// bound, and, with a TTL, two clock reads — which every request paid twice
 // (the key cache, the in-process limiter's states). Here a hit only marks its entry.
 //
 // Eviction order (second chance, the CLOCK algorithm over the Map's insertion order): when a new
 // key arrives at the bound, the entries are examined from the oldest placed; one hit since it was
 // placed is moved to the newest end with its mark cleared (its second chance), the first one not
 // hit since it was placed is evicted. So an entry that was not hit since it was placed always goes
-// before one that was, and among entries not hit the oldest placed goes first; an entry hit since
-// the last eviction pass reached it is never the one evicted. Each eviction examines at most
-// size + 1 entries (a full pass clears every mark) and O(1) of them on average.
+// before one that was, and among entries not hit the oldest placed goes first; an entry hit since it
+// was placed is evicted only when every entry was (a full pass clears every mark, then the oldest
+// placed goes). Each eviction examines at most size + 1 entries, O(1) of them on average.
 interface Slot<Value> { value: Value, hit: boolean }
 
 export class SecondChanceMap<Key, Value> {
