@@ -14,7 +14,7 @@ import type { Ask, BanEntry, ConsumeOutcome, ConsumeResult, LimiterStore, Window
 
 /** Key states kept; only configured keys create one, so this bounds memory rather than caps traffic. */
 export const DEFAULT_MEMORY_MAX_KEYS = 100_000
-/** Anonymous client states kept (ANONYMOUS_STATE_MAX); the least recently seen client is evicted beyond it. */
+/** Anonymous client states kept (ANONYMOUS_STATE_MAX); beyond it, a client not seen since it was placed is evicted (second chance). */
 export const DEFAULT_ANONYMOUS_STATE_MAX = 100_000
 /** Longest a key state matters after its last request: the day window, or a ban's escalation memory. */
 export const DEFAULT_MEMORY_IDLE_MS = 2 * 86_400_000
