@@ -1,5 +1,6 @@
 // The token → key record cache of auth/key-cache.ts: a hit skips the digest, a reload (new snapshot)
-// takes effect at once, misses are never cached, and the cache is bounded.
+// takes effect at once, misses are never cached, and the cache is bounded with second-chance eviction
+// (src/shared/second-chance-map.ts): a key hit since it was placed outlives one that was not.
 import t from 'tap'
 import { createHash } from 'node:crypto'
 import { createKeyLookup } from '../../../src/gateway/auth/key-cache.js'
@@ -50,5 +51,21 @@ t.test('misses are not cached, and the cache is bounded', async (t) => {
   lookup(counting, DEMO_KEYS.business)
   digests = 0
   lookup(counting, DEMO_KEYS.free)
-  t.equal(digests, 1, 'the least recent entry was evicted at the bound (2)')
+  t.equal(digests, 1, 'both were hit: both had a second chance, then the oldest placed (free) was evicted at the bound (2)')
+})
+
+t.test('eviction is second chance: a key hit since it was placed outlives one that was not', async (t) => {
+  const snapshot = testConfig()
+  let digests = 0
+  const counting = { ...snapshot, keysByDigest: { get: (digestHex: string) => { digests++; return snapshot.keysByDigest.get(digestHex) } } } as unknown as typeof snapshot
+  const lookup = createKeyLookup(2)
+  lookup(counting, DEMO_KEYS.free) // placed first
+  lookup(counting, DEMO_KEYS.pro) // placed second, never hit
+  lookup(counting, DEMO_KEYS.free) // hit: free is marked
+  lookup(counting, DEMO_KEYS.business) // at the bound: free gets its second chance, pro (not hit) goes
+  digests = 0
+  lookup(counting, DEMO_KEYS.free)
+  t.equal(digests, 0, 'free, the older but hit, is still cached')
+  lookup(counting, DEMO_KEYS.pro)
+  t.equal(digests, 1, 'pro, the newer but never hit, was evicted')
 })

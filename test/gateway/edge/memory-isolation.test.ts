@@ -32,11 +32,11 @@ t.test('anonymous clients never evict a key, its ban or its escalation', async (
   t.equal(second.bannedUntil, now + 20_000, 'second ban doubled: the escalation history was kept with the key')
 })
 
-t.test('the anonymous table is bounded on its own and evicts its least recent client', async (t) => {
+t.test('the anonymous table is bounded on its own and evicts a client not seen since it was placed (second chance)', async (t) => {
   const store = createMemoryStore({ now: () => 1_700_000_000_000, maxAnonymousStates: 3 })
   for (const ip of ['a', 'b', 'c']) await store.consume(`ip:${ip}`, askOf(LIMITS, null))
   await store.consume('ip:a', askOf(LIMITS, null))
-  await store.consume('ip:d', askOf(LIMITS, null)) // evicts b, the least recently seen
+  await store.consume('ip:d', askOf(LIMITS, null)) // evicts b: a was seen again (its second chance), b is the oldest placed not seen since
   t.equal((await store.peek('ip:a', askOf(LIMITS))).minute.count, 2)
   t.equal((await store.peek('ip:b', askOf(LIMITS))).minute.count, 0, 'evicted: a fresh window')
   t.equal((await store.peek('ip:c', askOf(LIMITS))).minute.count, 1)

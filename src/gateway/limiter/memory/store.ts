@@ -1,9 +1,12 @@
 // The in-process store: the same windows, costs, month, bans and escalation as the Redis script, for one process (the
 // default without REDIS_URL). Time comes from an injected clock so tests and the bench need no sleeping. Two bounded
 // tables, so anonymous traffic can never push a key's state out: keys (only configured ones reach it, so its size
-// follows the key count) and anonymous clients (`ip:` ids, ANONYMOUS_STATE_MAX, least recently seen evicted first —
-// an evicted client starts a fresh window, which an attacker cycling addresses would get from unseen ones anyway).
-import { LRUCache } from 'lru-cache'
+// follows the key count) and anonymous clients (`ip:` ids, ANONYMOUS_STATE_MAX, second-chance eviction: a client not seen
+// since it was placed goes before one that was, oldest placed first — see src/shared/second-chance-map.ts; an evicted
+// client starts a fresh window, which an attacker cycling addresses would get from unseen ones anyway). A request's
+// lookup is one Map get, a mark and the state's `seenAt` written: no LRU list move, no clock read of its own; a state
+// idle past DEFAULT_MEMORY_IDLE_MS reads as absent (and is dropped) at its next lookup.
+import { SecondChanceMap } from '../../../shared/second-chance-map.js'
 import { ANONYMOUS_ID_PREFIX } from '../../edge/client-address.js'
 import { addToWindow, calendarMonth, DAY_WINDOW, MINUTE_WINDOW, newRing, readWindow, type Ring, type WindowReading, type WindowSpec } from '../arithmetic.js'
 import { IN_PROCESS_HEALTH } from '../store-health.js'
@@ -11,15 +14,16 @@ import type { Ask, BanEntry, ConsumeOutcome, ConsumeResult, LimiterStore, Window
 
 /** Key states kept; only configured keys create one, so this bounds memory rather than caps traffic. */
 export const DEFAULT_MEMORY_MAX_KEYS = 100_000
-/** Anonymous client states kept (ANONYMOUS_STATE_MAX); the least recently seen client is evicted beyond it. */
+/** Anonymous client states kept (ANONYMOUS_STATE_MAX); beyond it, a client not seen since it was placed is evicted (second chance). */
 export const DEFAULT_ANONYMOUS_STATE_MAX = 100_000
 /** Longest a key state matters after its last request: the day window, or a ban's escalation memory. */
 export const DEFAULT_MEMORY_IDLE_MS = 2 * 86_400_000
 const ESCALATION_MEMORY_MS = 86_400_000
 const MAX_LEVEL = 40
 
-/** One id: its rings, its month's units (`monthIndex`: which month), its ban, escalation and recent 429s. */
+/** One id: its rings, its month's units (`monthIndex`: which month), its ban, escalation and recent 429s; when it was last looked up. */
 interface KeyState {
+  seenAt: number
   readonly minute: Ring
   readonly day: Ring
   monthIndex: number
@@ -38,27 +42,44 @@ const NO_READING: WindowReading = Object.freeze({ count: 0, resetAt: 0, retryAt:
 
 export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore {
   const now = opts.now ?? Date.now
-  const table = (max: number): LRUCache<string, KeyState> =>
-    new LRUCache<string, KeyState>({ max, ttl: DEFAULT_MEMORY_IDLE_MS, updateAgeOnGet: true, perf: { now } })
-  const keyed = table(opts.maxKeys ?? DEFAULT_MEMORY_MAX_KEYS)
-  const anonymous = table(opts.maxAnonymousStates ?? DEFAULT_ANONYMOUS_STATE_MAX)
-  const tableOf = (id: string): LRUCache<string, KeyState> => id.startsWith(ANONYMOUS_ID_PREFIX) ? anonymous : keyed
+  const keyed = new SecondChanceMap<string, KeyState>(opts.maxKeys ?? DEFAULT_MEMORY_MAX_KEYS)
+  const anonymous = new SecondChanceMap<string, KeyState>(opts.maxAnonymousStates ?? DEFAULT_ANONYMOUS_STATE_MAX)
+  const tableOf = (id: string): SecondChanceMap<string, KeyState> => id.startsWith(ANONYMOUS_ID_PREFIX) ? anonymous : keyed
 
-  /** The id's state, made the first time: one table lookup per request (a get, which also renews its idle time), a set only for a new id. */
-  function stateOf (id: string): KeyState {
+  /** The id's state if it has one not idle past DEFAULT_MEMORY_IDLE_MS, its idle time renewed (an idle one is dropped). */
+  function find (id: string, nowMs: number): KeyState | undefined {
     const table = tableOf(id)
-    let state = table.get(id)
+    const state = table.get(id)
+    if (state === undefined) return undefined
+    if (nowMs - state.seenAt > DEFAULT_MEMORY_IDLE_MS) {
+      table.delete(id)
+      return undefined
+    }
+    state.seenAt = nowMs
+    return state
+  }
+
+  /** The id's state, made the first time: one table lookup per request, a set only for a new (or idle) id. */
+  function stateOf (id: string, nowMs: number): KeyState {
+    let state = find(id, nowMs)
     if (state === undefined) {
-      state = { minute: newRing(MINUTE_WINDOW), day: newRing(DAY_WINDOW), monthIndex: -1, monthCount: 0, banUntil: 0, level: -1, levelUntil: 0, rejections: [] }
-      table.set(id, state)
+      state = { seenAt: nowMs, minute: newRing(MINUTE_WINDOW), day: newRing(DAY_WINDOW), monthIndex: -1, monthCount: 0, banUntil: 0, level: -1, levelUntil: 0, rejections: [] }
+      tableOf(id).set(id, state)
     }
     return state
+  }
+
+  /** Every state not idle, of both tables. */
+  function * liveStates (nowMs: number): Generator<[string, KeyState]> {
+    for (const table of [keyed, anonymous]) {
+      for (const entry of table.entries()) if (nowMs - entry[1].seenAt <= DEFAULT_MEMORY_IDLE_MS) yield entry
+    }
   }
 
   function run (id: string, ask: Ask, write: boolean): ConsumeResult {
     const { limits, ban, cost, monthLimit } = ask
     const nowMs = now()
-    const state = write ? stateOf(id) : tableOf(id).get(id)
+    const state = write ? stateOf(id, nowMs) : find(id, nowMs)
     const result = (outcome: ConsumeOutcome, minute: WindowReading, day: WindowReading, bannedUntil: number, month: WindowState | undefined): ConsumeResult =>
       month === undefined ? { outcome, now: nowMs, minute, day, bannedUntil } : { outcome, now: nowMs, minute, day, month, bannedUntil }
     // The month: units used, reset at its end, retry then when it refuses.
@@ -106,18 +127,20 @@ export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore 
     admin: {
       async listBans () {
         const nowMs = now()
-        return [...keyed.entries(), ...anonymous.entries()].filter(([, state]) => state.banUntil > nowMs).map(([id, state]): BanEntry => ({ id, until: state.banUntil }))
+        return [...liveStates(nowMs)].filter(([, state]) => state.banUntil > nowMs).map(([id, state]): BanEntry => ({ id, until: state.banUntil }))
       },
       async liftBan (id) {
-        const state = tableOf(id).get(id)
+        const nowMs = now()
+        const state = find(id, nowMs)
         if (state === undefined) return false
-        const wasBanned = state.banUntil > now()
+        const wasBanned = state.banUntil > nowMs
         Object.assign(state, { banUntil: 0, level: -1, levelUntil: 0, rejections: [] })
         return wasBanned
       },
       async escalationLevel (id) {
-        const state = tableOf(id).get(id)
-        return state !== undefined && state.levelUntil > now() ? state.level : -1
+        const nowMs = now()
+        const state = find(id, nowMs)
+        return state !== undefined && state.levelUntil > nowMs ? state.level : -1
       },
       reset: async (id) => tableOf(id).delete(id),
       // One process: its lifts go through the limiter plugin, which drops its own cached ban.
