@@ -16,5 +16,6 @@ await runFamilies(t, 'test/gateway/limiter/simulation/timing.test.ts', [
   { family: 'long-outage', count: 40 },
   { family: 'calendar', count: 40 },
   { family: 'drift-edge', count: 10 },
-  { family: 'reserve-edge', count: 10 }
+  { family: 'reserve-edge', count: 10 },
+  { family: 'reseed-edge', count: 10 }
 ])
