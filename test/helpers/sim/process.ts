@@ -157,16 +157,17 @@ export class SimProcess implements Owner {
 
   /** Each key's reserve in the last grant reply Redis sent this process (read off the wire, as a packet capture would). */
   private readonly reserves = new Map<string, number>()
-  /** Armed by `cutWhenReserveDrops`: how long the cut lasts. */
-  private reserveCut: { ms: number } | undefined = undefined
+  /** Armed by `slowWhenReserveDrops`: how long the link is slow, and by how much. */
+  private reserveDropSlow: { forMs: number, extraMs: number } | undefined = undefined
 
   /**
    * From now on, the first grant call Redis runs that lowers one of this process's reserves to half or less (at least
-   * 3 units handed back: a call that lowers the reserve) loses its reply: the link is cut for `ms` just after Redis ran
-   * it, so the process goes into its outage with that call in flight (what the reserve cap is for).
+   * 3 units handed back) is answered late: from then the link is `extraMs` slower for `forMs`, that call's reply
+   * too, so the process goes into its outage with the call that lowered its reserve in flight and applied (what
+   * the reserve cap is for: only the lower figure may be spent until the reply says which).
    */
-  cutWhenReserveDrops (ms: number): void {
-    this.reserveCut = { ms }
+  slowWhenReserveDrops (forMs: number, extraMs: number): void {
+    this.reserveDropSlow = { forMs, extraMs }
   }
 
   private reservesSeen (keys: readonly string[], reply: unknown): void {
@@ -179,10 +180,10 @@ export class SimProcess implements Owner {
       if (before >= 3 && reserve <= before / 2) dropped = true
       this.reserves.set(keys[2 * entry]!, reserve)
     }
-    const cut = this.reserveCut
-    if (dropped && cut !== undefined) {
-      this.reserveCut = undefined
-      this.partition(cut.ms)
+    const slow = this.reserveDropSlow
+    if (dropped && slow !== undefined) {
+      this.reserveDropSlow = undefined
+      this.slow(slow.forMs, slow.extraMs)
     }
   }
 

@@ -151,10 +151,10 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
       } else if (f.kind === 'stall') {
         live[f.process]!.stall(f.ms)
       } else if (f.kind === 'partition') {
-        if (f.onReserveDrop === true) live[f.process]!.cutWhenReserveDrops(f.ms)
-        else live[f.process]!.partition(f.ms)
+        live[f.process]!.partition(f.ms)
       } else if (f.kind === 'slow') {
-        live[f.process]!.slow(f.ms, f.delay)
+        if (f.onReserveDrop === true) live[f.process]!.slowWhenReserveDrops(f.ms, f.delay)
+        else live[f.process]!.slow(f.ms, f.delay)
       } else if (f.kind === 'clock') {
         redis.stepClock(f.ms)
       } else {

@@ -38,13 +38,14 @@ export type Fault =
   | { readonly kind: 'reset', readonly at: number, readonly process: number }
   | { readonly kind: 'stall', readonly at: number, readonly process: number, readonly ms: number }
   | { readonly kind: 'crash', readonly at: number, readonly process: number, readonly restartAfter?: number }
-  /**
-   * One process's link is cut for `ms` (it reconnects only then). `onReserveDrop`: not at `at` but, from then on, just
-   * after Redis ran the first call of that process that lowered a reserve to half or less (its reply lost).
-   */
-  | { readonly kind: 'partition', readonly at: number, readonly process: number, readonly ms: number, readonly onReserveDrop?: boolean }
+  /** One process's link is cut for `ms` (it reconnects only then). */
+  | { readonly kind: 'partition', readonly at: number, readonly process: number, readonly ms: number }
   /** One process's link is up but `delay` ms slower, for `ms`: its calls outlive their budget and are answered late. */
-  | { readonly kind: 'slow', readonly at: number, readonly process: number, readonly ms: number, readonly delay: number }
+  /**
+   * `onReserveDrop`: not at `at` but, from then on, as Redis runs the first call of that process that lowers a reserve
+   * to half or less (that call's reply is late too).
+   */
+  | { readonly kind: 'slow', readonly at: number, readonly process: number, readonly ms: number, readonly delay: number, readonly onReserveDrop?: boolean }
   /** Redis's clock steps by `ms` (forward positive). */
   | { readonly kind: 'clock', readonly at: number, readonly ms: number }
 

@@ -270,16 +270,17 @@ function reserveEdge (w: World, base: Omit<Schedule, 'processes' | 'consumers' |
   const perMinute = int(w, 150, 300)
   const consumers: Consumer[] = [{ id: 'r', perMinute, perDay: perMinute * int(w, 20, 100), perMonth: 0, overage: false, ban: null }]
   if (w.chance(0.5)) {
-    // Or the cut comes just after Redis ran a call of process 0 that lowered its reserve (the others' traffic
-    // shrinks the room, so the reserve it asks for falls, to nothing once the room is under 10 s of its rate),
-    // the reply lost: the process goes into its outage with that call in flight, and may spend only the lower
-    // figure (the reserve cap), the rest being the others' already.
-    const cutMs = w.between(2_000, 6_000)
+    // Or no cut: process 0's link turns slower than the call budget (300 ms–1.5 s more, for 2–6 s) just as Redis
+    // runs a call of that process that lowered its reserve (the others' traffic shrinks the room, so the reserve
+    // it asks for falls, to nothing once the room is under 10 s of its rate): the process goes into its outage
+    // with that call in flight and applied, and may spend only the lower figure (the reserve cap) until the late
+    // reply comes, the rest being the others' already.
+    const slowMs = w.between(2_000, 6_000)
     const end = start + w.between(70_000, 80_000)
     const arrivals: Arrival[] = [...stream(w, 0, start, end, w.between(4, 7), processes, 0)]
     const othersFrom = start + w.between(2_000, 5_000)
     for (let p = 1; p < processes; p++) arrivals.push(...stream(w, 0, othersFrom, end, w.between(1.5, 3) * perMinute / 60 / (processes - 1), processes, p))
-    return { ...base, processes, consumers, arrivals, faults: [{ kind: 'partition', at: start + 1_000, process: 0, ms: cutMs, onReserveDrop: true }], duration: end - start }
+    return { ...base, processes, consumers, arrivals, faults: [{ kind: 'slow', at: start + 1_000, process: 0, ms: slowMs, delay: w.between(300, 1_500), onReserveDrop: true }], duration: end - start }
   }
   const cutAt = start + w.between(4_000, 8_000)
   const cutMs = w.between(2_000, 6_000)
