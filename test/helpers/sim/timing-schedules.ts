@@ -279,7 +279,8 @@ function reserveEdge (w: World, base: Omit<Schedule, 'processes' | 'consumers' |
     const end = start + w.between(70_000, 80_000)
     const arrivals: Arrival[] = [...stream(w, 0, start, end, w.between(4, 7), processes, 0)]
     const othersFrom = start + w.between(2_000, 5_000)
-    for (let p = 1; p < processes; p++) arrivals.push(...stream(w, 0, othersFrom, end, w.between(1.5, 3) * perMinute / 60 / (processes - 1), processes, p))
+    // The others flood (4–8 × the limit): the room the lowered reserve hands back is theirs before the reply comes.
+    for (let p = 1; p < processes; p++) arrivals.push(...stream(w, 0, othersFrom, end, w.between(4, 8) * perMinute / 60 / (processes - 1), processes, p))
     return { ...base, processes, consumers, arrivals, faults: [{ kind: 'slow', at: start + 1_000, process: 0, ms: slowMs, delay: w.between(300, 1_500), onReserveDrop: true }], duration: end - start }
   }
   const cutAt = start + w.between(4_000, 8_000)

