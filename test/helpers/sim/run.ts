@@ -37,6 +37,8 @@ export interface Report {
   readonly allowed: ReadonlyMap<string, number>
   /** Per consumer, the units a failover's lost writes had counted (the stated bound lets it go over by them too). */
   readonly lost: ReadonlyMap<string, number>
+  /** Live processes still degraded at the end (a shard never recovered, or outage admissions never written back). */
+  readonly degradedAtEnd: number
   /** One consumer's admissions, in time order. */
   admissionsOf: (consumer: string) => Admission[]
   /** Every refusal (its consumer, the instant of the answer, the outcome). */
@@ -214,6 +216,7 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
     lost,
     freeAgainAt: schedule.freeAgainAt,
     allowed,
+    degradedAtEnd: processes.filter((p) => !p.dead && p.grants.degraded()).length,
     admissionsOf: (consumer) => admissions.filter((a) => a.consumer === consumer).sort((a, b) => a.t - b.t),
     refusals: processes.flatMap((p) => p.refusals),
     describe () {
