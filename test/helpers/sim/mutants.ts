@@ -72,6 +72,13 @@ export const MUTANTS: readonly Mutant[] = [
     replace: 'void lost'
   },
   {
+    name: 'epoch-taken-before-reseed',
+    bug: 'the new epoch mark is taken before the re-seed: a re-seed that fails is never run again (the next recovery takes the data as kept)',
+    file: `${LIMITER}/redis/shard.ts`,
+    find: 'const lost = shard.epoch !== undefined && shard.epoch !== String(value)',
+    replace: 'const lost = shard.epoch !== undefined && shard.epoch !== String(value)\n      shard.epoch = String(value)'
+  },
+  {
     name: 'reseed-across-slots',
     bug: 'the re-seed after data loss sends a shard\'s accounts in one call, though on a Cluster their keys are in different slots (CROSSSLOT refuses it)',
     file: `${LIMITER}/redis/grants.ts`,

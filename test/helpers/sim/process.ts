@@ -11,6 +11,7 @@ import type { OutageAllowance, StoreOnError } from '../../../src/gateway/limiter
 import type { RedisPort, Runtime } from '../../../src/gateway/limiter/redis/port.js'
 import type { Ask, ConsumeResult } from '../../../src/gateway/limiter/store.js'
 import { limiterKey } from '../../../src/gateway/redis/keys.js'
+import { GRANT } from '../../../src/gateway/limiter/redis/scripts.js'
 import type { Topology } from './topology.js'
 import { CHECK, IO, TIMER, type Owner, type World } from './world.js'
 
@@ -57,6 +58,10 @@ function sourceOf (result: ConsumeResult): AdmissionSource {
   return result.via ?? 'redis'
 }
 
+/** A grant reply: Redis's time, then these many fields per entry, the reserve the 5th (scripts.ts readGrantReply). */
+const GRANT_REPLY_FIELDS = 17
+const GRANT_REPLY_RESERVE = 4
+
 export class SimProcess implements Owner {
   busyUntil = 0
   dead = false
@@ -93,7 +98,9 @@ export class SimProcess implements Owner {
         const shard = topology.nodeOf(keys[0]!)
         return this.send(shard, () => {
           if (topology.crossSlot(keys)) throw new Error('CROSSSLOT Keys in request don\'t hash to the same slot')
-          return topology.node(shard).runScript(script, keys, args)
+          const reply = topology.node(shard).runScript(script, keys, args)
+          if (script.sha === GRANT.sha) this.reservesSeen(keys, reply)
+          return reply
         })
       },
       shards: () => [...topology.shards],
@@ -146,6 +153,38 @@ export class SimProcess implements Owner {
   crash (): void {
     this.dead = true
     for (const link of this.links.values()) this.drop(link)
+  }
+
+  /** Each key's reserve in the last grant reply Redis sent this process (read off the wire, as a packet capture would). */
+  private readonly reserves = new Map<string, number>()
+  /** Armed by `slowWhenReserveDrops`: how long the link is slow, and by how much. */
+  private reserveDropSlow: { forMs: number, extraMs: number } | undefined = undefined
+
+  /**
+   * From now on, the first grant call Redis runs that lowers one of this process's reserves to half or less (at least
+   * 3 units handed back) is answered late: from then the link is `extraMs` slower for `forMs`, that call's reply
+   * too, so the process goes into its outage with the call that lowered its reserve in flight and applied (what
+   * the reserve cap is for: only the lower figure may be spent until the reply says which).
+   */
+  slowWhenReserveDrops (forMs: number, extraMs: number): void {
+    this.reserveDropSlow = { forMs, extraMs }
+  }
+
+  private reservesSeen (keys: readonly string[], reply: unknown): void {
+    let dropped = false
+    const fields = reply as number[]
+    for (let entry = 0; 2 * entry < keys.length; entry++) {
+      const reserve = fields[1 + entry * GRANT_REPLY_FIELDS + GRANT_REPLY_RESERVE]
+      if (typeof reserve !== 'number') continue
+      const before = this.reserves.get(keys[2 * entry]!) ?? 0
+      if (before >= 3 && reserve <= before / 2) dropped = true
+      this.reserves.set(keys[2 * entry]!, reserve)
+    }
+    const slow = this.reserveDropSlow
+    if (dropped && slow !== undefined) {
+      this.reserveDropSlow = undefined
+      this.slow(slow.forMs, slow.extraMs)
+    }
   }
 
   /** A slow link: every message takes `ms` more until `until` (virtual ms). */

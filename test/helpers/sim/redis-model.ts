@@ -147,12 +147,18 @@ export class SimRedis {
       callModel(this.vm, 'define', script.sha, script.lua)
       this.vm.defined.add(script.sha)
     }
+    // A fault may strike as the script arrives (the server dies before running it: the caller sees its link drop).
+    this.beforeScript?.(script)
+    if (this.state === 'dead') throw new Error('Connection is closed.')
     this.scripts++
     const out = callModel(this.vm, 'run', this.id, String(this.time()), script.sha, keys.join(SEP) + SEP, args.join(SEP) + SEP)
     const reply = decode(out)
     this.onScript?.(script, keys, args, reply)
     return reply
   }
+
+  /** Told of every script as it arrives, before it runs (a fault timed on a call: reseed-edge's second kill). */
+  beforeScript: ((script: Script) => void) | undefined = undefined
 
   /** Told of every script run and its reply (a failover's checker reads what the lost writes counted). */
   onScript: ((script: Script, keys: readonly string[], args: readonly string[], reply: unknown) => void) | undefined = undefined

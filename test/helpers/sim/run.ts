@@ -8,6 +8,7 @@ import { ideal, violations, type Limits, type Violation } from './check.js'
 import { SimProcess, type Admission } from './process.js'
 import { SimRedis, type LuaVm } from './redis-model.js'
 import { dayKey, limiterKey } from '../../../src/gateway/redis/keys.js'
+import { GRANT } from '../../../src/gateway/limiter/redis/scripts.js'
 import { logGrants, lostUnits } from './failover.js'
 import { SimCluster, singleRedis } from './topology.js'
 import { makeSchedule, TIMING_FAMILIES, type Family, type Schedule, type TimingFamily } from './schedules.js'
@@ -36,11 +37,28 @@ export interface Report {
   readonly allowed: ReadonlyMap<string, number>
   /** Per consumer, the units a failover's lost writes had counted (the stated bound lets it go over by them too). */
   readonly lost: ReadonlyMap<string, number>
+  /** Live processes still degraded at the end (a shard never recovered, or outage admissions never written back). */
+  readonly degradedAtEnd: number
   /** One consumer's admissions, in time order. */
   admissionsOf: (consumer: string) => Admission[]
   /** Every refusal (its consumer, the instant of the answer, the outcome). */
   readonly refusals: ReadonlyArray<{ readonly consumer: string, readonly t: number, readonly outcome: string }>
   describe: () => string
+}
+
+/** How long a `reseedCut` waits for its grant call before it is dropped (the re-seeds come within milliseconds of the restart). */
+const RESEED_CUT_WAIT_MS = 5_000
+
+/** `node` dies (data kept) for `cut.ms` as the `cut.nth` grant call from now arrives, before running it. */
+function killAtGrant (world: World, node: SimRedis, cut: { readonly nth: number, readonly ms: number }): void {
+  let grants = 0
+  const hook = (script: { sha: string }): void => {
+    if (script.sha !== GRANT.sha || ++grants < cut.nth) return
+    node.beforeScript = undefined
+    if (node.kill()) world.at(world.now + cut.ms, () => { node.restart(true) })
+  }
+  node.beforeScript = hook
+  world.at(world.now + RESEED_CUT_WAIT_MS, () => { if (node.beforeScript === hook) node.beforeScript = undefined })
 }
 
 /** Schedules start in 2030, at a seeded instant of the year (so month boundaries come up). */
@@ -124,7 +142,12 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
         // second restart on a live server would wipe its data with every connection up: FLUSHALL,
         // which the invariant leaves out by design, docs/limiter-internals.md).
         if (node.state === 'paused') node.resume()
-        if (node.kill()) world.at(world.now + f.ms, () => { node.restart(f.keepData) })
+        if (node.kill()) {
+          world.at(world.now + f.ms, () => {
+            node.restart(f.keepData)
+            if (f.reseedCut !== undefined) killAtGrant(world, node, f.reseedCut)
+          })
+        }
       } else if (f.kind === 'reset') {
         live[f.process]!.reset()
       } else if (f.kind === 'stall') {
@@ -132,7 +155,8 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
       } else if (f.kind === 'partition') {
         live[f.process]!.partition(f.ms)
       } else if (f.kind === 'slow') {
-        live[f.process]!.slow(f.ms, f.delay)
+        if (f.onReserveDrop === true) live[f.process]!.slowWhenReserveDrops(f.ms, f.delay)
+        else live[f.process]!.slow(f.ms, f.delay)
       } else if (f.kind === 'clock') {
         redis.stepClock(f.ms)
       } else {
@@ -192,6 +216,7 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
     lost,
     freeAgainAt: schedule.freeAgainAt,
     allowed,
+    degradedAtEnd: processes.filter((p) => !p.dead && p.grants.degraded()).length,
     admissionsOf: (consumer) => admissions.filter((a) => a.consumer === consumer).sort((a, b) => a.t - b.t),
     refusals: processes.flatMap((p) => p.refusals),
     describe () {

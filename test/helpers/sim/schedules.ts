@@ -8,8 +8,8 @@ import type { Net } from './process.js'
 import type { World } from './world.js'
 
 /** The families of timing-schedules.ts: long windows that slide, recovery under traffic, calendar edges, clocks, long outages. */
-export type TimingFamily = 'sliding' | 'recovery' | 'calendar' | 'clock' | 'long-outage' | 'drift-edge' | 'reserve-edge'
-export const TIMING_FAMILIES: readonly TimingFamily[] = ['sliding', 'recovery', 'calendar', 'clock', 'long-outage', 'drift-edge', 'reserve-edge']
+export type TimingFamily = 'sliding' | 'recovery' | 'calendar' | 'clock' | 'long-outage' | 'drift-edge' | 'reserve-edge' | 'reseed-edge'
+export const TIMING_FAMILIES: readonly TimingFamily[] = ['sliding', 'recovery', 'calendar', 'clock', 'long-outage', 'drift-edge', 'reserve-edge', 'reseed-edge']
 export type Family = 'chaos' | 'idle-process' | 'ban-recover' | 'data-loss' | 'steady' | 'long-tail' | 'burst' | 'outage-tail' | 'cluster' | TimingFamily
 export const FAMILIES: readonly Family[] = ['chaos', 'idle-process', 'ban-recover', 'data-loss', 'steady', 'long-tail', 'burst', 'outage-tail', 'cluster', ...TIMING_FAMILIES]
 
@@ -26,7 +26,11 @@ export interface Consumer {
 export type Fault =
   /** `node`: which node of a Cluster (default the first, the one Redis). */
   | { readonly kind: 'pause', readonly at: number, readonly ms: number, readonly node?: number }
-  | { readonly kind: 'kill', readonly at: number, readonly ms: number, readonly keepData: boolean, readonly node?: number }
+  /**
+   * `reseedCut`: once the server is back, it dies again (data kept) for `ms` as the `nth` grant call arrives —
+   * after a loss, a re-seed (no process grants before it recovered) — so that process's re-seed fails.
+   */
+  | { readonly kind: 'kill', readonly at: number, readonly ms: number, readonly keepData: boolean, readonly node?: number, readonly reseedCut?: { readonly nth: number, readonly ms: number } }
   /** A Cluster node fails over to its replica, down `downMs`: the writes of its last `lagMs` are lost, its epoch mark kept. */
   | { readonly kind: 'failover', readonly at: number, readonly node: number, readonly lagMs: number, readonly downMs: number }
   /** A consumer's slot migrates to node `to` (its keys move with their data). */
@@ -37,7 +41,11 @@ export type Fault =
   /** One process's link is cut for `ms` (it reconnects only then). */
   | { readonly kind: 'partition', readonly at: number, readonly process: number, readonly ms: number }
   /** One process's link is up but `delay` ms slower, for `ms`: its calls outlive their budget and are answered late. */
-  | { readonly kind: 'slow', readonly at: number, readonly process: number, readonly ms: number, readonly delay: number }
+  /**
+   * `onReserveDrop`: not at `at` but, from then on, as Redis runs the first call of that process that lowers a reserve
+   * to half or less (that call's reply is late too).
+   */
+  | { readonly kind: 'slow', readonly at: number, readonly process: number, readonly ms: number, readonly delay: number, readonly onReserveDrop?: boolean }
   /** Redis's clock steps by `ms` (forward positive). */
   | { readonly kind: 'clock', readonly at: number, readonly ms: number }
 

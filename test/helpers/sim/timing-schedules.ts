@@ -108,6 +108,7 @@ export function makeTimingSchedule (w: World, family: TimingFamily, drawnStart: 
   }
   if (family === 'drift-edge') return driftEdge(w, base, drawnStart)
   if (family === 'reserve-edge') return reserveEdge(w, base, drawnStart)
+  if (family === 'reseed-edge') return reseedEdge(w, base, drawnStart)
   if (family === 'recovery') {
     const start = drawnStart
     const processes = int(w, 2, 3)
@@ -268,6 +269,20 @@ function reserveEdge (w: World, base: Omit<Schedule, 'processes' | 'consumers' |
   const edge = (k: number): number => boundary(start, base.skew, k)
   const perMinute = int(w, 150, 300)
   const consumers: Consumer[] = [{ id: 'r', perMinute, perDay: perMinute * int(w, 20, 100), perMonth: 0, overage: false, ban: null }]
+  if (w.chance(0.5)) {
+    // Or no cut: process 0's link turns slower than the call budget (300 ms–1.5 s more, for 2–6 s) just as Redis
+    // runs a call of that process that lowered its reserve (the others' traffic shrinks the room, so the reserve
+    // it asks for falls, to nothing once the room is under 10 s of its rate): the process goes into its outage
+    // with that call in flight and applied, and may spend only the lower figure (the reserve cap) until the late
+    // reply comes, the rest being the others' already.
+    const slowMs = w.between(2_000, 6_000)
+    const end = start + w.between(70_000, 80_000)
+    const arrivals: Arrival[] = [...stream(w, 0, start, end, w.between(4, 7), processes, 0)]
+    const othersFrom = start + w.between(2_000, 5_000)
+    // The others flood (4–8 × the limit): the room the lowered reserve hands back is theirs before the reply comes.
+    for (let p = 1; p < processes; p++) arrivals.push(...stream(w, 0, othersFrom, end, w.between(4, 8) * perMinute / 60 / (processes - 1), processes, p))
+    return { ...base, processes, consumers, arrivals, faults: [{ kind: 'slow', at: start + 1_000, process: 0, ms: slowMs, delay: w.between(300, 1_500), onReserveDrop: true }], duration: end - start }
+  }
   const cutAt = start + w.between(4_000, 8_000)
   const cutMs = w.between(2_000, 6_000)
   const first = Math.ceil((cutAt - edge(0)) / 1000)
@@ -281,4 +296,27 @@ function reserveEdge (w: World, base: Omit<Schedule, 'processes' | 'consumers' |
     for (let j = 0; j < size; j++) arrivals.push({ t: edge(k + 60) + w.between(0, 0.5), process: at, consumer: 0, cost: 1 })
   }
   return { ...base, processes, consumers, arrivals, faults: [{ kind: 'partition', at: cutAt, process: 0, ms: cutMs }], duration: end - start }
+}
+
+/**
+ * `reseed-edge`: Redis loses its data 30–200 ms into a second in which a busy consumer's process (4–10 a second)
+ * holds a pool, and is back 20–100 ms later, so the processes re-seed inside the pool's second; in half the
+ * schedules Redis dies again (data kept, 20–400 ms) as the 1st…nth re-seed call arrives, so that process's
+ * re-seed fails and must run again at its next recovery (the loss is still news to it). Traffic runs on both
+ * sides of the loss: under the limit before, 1.5–3 × it for the minute after, so every unit the re-seeded
+ * Redis does not count shows. Inside the invariant (one Redis, no process crashed): checked exactly.
+ */
+function reseedEdge (w: World, base: Omit<Schedule, 'processes' | 'consumers' | 'arrivals' | 'faults' | 'duration'>, start: number): Schedule {
+  const processes = int(w, 2, 3)
+  const perMinute = int(w, 200, 400)
+  const consumers: Consumer[] = [{ id: 'l', perMinute, perDay: perMinute * int(w, 20, 100), perMonth: 0, overage: false, ban: null }]
+  const lossAt = boundary(start, base.skew, int(w, 4, 10)) + w.between(30, 200)
+  const end = lossAt + w.between(65_000, 75_000)
+  const arrivals = stream(w, 0, start, end, w.between(4, 10), processes, 0)
+  for (let p = 1; p < processes; p++) {
+    arrivals.push(...stream(w, 0, start, lossAt, w.between(0.2, 0.6) * perMinute / 60 / (processes - 1), processes, p))
+    arrivals.push(...stream(w, 0, lossAt, end, w.between(1.5, 3) * perMinute / 60 / (processes - 1), processes, p))
+  }
+  const reseedCut = w.chance(0.5) ? { reseedCut: { nth: int(w, 1, processes), ms: w.between(20, 400) } } : {}
+  return { ...base, seasoned: true, processes, consumers, arrivals, faults: [{ kind: 'kill', at: lossAt, ms: w.between(20, 100), keepData: false, ...reseedCut }], duration: end - start }
 }

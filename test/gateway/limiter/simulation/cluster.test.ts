@@ -7,5 +7,13 @@ import t from 'tap'
 import { runFamilies } from '../../../helpers/sim/suite.js'
 
 await runFamilies(t, 'test/gateway/limiter/simulation/cluster.test.ts', [
-  { family: 'cluster', count: 20 }
+  // 15 by default (20 before): clock-shared-by-shards fails ~20 % of them, reseed-across-slots more (docs/simulator.md).
+  {
+    family: 'cluster',
+    count: 15,
+    longCount: 100,
+    // Every fault is over at least 17 s before the run ends: by then each process has every node back (a
+    // re-seed that can never succeed — CROSSSLOT — leaves its node down for good while the outage policy answers).
+    check: (t, r) => { t.ok(r.degradedAtEnd === 0, `every process has every node back by the end (${r.degradedAtEnd} still degraded)`) }
+  }
 ])
