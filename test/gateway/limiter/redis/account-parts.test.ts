@@ -4,7 +4,7 @@
 // past its units; write-backs leave only once counted; a data loss leaves nothing to spend. Each check drives the
 // real class with a real shard clock whose bounds are pinned (a reply sent and read at the same local instant).
 import t from 'tap'
-import { MINUTE_BUCKET_MS } from '../../../../src/gateway/limiter/arithmetic.js'
+import { MINUTE_BUCKET_MS, MINUTE_WINDOW } from '../../../../src/gateway/limiter/arithmetic.js'
 import { AllowanceSpent, ALLOWANCE_WINDOW_MS } from '../../../../src/gateway/limiter/redis/allowance.js'
 import { createShardClock, type ShardClock } from '../../../../src/gateway/limiter/redis/clock.js'
 import { RESERVE_TTL_MS } from '../../../../src/gateway/limiter/redis/layout.js'
@@ -45,6 +45,10 @@ t.test('a pool is spent only while live and never past what is left', async (t) 
   t.notOk(pool.spend(1, clock, lapse), 'a lapsed pool is never spent')
   t.equal(pool.units, 4, 'nothing was taken')
   t.equal(pool.msUntilLapse(REDIS_START + 500), MINUTE_BUCKET_MS - SPEND_MARGIN_MS - 500, 'the lapse timer waits until the margin')
+  const late = new Pool()
+  late.fill(3, 0, REDIS_START + 900, false)
+  t.ok(late.live(clock, local + 900), 'a block granted late in its second is live in it')
+  t.notOk(late.live(clock, local + MINUTE_BUCKET_MS + 100), 'and lapses with that second, not the next')
 })
 
 t.test('what is left of a pool is given back once, and a new bucket gives back the old one first', async (t) => {
@@ -106,6 +110,7 @@ t.test('a reserve is spent within its cap while a call is in flight, and only wh
   const cover = REDIS_START + RESERVE_TTL_MS - RESERVE_COVER_MS
   t.ok(reserve.spend(cover, admission(1)), 'spent while Redis keeps it a minute window and a margin after')
   t.notOk(reserve.spend(cover + 1, admission(1)), 'not once Redis may drop it within the window')
+  t.notOk(reserve.spend(REDIS_START + RESERVE_TTL_MS - MINUTE_WINDOW.windowMs, admission(1)), 'never when Redis would drop it before a minute window has passed')
 })
 
 t.test('a reserve lost with the shard\'s data is not spent until Redis confirms a new one', async (t) => {
