@@ -48,6 +48,11 @@ export interface Admission {
    * limit by at most the allowance), `fallback` (STORE_ON_ERROR=open: nothing counted).
    */
   readonly via: AdmissionSource
+  /**
+   * Set by the run, not the process: the instant a data loss forgot this admission — the loss of its consumer's
+   * Redis after its process crashed, the process's ledger gone with it (outside the bound, docs/simulator.md).
+   */
+  readonly forgottenAt?: number
 }
 
 export type AdmissionSource = 'redis' | 'grant' | 'reserve' | 'allowance' | 'fallback'
@@ -65,6 +70,8 @@ const GRANT_REPLY_RESERVE = 4
 export class SimProcess implements Owner {
   busyUntil = 0
   dead = false
+  /** When it crashed (virtual ms): its ledger went with it. */
+  crashedAt: number | undefined = undefined
   readonly admissions: Admission[] = []
   /** Requests refused (any outcome but `ok`), at the virtual instant of the answer. */
   readonly refusals: Array<{ readonly consumer: string, readonly t: number, readonly outcome: string }> = []
@@ -152,6 +159,7 @@ export class SimProcess implements Owner {
 
   crash (): void {
     this.dead = true
+    this.crashedAt = this.world.now
     for (const link of this.links.values()) this.drop(link)
   }
 

@@ -127,6 +127,8 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
       })
     }
   }
+  // Each data loss: when, and which node (a kill that finds its node already dead loses nothing more).
+  const losses: Array<{ readonly at: number, readonly node: SimRedis }> = []
   for (const f of schedule.faults) {
     const node = 'node' in f && f.node !== undefined ? nodes[f.node]! : redis
     world.at(f.at, () => {
@@ -143,6 +145,7 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
         // which the invariant leaves out by design, docs/limiter-internals.md).
         if (node.state === 'paused') node.resume()
         if (node.kill()) {
+          if (!f.keepData) losses.push({ at: world.now, node })
           world.at(world.now + f.ms, () => {
             node.restart(f.keepData)
             if (f.reseedCut !== undefined) killAtGrant(world, node, f.reseedCut)
@@ -175,7 +178,20 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
   }
   await world.run(start + schedule.duration + 10_000)
 
-  const admissions = processes.flatMap((p) => p.admissions)
+  // A process that crashed took its ledger with it: a later loss of its consumers' Redis forgets what it admitted
+  // (outside the bound, docs/limiter-internals.md). The checker leaves those admissions out of the windows that end
+  // after the loss: only what Redis counted again, the living processes' re-seeded ledgers and what came after, is
+  // held to the limit there.
+  const forgottenAt = (p: SimProcess, consumer: string): number | undefined => {
+    const crashedAt = p.crashedAt
+    if (crashedAt === undefined) return undefined
+    const node = topology.node(topology.nodeOf(limiterKey(consumer)))
+    return losses.find((loss) => loss.node === node && loss.at >= crashedAt)?.at
+  }
+  const admissions = processes.flatMap((p) => p.admissions.map((a) => {
+    const at = forgottenAt(p, a.consumer)
+    return at === undefined ? a : { ...a, forgottenAt: at }
+  }))
   const limits = new Map<string, Limits>(schedule.consumers.map((c) => [c.id, { perMinute: c.perMinute, perDay: c.perDay, perMonth: c.overage ? 0 : c.perMonth }]))
   // Under `local` a consumer may go over by the allowance of every process that ran (a crashed one's uncounted
   // admissions are gone with it, its replacement has its own): the checker is told that bound, per consumer.
@@ -226,6 +242,10 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
         `faults: ${schedule.faults.map((f) => `${f.kind}@${((f.at - start) / 1000).toFixed(2)}s${'ms' in f ? ` ${f.ms.toFixed(0)}ms` : ''}${'process' in f ? ` p${f.process}` : ''}${f.kind === 'kill' ? (f.keepData ? ' kept' : ' lost') : ''}${'node' in f && f.node !== undefined ? ` n${f.node}` : ''}${f.kind === 'failover' ? ` lag ${f.lagMs.toFixed(0)}ms down ${f.downMs.toFixed(0)}ms` : ''}${f.kind === 'migrate' ? ` k${f.consumer}→n${f.to}` : ''}`).join(', ') || 'none'}`,
         `requests ${schedule.arrivals.length}, outcomes ${JSON.stringify(outcomes)}, unanswered ${unanswered}, scripts ${nodes.reduce((n, node) => n + node.scripts, 0)}`,
         ...(schedule.cluster === undefined ? [] : [`Cluster of ${nodes.length} nodes (own skews ${schedule.cluster.nodeSkews.map((x) => x.toFixed(1)).join(', ')} ms); consumers' nodes at the end: ${schedule.consumers.map((c) => `${c.id} n${cluster!.indexOf(limiterKey(c.id))}`).join(', ')}${lost.size > 0 ? `; lost by a failover: ${[...lost].map(([id, n]) => `${id} ${n}`).join(', ')} units (allowed over)` : ''}`]),
+        ...schedule.consumers.flatMap((c) => {
+          const forgotten = admissions.filter((a) => a.consumer === c.id && a.forgottenAt !== undefined)
+          return forgotten.length === 0 ? [] : [`forgotten: ${c.id} ${forgotten.reduce((n, a) => n + a.cost, 0)} units a crashed process admitted, by the loss at ${((forgotten[0]!.forgottenAt! - start) / 1000).toFixed(2)} s (left out of the windows ending after it)`]
+        }),
         ...found.map((v) => `OVER: ${v.consumer} ${v.units} units in a ${v.window} (limit ${v.limit}) ending at ${((v.at - start) / 1000).toFixed(3)} s`)
       ]
       return lines.join('\n')
