@@ -61,6 +61,9 @@ function killAtGrant (world: World, node: SimRedis, cut: { readonly nth: number,
   world.at(world.now + RESEED_CUT_WAIT_MS, () => { if (node.beforeScript === hook) node.beforeScript = undefined })
 }
 
+/** After a restart and its barrier, the longest a live process may still take to have re-seeded (reconnection ≤ 500 ms, the epoch read). */
+const RESEEDED_WITHIN_MS = 1_000
+
 /** Schedules start in 2030, at a seeded instant of the year (so month boundaries come up). */
 const YEAR_START = Date.UTC(2030, 0, 1)
 
@@ -127,8 +130,8 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
       })
     }
   }
-  // Each data loss: when, and which node (a kill that finds its node already dead loses nothing more).
-  const losses: Array<{ readonly at: number, readonly node: SimRedis }> = []
+  // Each data loss: when, which node (a kill that finds its node already dead loses nothing more), when it came back.
+  const losses: Array<{ readonly at: number, readonly node: SimRedis, backAt: number }> = []
   for (const f of schedule.faults) {
     const node = 'node' in f && f.node !== undefined ? nodes[f.node]! : redis
     world.at(f.at, () => {
@@ -145,9 +148,11 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
         // which the invariant leaves out by design, docs/limiter-internals.md).
         if (node.state === 'paused') node.resume()
         if (node.kill()) {
-          if (!f.keepData) losses.push({ at: world.now, node })
+          const loss = f.keepData ? undefined : { at: world.now, node, backAt: Infinity }
+          if (loss !== undefined) losses.push(loss)
           world.at(world.now + f.ms, () => {
             node.restart(f.keepData)
+            if (loss !== undefined) loss.backAt = world.now
             if (f.reseedCut !== undefined) killAtGrant(world, node, f.reseedCut)
           })
         }
@@ -178,15 +183,17 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
   }
   await world.run(start + schedule.duration + 10_000)
 
-  // A process that crashed took its ledger with it: a later loss of its consumers' Redis forgets what it admitted
-  // (outside the bound, docs/limiter-internals.md). The checker leaves those admissions out of the windows that end
-  // after the loss: only what Redis counted again, the living processes' re-seeded ledgers and what came after, is
-  // held to the limit there.
+  // A process that crashed took its ledger with it: a loss of its consumers' Redis that it had not re-seeded when it
+  // crashed — one after the crash, or one it was still recovering from — forgets what it admitted (outside the bound,
+  // docs/limiter-internals.md). Every live process has re-seeded by the recovery barrier's end (the epoch mark is set
+  // within a reconnection, ≤ 500 ms, of the restart: RESEEDED_WITHIN_MS more); a crash before then is taken as not
+  // re-seeded. The checker leaves those admissions out of the windows that end at or after the loss: only what Redis
+  // counted again (the other processes' re-seeded ledgers, and what came after) is held to the limit there.
   const forgottenAt = (p: SimProcess, consumer: string): number | undefined => {
     const crashedAt = p.crashedAt
     if (crashedAt === undefined) return undefined
     const node = topology.node(topology.nodeOf(limiterKey(consumer)))
-    return losses.find((loss) => loss.node === node && loss.at >= crashedAt)?.at
+    return losses.find((loss) => loss.node === node && crashedAt < loss.backAt + schedule.barrierMs + RESEEDED_WITHIN_MS)?.at
   }
   const admissions = processes.flatMap((p) => p.admissions.map((a) => {
     const at = forgottenAt(p, a.consumer)
