@@ -1,22 +1,22 @@
-// A loop stalled past IDLE_MS just as Redis goes: is the reserve still spent? After a blocked loop Node
-// runs its timers first — the once-a-second sweep and the pools' give-backs — and every consumer then
-// looks unseen for the stall's length, so the sweep queues a hand-back call for each id holding a
+// A loop stalled past IDLE_MS just as Redis goes: is the reserve still spent? After a blocked loop
+// Node runs its timers first — the once-a-second sweep and the pools' give-backs — and every consumer
+// then looks unseen for the stall's length, so the sweep queues a hand-back call for each id holding a
 // reserve. What the call asks for is decided when it is built, at the turn's end (setImmediate, after
 // the poll phase has read the requests queued during the stall), so a consumer that kept sending keeps
-// its reserve; a call built before those reads would ask for 0, and the reserve would be gone (lowered in
-// Redis, or capped at 0 while the call hangs on a frozen Redis) exactly when the outage needs it.
+// its reserve; a call built before those reads would ask for 0, and the reserve would be gone (lowered
+// in Redis, or capped at 0 while the call hangs on a frozen Redis) exactly when the outage needs it.
 // Two processes, 200 consumers by Zipf; arrivals are read by their process's loop (held back by a
 // stall, read after its timers, as Node's are); each process stalls 2.2–4 s ending within ±0.5 s of a
 // 15–40 s freeze. Checked per consumer and process that kept sending through the stall (no gap over
-// MAX_GAP_MS in its arrivals there from STEADY_BEFORE_MS before the stall to the stall's end: so it sent
-// during the stall, and the reads the stall held back are what keep it seen): reserve admissions ≥ what
-// Redis held for it as the stall began (or what was asked of it, if less: the outage's requests less
-// those met from units Redis had already counted, a block granted before the freeze) less a small margin; and every
-// rolling window within the limit. A consumer silent for over IDLE_MS when the loop resumes (its last
-// request before the stall, its next after it) is idle by the limiter's rule, stall or not: its
-// hand-back is the promise kept, not broken (seed 15793777442: c5@p1 silent −3.19 s → +4.17 s around a
-// stall ending +0.37 s). Built on the simulator (test/helpers/sim/); regression seeds, then seeds fresh
-// every run (printed), SIM_SEED=<seed> replays one.
+// MAX_GAP_MS in its arrivals there from STEADY_BEFORE_MS before the stall to the stall's end: so it
+// sent during the stall, and the reads the stall held back are what keep it seen): reserve admissions
+// ≥ what Redis held for it as the stall began (or what was asked of it, if less: the outage's requests
+// less those met from units Redis had already counted, a block granted before the freeze) less a small
+// margin; and every rolling window within the limit. A consumer silent for over IDLE_MS when the loop
+// resumes (its last request before the stall, its next after it) is idle by the limiter's rule, stall
+// or not: its hand-back is the promise kept, not broken (seed 15793777442: c5@p1 silent −3.19 s →
+// +4.17 s around a stall ending +0.37 s). Built on the simulator (test/helpers/sim/); regression
+// seeds, then seeds fresh every run (printed), SIM_SEED=<seed> replays one.
 import { randomInt } from 'node:crypto'
 import t from 'tap'
 import { violations } from '../../../helpers/sim/check.js'
