@@ -28,6 +28,10 @@ export interface QuotaFloodOptions {
   wave: number
   /** Redis frozen `ms` long, `at` ms after the flood starts. */
   pauses: ReadonlyArray<{ at: number, ms: number }>
+  /** STORE_ON_ERROR of both gateways (default: the shipped default, `local`). */
+  policy?: 'local' | 'strict'
+  /** STORE_PROCESSES of both gateways (the outage allowance is shared among them); unset by default. */
+  storeProcesses?: number
 }
 
 export interface QuotaFloodResult {
@@ -63,7 +67,7 @@ export async function quotaFlood (t: Pick<Test, 'teardown'>, opts: QuotaFloodOpt
   const dir = configDir(opts.limits)
   t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
   const gateways = await Promise.all([0, 1].map(async () => {
-    const { port } = await startGatewayProcess(t, (port, adminPort) => gatewayProcessEnv({ port, adminPort, backendUrl: backend.url, configDir: dir, redisUrl: redis.url }, { LOG_LEVEL: 'warn' }))
+    const { port } = await startGatewayProcess(t, (port, adminPort) => gatewayProcessEnv({ port, adminPort, backendUrl: backend.url, configDir: dir, redisUrl: redis.url }, { LOG_LEVEL: 'warn', ...(opts.policy === undefined ? {} : { STORE_ON_ERROR: opts.policy }), ...(opts.storeProcesses === undefined ? {} : { STORE_PROCESSES: String(opts.storeProcesses) }) }))
     const pool = new Pool(`http://127.0.0.1:${port}`, { connections: 64 })
     t.teardown(async () => { await pool.close() })
     return pool
