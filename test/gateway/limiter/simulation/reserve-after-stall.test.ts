@@ -21,15 +21,13 @@ import { randomInt } from 'node:crypto'
 import t from 'tap'
 import { violations } from '../../../helpers/sim/check.js'
 import { zipfPicker } from '../../../helpers/sim/outage-schedules.js'
-import { SimProcess } from '../../../helpers/sim/process.js'
-import { createLuaVm, SimRedis } from '../../../helpers/sim/redis-model.js'
-import { singleRedis } from '../../../helpers/sim/topology.js'
-import { IO, World } from '../../../helpers/sim/world.js'
+import { createLuaVm } from '../../../helpers/sim/redis-model.js'
+import { reserveWorld } from '../../../helpers/sim/reserve-world.js'
+import { IO } from '../../../helpers/sim/world.js'
 import { IDLE_MS } from '../../../../src/gateway/limiter/redis/calls.js'
 import { limiterKey } from '../../../../src/gateway/redis/keys.js'
 
 const COUNT = Number(process.env.SIM_COUNT ?? 6)
-const YEAR_START = Date.UTC(2030, 0, 1)
 const CONSUMERS = 200
 /** Reserve admissions a consumer may fall short of on one process (requests the outage policy met mid-call). */
 const SHORT_MARGIN = 3
@@ -46,18 +44,7 @@ interface Held { readonly consumer: string, readonly process: number, readonly h
 interface Outcome { readonly held: Held[], readonly over: number, readonly unanswered: number, readonly describe: string }
 
 async function run (seed: number, vm: Awaited<ReturnType<typeof createLuaVm>>): Promise<Outcome> {
-  const world = new World(seed, 0)
-  const start = YEAR_START + Math.floor(world.random() * 360) * 86_400_000 + world.between(0, 86_400_000)
-  world.now = start - 5000
-  const redis = new SimRedis(world, world.between(-300, 300), vm)
-  redis.set('rl:{#epoch}', 'deployed,0')
-  const net = { base: world.between(0.05, 1), jitter: world.between(0, 1), slowChance: 0.01, slowMs: world.between(50, 400) }
-  const processes = [0, 1].map((i) => new SimProcess(world, singleRedis(redis), `p${i}`, {
-    policy: 'local', allowance: { share: 0.1, processes: 2 }, timeoutMs: 250, barrierMs: 2000, offset: world.between(-1e6, 1e6), drift: world.between(-2e-4, 2e-4), net
-  }))
-  for (const p of processes) void p.grants.settled(0)
-  const limits = { perMinute: 3000, perDay: 3000 * 50 }
-  const ask = { limits, ban: null, cost: 1, monthLimit: 0, overage: false }
+  const { world, start, redis, processes, limits, ask } = reserveWorld(seed, vm)
   const freeze = start + world.between(12_000, 20_000)
   const outageMs = world.between(15_000, 40_000)
   const end = freeze + outageMs + 8_000
