@@ -46,16 +46,16 @@ export const MUTANTS: readonly Mutant[] = [
   {
     name: 'pool-live-next-second',
     bug: 'a pool unit is spendable until the end of the next second (poolLive: bucket + 1 → + 2)',
-    file: `${LIMITER}/redis/account.ts`,
-    find: 'latest < (account.bucket + 1) * MINUTE_BUCKET_MS - SPEND_MARGIN_MS',
-    replace: 'latest < (account.bucket + 2) * MINUTE_BUCKET_MS - SPEND_MARGIN_MS'
+    file: `${LIMITER}/redis/pool.ts`,
+    find: 'latest < (this.#bucket + 1) * MINUTE_BUCKET_MS - SPEND_MARGIN_MS',
+    replace: 'latest < (this.#bucket + 2) * MINUTE_BUCKET_MS - SPEND_MARGIN_MS'
   },
   {
     name: 'write-backs-never-sent',
     bug: 'reserve admissions are never written back (dropped as if sent)',
     file: `${LIMITER}/redis/calls.ts`,
-    find: 'const adjustments = [...account.returns, ...sent, ...sentAllowance]',
-    replace: 'const adjustments = [...account.returns, ...sentAllowance]'
+    find: 'const adjustments = [...givenBack, ...sent, ...sentAllowance]',
+    replace: 'const adjustments = [...givenBack, ...sentAllowance]'
   },
   {
     name: 'barrier-wait-removed',
@@ -116,28 +116,28 @@ export const MUTANTS: readonly Mutant[] = [
   {
     name: 'reserve-uncapped-in-flight',
     bug: 'the reserve is not capped while a call that lowers it is in flight',
-    file: `${LIMITER}/redis/account.ts`,
-    find: 'if (unwrittenUnits(account) + cost > (account.reserveCap ?? account.reserve)) return false',
-    replace: 'if (unwrittenUnits(account) + cost > account.reserve) return false'
+    file: `${LIMITER}/redis/reserve.ts`,
+    find: 'if (this.unwrittenUnits() + adjustment.delta > (this.#cap ?? this.#units)) return false',
+    replace: 'if (this.unwrittenUnits() + adjustment.delta > this.#units) return false'
   },
   {
     name: 'give-back-twice',
     bug: 'a give-back is kept after it is sent, so it is applied again with every call',
-    file: `${LIMITER}/redis/calls.ts`,
-    find: 'account.returns = [] // a give-back is sent once',
+    file: `${LIMITER}/redis/pool.ts`,
+    find: 'this.#giveBacks = [] // a give-back is sent once',
     replace: '// a give-back is sent once'
   },
   {
     name: 'pool-kept-after-loss',
     bug: 'the pool is kept (and spent) after a data loss is found, not dropped',
-    file: `${LIMITER}/redis/grants.ts`,
-    find: 'Object.assign(account, { pool: 0, returns: [], unwritten: [], allowanceUnwritten: [], reserve: 0, reserveCap: 0 })',
-    replace: 'Object.assign(account, { returns: [], unwritten: [], allowanceUnwritten: [], reserve: 0, reserveCap: 0 })'
+    file: `${LIMITER}/redis/pool.ts`,
+    find: 'this.#units = 0 // lost with the shard\'s data: never spent',
+    replace: '// lost with the shard\'s data: never spent'
   },
   {
     name: 'block-in-next-second',
     bug: 'a block counted in the wrong second: the pool\'s bucket is rounded, not floored (a late-second block is spent through the next second)',
-    file: `${LIMITER}/redis/account.ts`,
+    file: `${LIMITER}/redis/pool.ts`,
     find: 'const bucket = Math.floor(redisNow / MINUTE_BUCKET_MS)',
     replace: 'const bucket = Math.round(redisNow / MINUTE_BUCKET_MS)'
   },
@@ -165,7 +165,7 @@ export const MUTANTS: readonly Mutant[] = [
   {
     name: 'reserve-cover-short',
     bug: 'the reserve is spent until 2 s before Redis drops it, not 62 s (a minute window outlives its cover)',
-    file: `${LIMITER}/redis/account.ts`,
+    file: `${LIMITER}/redis/reserve.ts`,
     find: 'export const RESERVE_COVER_MS = 62_000',
     replace: 'export const RESERVE_COVER_MS = 2_000'
   }

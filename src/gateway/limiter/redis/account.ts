@@ -1,21 +1,21 @@
-// What one process holds for one limiter id on the Redis path, and the arithmetic on it: the pool (units Redis
-// counted for this process in one minute bucket, spent until that bucket ends by the shard's clock, then given back),
-// the reserve (units Redis keeps back for this process, spent only while the shard does not answer, written back
-// after), the outage allowance (admitted uncounted while the shard does not answer, at most a stated share of the
-// limit, written back after), the ledger (what it admitted per bucket still in a window, re-seeded into a shard that
-// lost its data), the requests waiting for a call, and the answers built from them.
+// What one process holds for one limiter id on the Redis path, and the arithmetic on it. The parts own their
+// invariants: the pool (pool.ts: units counted for this process in one minute bucket, spent until that bucket ends,
+// then given back), the reserve (reserve.ts: units Redis keeps back for this process, spent only while the shard does
+// not answer, written back after), the outage allowance spent (allowance.ts: admitted uncounted while the shard does
+// not answer, at most a stated share of the limit, written back after) and the ledger (ledger.ts: what it admitted per
+// bucket still in a window, re-seeded into a shard that lost its data). The account itself keeps what is per id: the
+// limits asked with, the requests waiting for a call and whether one is under way, the last reply, the request rate;
+// and the answers built from them. Nothing outside this file writes an account's state but through these methods.
 import type { BanPolicy, Limits } from '../../config/types.js'
-import { calendarMonth, DAY_BUCKET_MS, DAY_WINDOW, MINUTE_BUCKET_MS, MINUTE_WINDOW } from '../arithmetic.js'
-import type { ConsumeOutcome, ConsumeResult, WindowState } from '../store.js'
+import { calendarMonth, DAY_BUCKET_MS, MINUTE_BUCKET_MS } from '../arithmetic.js'
+import type { Ask, ConsumeOutcome, ConsumeResult, WindowState } from '../store.js'
+import { AllowanceSpent } from './allowance.js'
 import type { ShardClock } from './clock.js'
+import { Ledger } from './ledger.js'
+import { Pool } from './pool.js'
+import { Reserve } from './reserve.js'
 import type { Adjustment, GrantEntry, GrantReply, WindowReply } from './scripts.js'
 
-/** A reserve admission needs Redis to keep the reserve this long after it: the minute window and a margin. */
-export const RESERVE_COVER_MS = 62_000
-/** A grant is spent only this far inside its bucket (a TIME read in whole ms, timer granularity). */
-export const SPEND_MARGIN_MS = 2
-/** The allowance is counted per this much local time: a rolling minute of Redis's, with room for drift. */
-export const ALLOWANCE_WINDOW_MS = 62_000
 /** No allowance for a consumer whose room, last seen, would not last this long at its rate (it races its limit). */
 export const ALLOWANCE_SLACK_MS = 60_000
 /** No allowance for a consumer never answered here by Redis that arrives this often per second (a burst, maybe racing its limit). */
@@ -27,130 +27,116 @@ export const ALLOWANCE_UNSEEN_RATE = 5
  */
 export interface Waiting { readonly cost: number, readonly resolve: (result: ConsumeResult) => void, readonly reject: (err: Error) => void, attempts: number, blockWaits: number }
 
+/** What an account is asked with: its limits and ban policy (the rest of an Ask is per request). */
+export type AccountTerms = Pick<Ask, 'limits' | 'ban' | 'monthLimit' | 'overage'>
+
 export class Account {
-  limits: Limits = { perMinute: 0, perDay: 0 }
-  /** 0: no month limit; a soft month is counted but never refuses (Ask.overage). */
-  monthLimit = 0
-  monthSoft = true
-  ban: BanPolicy | null = null
-  /** The pool and its buckets (minute, day, month) by Redis's clock; blocks granted in its minute bucket, 0 once given back. */
-  pool = 0
-  granted = 0
-  giveBack = false
-  bucket = -1
-  dayBucket = 0
-  month = 0
-  waiting: Waiting[] = []
-  /** A write call of this account is queued or in flight. */
-  calling = false
-  /** The last reply (headers), its Redis time and the local instant it was read. */
-  view: GrantReply | undefined = undefined
-  viewAt = 0
-  viewLocal = 0
-  /** Requests seen in local second `second` and the one before, and the last one's instant. */
-  second = 0
-  seen = 0
-  seenBefore = 0
-  lastSeen = 0
-  /** The reserve, until when (Redis ms) Redis keeps it; in a call's flight, the most it may come to. */
-  reserve = 0
-  reserveUntil = 0
-  reserveCap: number | undefined = undefined
-  /** Reserve admissions not yet counted in Redis, and give-backs to send. */
-  unwritten: Adjustment[] = []
-  returns: Adjustment[] = []
-  /** Allowance admissions not yet counted in Redis, and every allowance admission of the last ALLOWANCE_WINDOW_MS (local ms, cost). */
-  allowanceUnwritten: Adjustment[] = []
-  allowanceSpent: Array<{ readonly at: number, readonly cost: number }> = []
-  readonly ledger = { minute: new Map<number, number>(), day: new Map<number, number>(), month: new Map<number, number>() }
+  readonly pool = new Pool()
+  readonly reserve = new Reserve()
+  readonly allowance = new AllowanceSpent()
+  readonly ledger = new Ledger()
+  #limits: Limits = { perMinute: 0, perDay: 0 }
+  #monthLimit = 0
+  #monthSoft = true
+  #ban: BanPolicy | null = null
+  #waiting: Waiting[] = []
+  #calling = false
+  #view: GrantReply | undefined = undefined
+  #viewAt = 0
+  #viewLocal = 0
+  #second = 0
+  #seen = 0
+  #seenBefore = 0
+  #lastSeen = 0
 
   constructor (readonly id: string, readonly key: string, readonly shard: string) {}
-}
 
-/** Counts one request (for sizing): requests per second, from this local second and the last. */
-export function countRequest (account: Account, localNow: number): void {
-  const second = Math.floor(localNow / 1000)
-  if (second !== account.second) {
-    account.seenBefore = second === account.second + 1 ? account.seen : 0
-    account.seen = 0
-    account.second = second
+  get limits (): Limits { return this.#limits }
+  /** 0: no month limit; a soft month is counted but never refuses (Ask.overage). */
+  get monthLimit (): number { return this.#monthLimit }
+  get monthSoft (): boolean { return this.#monthSoft }
+  get ban (): BanPolicy | null { return this.#ban }
+
+  /** The limits and ban policy of the latest request (a plan may change between requests). */
+  configure (terms: AccountTerms): this {
+    this.#limits = terms.limits
+    this.#ban = terms.ban
+    this.#monthLimit = terms.monthLimit
+    this.#monthSoft = terms.overage
+    return this
   }
-  account.seen++
-  account.lastSeen = localNow
-}
 
-export function rate (account: Account, localNow: number): number {
-  return Math.floor(localNow / 1000) === account.second ? account.seen + account.seenBefore * (1 - (localNow % 1000) / 1000) : 0
-}
+  /** The last reply (headers), if any. */
+  get view (): GrantReply | undefined { return this.#view }
+  /** A reply read at Redis time `redisNow`, local `received`. */
+  heard (reply: GrantReply, redisNow: number, received: number): void {
+    this.#view = reply
+    this.#viewAt = redisNow
+    this.#viewLocal = received
+  }
 
-/** True while the pool's bucket is not over by the latest Redis time at local `localNow`. */
-export function poolLive (account: Account, clock: ShardClock, localNow: number): boolean {
-  const latest = clock.latest(localNow)
-  return account.pool > 0 && latest !== undefined && latest < (account.bucket + 1) * MINUTE_BUCKET_MS - SPEND_MARGIN_MS
-}
+  /** Redis's time at local `localNow`, counted on from the last reply. */
+  redisTimeAt (localNow: number): number {
+    return this.#viewAt + (localNow - this.#viewLocal)
+  }
 
-/** The pool goes back: what is left of it is given back, and no block of its bucket is held any more (the next call says so). */
-function givePoolBack (account: Account): void {
-  if (account.pool > 0) account.returns.push({ minute: account.bucket, day: account.dayBucket, month: account.month, delta: -account.pool })
-  account.pool = 0
-  account.granted = 0
-}
+  /** A write call of this account is queued or in flight (or a retry of its waiting requests is timed). */
+  get calling (): boolean { return this.#calling }
+  callStarted (): void { this.#calling = true }
+  callEnded (): void { this.#calling = false }
 
-/** A pool whose bucket is over becomes a give-back (it will never be spent); true if none is live. */
-export function expirePool (account: Account, clock: ShardClock, localNow: number): boolean {
-  if (poolLive(account, clock, localNow)) return false
-  givePoolBack(account)
-  return true
-}
+  get waitingCount (): number { return this.#waiting.length }
+  wait (request: Waiting): void { this.#waiting.push(request) }
+  /** Every request waiting, in order; none waits after. */
+  takeWaiting (): Waiting[] { return this.#waiting.splice(0) }
+  /** Requests to ask again, ahead of those that came meanwhile. */
+  requeue (requests: readonly Waiting[]): void { this.#waiting.unshift(...requests) }
 
-/** Units just counted at Redis time `redisNow` join the pool (an older pool is given back), `block` of them a block. */
-export function fillPool (account: Account, units: number, block: number, redisNow: number): void {
-  const bucket = Math.floor(redisNow / MINUTE_BUCKET_MS)
-  if (bucket !== account.bucket) givePoolBack(account)
-  account.granted += block
-  account.bucket = bucket
-  account.dayBucket = Math.floor(redisNow / DAY_BUCKET_MS)
-  account.month = account.monthLimit > 0 ? calendarMonth(redisNow).index : 0
-  account.pool += units
-}
+  /** The first waiting request, if the live pool pays for it (spent, recorded and no longer waiting). */
+  servedFromPool (clock: ShardClock, localNow: number): Waiting | undefined {
+    const first = this.#waiting[0]
+    if (first === undefined || !this.spendPool(first.cost, clock, localNow)) return undefined
+    return this.#waiting.shift()
+  }
 
-/** Records an admission of `cost` units in its buckets, for a re-seed. */
-function record (account: Account, minute: number, day: number, month: number, cost: number): void {
-  const { ledger } = account
-  ledger.minute.set(minute, (ledger.minute.get(minute) ?? 0) + cost)
-  ledger.day.set(day, (ledger.day.get(day) ?? 0) + cost)
-  if (month > 0) ledger.month.set(month, (ledger.month.get(month) ?? 0) + cost)
-}
+  /** Spends `cost` from a live pool, recorded in the pool's buckets; false if the pool is lapsed or short. */
+  spendPool (cost: number, clock: ShardClock, localNow: number): boolean {
+    if (!this.pool.spend(cost, clock, localNow)) return false
+    this.ledger.record(this.pool.bucket, this.pool.dayBucket, this.pool.month, cost)
+    return true
+  }
 
-/** Drops from the ledger what left every window by Redis time `t` at the earliest (the sweep's, once a second). */
-export function pruneLedger ({ ledger }: Account, redisTime: number): void {
-  for (const bucket of ledger.minute.keys()) if (bucket <= Math.floor(redisTime / MINUTE_BUCKET_MS) - MINUTE_WINDOW.slots) ledger.minute.delete(bucket)
-  for (const bucket of ledger.day.keys()) if (bucket <= Math.floor(redisTime / DAY_BUCKET_MS) - DAY_WINDOW.slots) ledger.day.delete(bucket)
-  if (ledger.month.size > 0) for (const month of ledger.month.keys()) if (month < calendarMonth(redisTime).index) ledger.month.delete(month)
-}
+  /** Units just counted at Redis time `redisNow` join the pool, `block` of them a block. */
+  fillPool (units: number, block: number, redisNow: number): void {
+    this.pool.fill(units, block, redisNow, this.#monthLimit > 0)
+  }
 
-/** The ledger as adjustments: each window's buckets on their own. */
-export function ledgerAdjustments (account: Account): Adjustment[] {
-  const { minute, day, month } = account.ledger
-  return [...[...minute].map(([bucket, delta]) => ({ minute: bucket, day: 0, month: 0, delta })),
-    ...[...day].map(([bucket, delta]) => ({ minute: 0, day: bucket, month: 0, delta })),
-    ...[...month].map(([bucket, delta]) => ({ minute: 0, day: 0, month: bucket, delta }))]
-}
+  /** Counts one request (for sizing): requests per second, from this local second and the last. */
+  countRequest (localNow: number): void {
+    const second = Math.floor(localNow / 1000)
+    if (second !== this.#second) {
+      this.#seenBefore = second === this.#second + 1 ? this.#seen : 0
+      this.#seen = 0
+      this.#second = second
+    }
+    this.#seen++
+    this.#lastSeen = localNow
+  }
 
-/** `list` with `adj` added (merged with an entry of the same buckets), entries at 0 or below dropped. */
-export function addAdjustment (list: readonly Adjustment[], adj: Adjustment): Adjustment[] {
-  const same = (entry: Adjustment): boolean => entry.minute === adj.minute && entry.day === adj.day && entry.month === adj.month
-  const merged = list.some(same) ? list.map((entry) => same(entry) ? { ...entry, delta: entry.delta + adj.delta } : entry) : [...list, adj]
-  return merged.filter((entry) => entry.delta > 0)
-}
+  /** Requests per second at local `localNow`: this second's, and the last one's pro rata. */
+  rate (localNow: number): number {
+    return Math.floor(localNow / 1000) === this.#second ? this.#seen + this.#seenBefore * (1 - (localNow % 1000) / 1000) : 0
+  }
 
-export function unwrittenUnits (account: Account): number {
-  return account.unwritten.reduce((sum, adjustment) => sum + adjustment.delta, 0)
+  /** The local second of the last request, the requests seen in the second before it, and the last one's instant. */
+  get second (): number { return this.#second }
+  get seenBefore (): number { return this.#seenBefore }
+  get lastSeen (): number { return this.#lastSeen }
 }
 
 /** Units admitted in an outage not yet counted in Redis: from the reserve and from the allowance. */
 export function uncountedUnits (account: Account): number {
-  return unwrittenUnits(account) + account.allowanceUnwritten.reduce((sum, adjustment) => sum + adjustment.delta, 0)
+  return account.reserve.unwrittenUnits() + account.allowance.unwrittenUnits()
 }
 
 /** The adjustment of an outage admission of `cost` at Redis time `latest` (its latest bound: never earlier than real). */
@@ -167,13 +153,10 @@ function outageAdjustment (account: Account, latest: number, cost: number, allow
 export function allowanceLeft (account: Account, localNow: number, units: number, total: number): number {
   if (units <= 0) return 0
   // Never seen here: its room is unknown (at most its limits), and a burst is taken for a racing consumer.
-  const perSecond = rate(account, localNow)
+  const perSecond = account.rate(localNow)
   const room = account.view === undefined ? Math.min(account.limits.perMinute, account.limits.perDay) : roomSeen(account)
   if (room < total || room < perSecond * ALLOWANCE_SLACK_MS / 1000 || (account.view === undefined && perSecond >= ALLOWANCE_UNSEEN_RATE)) return 0
-  account.allowanceSpent = account.allowanceSpent.filter((spending) => spending.at > localNow - ALLOWANCE_WINDOW_MS)
-  const spent = account.allowanceSpent.reduce((sum, spending) => sum + spending.cost, 0)
-  const uncounted = account.allowanceUnwritten.reduce((sum, adjustment) => sum + adjustment.delta, 0)
-  return Math.max(0, units - Math.max(spent, uncounted))
+  return account.allowance.left(localNow, units)
 }
 
 /** Admits `cost` from the outage allowance (see allowanceLeft); written back at the latest Redis time. */
@@ -181,27 +164,19 @@ export function spendAllowance (account: Account, clock: ShardClock, localNow: n
   const latest = clock.latest(localNow)
   if (latest === undefined || allowanceLeft(account, localNow, units, total) < cost) return false
   const adj = outageAdjustment(account, latest, cost, true)
-  account.allowanceUnwritten = addAdjustment(account.allowanceUnwritten, adj)
-  account.allowanceSpent.push({ at: localNow, cost })
-  record(account, adj.minute, adj.day, adj.month, cost)
+  if (!account.allowance.spend(localNow, units, adj)) return false
+  account.ledger.record(adj.minute, adj.day, adj.month, cost)
   return true
 }
 
 /** Spends `cost` of the reserve if Redis keeps it long enough after; written back at the latest Redis time. */
 export function spendReserve (account: Account, clock: ShardClock, localNow: number, cost: number): boolean {
   const latest = clock.latest(localNow)
-  if (latest === undefined || latest > account.reserveUntil - RESERVE_COVER_MS) return false
-  if (unwrittenUnits(account) + cost > (account.reserveCap ?? account.reserve)) return false
+  if (latest === undefined) return false
   const adj = outageAdjustment(account, latest, cost, false)
-  account.unwritten = addAdjustment(account.unwritten, adj)
-  record(account, adj.minute, adj.day, adj.month, cost)
+  if (!account.reserve.spend(latest, adj)) return false
+  account.ledger.record(adj.minute, adj.day, adj.month, cost)
   return true
-}
-
-/** Spends `cost` from a live pool (recorded in the pool's buckets). */
-export function spendPool (account: Account, cost: number): void {
-  account.pool -= cost
-  record(account, account.bucket, account.dayBucket, account.month, cost)
 }
 
 /** The room the last reply left to this process: the least limit less counted units and others' reserves. */
@@ -216,7 +191,7 @@ export function roomSeen (account: Account): number {
 
 /** One grant entry of `account`: its limits and ban policy, with what this call asks and settles. */
 export function entryOf (account: Account, requests: number, cost: number, extra: number, reserve: number, adjustments: GrantEntry['adjustments'], write = true): GrantEntry {
-  return { key: account.key, minuteLimit: account.limits.perMinute, dayLimit: account.limits.perDay, monthLimit: account.monthLimit, monthSoft: account.monthSoft, requests, cost, extra, reserve, write, ban: account.ban, adjustments, blocksBucket: account.bucket, blocks: account.granted }
+  return { key: account.key, minuteLimit: account.limits.perMinute, dayLimit: account.limits.perDay, monthLimit: account.monthLimit, monthSoft: account.monthSoft, requests, cost, extra, reserve, write, ban: account.ban, adjustments, blocksBucket: account.pool.bucket, blocks: account.pool.granted }
 }
 
 // The answers in the store contract's shape: what the last reply said of the windows, less the units this process
@@ -232,9 +207,17 @@ function window (windowReply: WindowReply | undefined, pool: number, kept: numbe
  * this process may still admit while its shard does not answer (the minute's remaining shows no more).
  */
 export function consumeResult (account: Account, outcome: ConsumeOutcome | 'peek', now: number, via: 'store' | 'grant' | 'fallback', bannedUntil = 0, reply?: GrantReply, outageLeft?: number, outageSource?: 'reserve' | 'allowance'): ConsumeResult {
-  const view = reply ?? account.view
   // Units counted and not spent yet are not used; reserve admissions not yet counted are.
-  const pool = reply === undefined ? account.pool - uncountedUnits(account) : 0
+  const pool = reply === undefined ? account.pool.units - uncountedUnits(account) : 0
+  return resultOf(account, reply ?? account.view, pool, outcome, now, via, bannedUntil, outageLeft, outageSource)
+}
+
+/** The answer when nothing is known of the windows (STORE_ON_ERROR=open): admitted, with the whole limits left. */
+export function unknownResult (account: Account, now: number): ConsumeResult {
+  return resultOf(account, undefined, 0, 'ok', now, 'fallback')
+}
+
+function resultOf (account: Account, view: GrantReply | undefined, pool: number, outcome: ConsumeOutcome | 'peek', now: number, via: 'store' | 'grant' | 'fallback', bannedUntil = 0, outageLeft?: number, outageSource?: 'reserve' | 'allowance'): ConsumeResult {
   const kept = view?.held ?? 0
   let decided: ConsumeOutcome = outcome === 'peek' ? 'ok' : outcome
   if (outcome === 'peek' && view !== undefined) {

@@ -48,7 +48,7 @@ export function createRedisAdmin (client: RedisClient, forget: (id: string) => v
   return {
     /** What a decision of `id` would find now, changing nothing. */
     peek: (id: string, ask: Ask) => bounded(async () => {
-      const account = Object.assign(new Account(id, limiterKey(id), ''), { limits: ask.limits, monthLimit: ask.monthLimit, monthSoft: ask.overage })
+      const account = new Account(id, limiterKey(id), '').configure({ limits: ask.limits, ban: null, monthLimit: ask.monthLimit, overage: ask.overage }) // a read: no ban counted
       const entries = [entryOf(account, 0, 1, 0, 0, [], false)]
       const { now, replies } = readGrantReply(await port.run(GRANT, grantKeys(entries), grantArgs('admin', entries)), 1)
       return consumeResult(account, 'peek', now, 'store', replies[0]!.bannedUntil, replies[0])

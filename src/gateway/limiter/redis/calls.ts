@@ -4,10 +4,9 @@
 // and reserve admissions; its reply fills the pool — even after its budget ran out: it was counted.
 import { MINUTE_BUCKET_MS } from '../arithmetic.js'
 import * as accounts from './account.js'
-import { consumeResult, entryOf } from './account.js'
+import { consumeResult, entryOf, unknownResult } from './account.js'
 import type { Account, Waiting } from './account.js'
 import type { Job } from './batcher.js'
-import { RESERVE_TTL_MS } from './layout.js'
 import type { ShardClock } from './clock.js'
 import { allowanceUnits, StoreUnavailableError, type OutageAllowance, type StoreOnError } from './outage.js'
 import type { Runtime } from './port.js'
@@ -55,16 +54,14 @@ export function createCalls (deps: CallDeps) {
 
   /** Queues `account`'s write call (at most one queued or in flight per id). */
   function call (account: Account): void {
-    account.calling = true
+    account.callStarted()
     batcher.add(writeJob(account))
   }
 
   /** Serves waiting requests from a live pool. */
   function drain (account: Account, localNow: number): void {
-    while (account.waiting.length > 0 && account.waiting[0]!.cost <= account.pool && accounts.poolLive(account, clockOf(account), localNow)) {
-      const request = account.waiting.shift()!
-      accounts.spendPool(account, request.cost)
-      request.resolve(consumeResult(account, 'ok', account.viewAt + (localNow - account.viewLocal), 'grant'))
+    for (let request = account.servedFromPool(clockOf(account), localNow); request !== undefined; request = account.servedFromPool(clockOf(account), localNow)) {
+      request.resolve(consumeResult(account, 'ok', account.redisTimeAt(localNow), 'grant'))
     }
   }
 
@@ -72,18 +69,18 @@ export function createCalls (deps: CallDeps) {
   function next (account: Account, delayMs = 0): void {
     if (account.calling) return
     // Nothing waits: a pool just given back goes at once (other processes' refusals may wait for it).
-    if (account.waiting.length === 0) { if (account.returns.length > 0 && up(account)) call(account); return }
-    if (delayMs > 0) { account.calling = true; runtime.after(delayMs, () => { account.calling = false; next(account) }); return }
+    if (account.waitingCount === 0) { if (account.pool.owesGiveBack && up(account)) call(account); return }
+    if (delayMs > 0) { account.callStarted(); runtime.after(delayMs, () => { account.callEnded(); next(account) }); return }
     const localNow = runtime.now()
     drain(account, localNow)
-    if (account.waiting.length === 0) return
+    if (account.waitingCount === 0) return
     if (up(account)) return call(account)
-    for (const request of account.waiting.splice(0)) outage(account, request, localNow)
+    for (const request of account.takeWaiting()) outage(account, request, localNow)
   }
 
   /** The outage policy's answer to `request` at local `localNow`: the reserve first, then the allowance. */
   function outage (account: Account, request: Waiting, localNow: number): void {
-    if (policy === 'open') return request.resolve(consumeResult({ ...account, view: undefined, pool: 0 }, 'ok', runtime.now(), 'fallback')) // nothing known: the whole limits
+    if (policy === 'open') return request.resolve(unknownResult(account, runtime.now())) // nothing known: the whole limits
     const clock = clockOf(account)
     const units = allowanceUnits(allowance, account.limits.perMinute)
     const kind = !reserves ? undefined
@@ -96,8 +93,7 @@ export function createCalls (deps: CallDeps) {
 
   /** What this process may still admit for `account` while its shard does not answer: its reserve left and its allowance left. */
   function outageRemaining (account: Account, localNow: number, units: number): number {
-    const reserveLeft = Math.max(0, (account.reserveCap ?? account.reserve) - accounts.unwrittenUnits(account))
-    return reserveLeft + accounts.allowanceLeft(account, localNow, units, units * allowance.processes)
+    return account.reserve.left() + accounts.allowanceLeft(account, localNow, units, units * allowance.processes)
   }
 
   /**
@@ -109,16 +105,16 @@ export function createCalls (deps: CallDeps) {
    */
   function reserveWant (account: Account, localNow: number): number {
     if (!reserves || localNow - account.lastSeen > IDLE_MS) return 0
-    const perSecond = accounts.rate(account, Math.min(localNow, account.second * 1000 + 999)) // a give-back at the second's end keeps it
+    const perSecond = account.rate(Math.min(localNow, account.second * 1000 + 999)) // a give-back at the second's end keeps it
     const room = accounts.roomSeen(account)
     if (room < perSecond * RESERVE_SLACK_SECONDS) return 0
-    const kept = Math.min(account.reserve, Math.floor(room / 4))
+    const kept = Math.min(account.reserve.units, Math.floor(room / 4))
     if (perSecond < HOT_RATE || account.seenBefore === 0) return kept
     return Math.max(kept, Math.min(Math.ceil(perSecond * RESERVE_SECONDS), Math.floor(room / 4)))
   }
 
   function extraWant (account: Account, localNow: number, waiting: number): number {
-    const perSecond = accounts.rate(account, localNow)
+    const perSecond = account.rate(localNow)
     if (perSecond < HOT_RATE) return 0
     const latest = clockOf(account).latest(localNow) ?? localNow
     const left = (Math.floor(latest / MINUTE_BUCKET_MS) + 1) * MINUTE_BUCKET_MS - latest
@@ -134,10 +130,10 @@ export function createCalls (deps: CallDeps) {
       return 0
     }
     const cost = group[0]?.cost ?? 1
-    accounts.fillPool(account, reply.admitted * cost + reply.extra, reply.extra, redisNow)
+    account.fillPool(reply.admitted * cost + reply.extra, reply.extra, redisNow)
     if (reply.extra > 0) giveBackAtBucketEnd(account)
     if (answered) return 0
-    const live = accounts.poolLive(account, clockOf(account), received)
+    const clock = clockOf(account)
     const retry: Waiting[] = []
     // Blocks other processes hold (this second's, or the last one's not given back yet) come back when this second ends
     // at the latest: that many refusals ask again then (limiter-internals.md).
@@ -145,8 +141,7 @@ export function createCalls (deps: CallDeps) {
     let margin = 1 // after the bucket ends; a refusal waiting for blocks also gives their holders time to give back
     group.forEach((request, index) => {
       if (index < reply.admitted) {
-        if (live) {
-          accounts.spendPool(account, request.cost)
+        if (account.spendPool(request.cost, clock, received)) {
           request.resolve(consumeResult(account, 'ok', redisNow, 'store'))
         } else if (++request.attempts < MAX_ATTEMPTS) {
           retry.push(request)
@@ -167,20 +162,19 @@ export function createCalls (deps: CallDeps) {
       const outcome = reply.bannedAt === 0 || nth < reply.bannedAt ? 'rate_limited' : nth === reply.bannedAt ? 'ban_started' : 'key_banned'
       request.resolve(consumeResult(account, outcome, redisNow, 'store', outcome === 'rate_limited' ? 0 : reply.bannedUntil))
     })
-    account.waiting.unshift(...retry)
+    account.requeue(retry)
     if (retry.length === 0) return 0
-    const earliest = clockOf(account).earliest(received) ?? received
-    return Math.min(MINUTE_BUCKET_MS + margin, Math.max(1, (account.bucket + 1) * MINUTE_BUCKET_MS - earliest + margin))
+    const earliest = clock.earliest(received) ?? received
+    return Math.min(MINUTE_BUCKET_MS + margin, Math.max(1, (account.pool.bucket + 1) * MINUTE_BUCKET_MS - earliest + margin))
   }
 
   /** When `account`'s pool can no longer be spent, what is left of it goes back at once (others may wait for it). */
   function giveBackAtBucketEnd (account: Account): void {
-    if (account.giveBack) return
-    account.giveBack = true
-    runtime.after(Math.max(1, (account.bucket + 1) * MINUTE_BUCKET_MS - accounts.SPEND_MARGIN_MS - (clockOf(account).latest(runtime.now()) ?? runtime.now())), () => {
-      account.giveBack = false
-      accounts.expirePool(account, clockOf(account), runtime.now())
-      if (account.pool > 0) giveBackAtBucketEnd(account) // the clock's bounds say not yet, or a new block came
+    if (!account.pool.armLapseTimer()) return
+    runtime.after(account.pool.msUntilLapse(clockOf(account).latest(runtime.now()) ?? runtime.now()), () => {
+      account.pool.lapseTimerFired()
+      account.pool.expire(clockOf(account), runtime.now())
+      if (account.pool.units > 0) giveBackAtBucketEnd(account) // the clock's bounds say not yet, or a new block came
       next(account)
     })
   }
@@ -195,22 +189,22 @@ export function createCalls (deps: CallDeps) {
       key: account.key,
       build () {
         const localNow = runtime.now()
-        accounts.expirePool(account, clockOf(account), localNow)
+        account.pool.expire(clockOf(account), localNow)
         drain(account, localNow)
         groups = []
-        for (const request of account.waiting.splice(0)) {
+        for (const request of account.takeWaiting()) {
           const group = groups.find((group) => group[0]!.cost === request.cost)
           if (group === undefined) groups.push([request])
           else group.push(request)
         }
         const want = reserveWant(account, localNow)
-        sent = account.unwritten.slice()
-        sentAllowance = account.allowanceUnwritten.slice()
-        const adjustments = [...account.returns, ...sent, ...sentAllowance]
-        account.returns = [] // a give-back is sent once: twice could uncount a request that was admitted
-        if (groups.length === 0 && adjustments.length === 0 && want >= account.reserve) return []
+        sent = account.reserve.writeBacks()
+        sentAllowance = account.allowance.writeBacks()
+        const givenBack = account.pool.takeGiveBacks()
+        const adjustments = [...givenBack, ...sent, ...sentAllowance]
+        if (groups.length === 0 && adjustments.length === 0 && want >= account.reserve.units) return []
         // Applied or not, reserve admissions stay within min(reserve, what this call writes back + want).
-        account.reserveCap = Math.min(account.reserve, accounts.unwrittenUnits(account) + want)
+        account.reserve.capInFlight(want)
         const waiting = groups.reduce((sum, group) => sum + group.length, 0)
         const first = groups[0]
         const entries = [entryOf(account, first?.length ?? 0, first?.[0]!.cost ?? 1, waiting > 0 ? extraWant(account, localNow, waiting) : 0, want, adjustments)]
@@ -218,17 +212,18 @@ export function createCalls (deps: CallDeps) {
         return entries
       },
       replied (replies, info) {
-        account.calling = false
+        account.callEnded()
         if (info !== undefined && replies.length > 0) {
           const clock = clockOf(account)
           clock.learn(info.redisNow, info.sent, info.received)
           const last = replies[replies.length - 1]!
-          Object.assign(account, { view: last, viewAt: info.redisNow, viewLocal: info.received, reserve: last.reserve, reserveUntil: info.redisNow + RESERVE_TTL_MS, reserveCap: undefined })
-          account.unwritten = sent.reduce((list, adjustment) => accounts.addAdjustment(list, { ...adjustment, delta: -adjustment.delta }), account.unwritten)
-          account.allowanceUnwritten = sentAllowance.reduce((list, adjustment) => accounts.addAdjustment(list, { ...adjustment, delta: -adjustment.delta }), account.allowanceUnwritten)
+          account.heard(last, info.redisNow, info.received)
+          account.reserve.kept(last.reserve, info.redisNow)
+          account.reserve.settle(sent)
+          account.allowance.settle(sentAllowance)
           let delay = 0
           replies.forEach((reply, index) => { delay = Math.max(delay, answer(account, reply, groups[index] ?? [], info.redisNow, info.received, timedOut)) })
-          accounts.expirePool(account, clock, runtime.now())
+          account.pool.expire(clock, runtime.now())
           next(account, delay)
           return
         }
@@ -239,12 +234,13 @@ export function createCalls (deps: CallDeps) {
         // by the outage policy (its reply, if it comes, still fills the pool).
         timedOut = true
         const localNow = runtime.now()
-        for (const request of [...groups.flat(), ...account.waiting.splice(0)]) outage(account, request, localNow)
+        for (const request of [...groups.flat(), ...account.takeWaiting()]) outage(account, request, localNow)
       },
       failed () {
         // Whether Redis ran it is unknown: the reserve is held to the cap that holds either way, the
         // reserve admissions it carried are sent again (counted twice at worst), its give-backs are not.
-        Object.assign(account, { calling: false, reserve: account.reserveCap ?? account.reserve, reserveCap: undefined })
+        account.callEnded()
+        account.reserve.callFailed()
         if (!timedOut) {
           const localNow = runtime.now()
           for (const request of groups.flat()) outage(account, request, localNow)

@@ -9,11 +9,9 @@ import { LRUCache } from 'lru-cache'
 import { limiterKey } from '../../redis/keys.js'
 import { ANONYMOUS_ID_PREFIX } from '../../edge/client-address.js'
 import type { Ask, ConsumeResult } from '../store.js'
-import * as acct from './account.js'
-import { consumeResult, entryOf, type Account } from './account.js'
+import { Account, consumeResult, entryOf } from './account.js'
 import { BATCH_MAX, createBatcher } from './batcher.js'
 import { createCalls, IDLE_MS } from './calls.js'
-import { RESERVE_TTL_MS } from './layout.js'
 import { DEFAULT_OUTAGE_ALLOWANCE_PERCENT, DEFAULT_STORE_PROCESSES, type OutageAllowance, type StoreOnError } from './outage.js'
 import { GRANT, grantArgs, grantKeys, readGrantReply, type GrantEntry } from './scripts.js'
 import { createShards, type ShardOptions } from './shard.js'
@@ -62,14 +60,10 @@ export function createGrants (opts: GrantsOptions) {
     let account = tableOf(id).get(id)
     if (account === undefined) {
       const key = limiterKey(id)
-      account = new acct.Account(id, key, port.shardOf(key))
+      account = new Account(id, key, port.shardOf(key))
       tableOf(id).set(id, account)
     }
-    account.limits = ask.limits
-    account.ban = ask.ban
-    account.monthLimit = ask.monthLimit
-    account.monthSoft = ask.overage
-    return account
+    return account.configure(ask)
   }
 
   /** A shard lost its data: what this process admitted there goes back in, its reserve asked again. */
@@ -78,10 +72,11 @@ export function createGrants (opts: GrantsOptions) {
     const groups = new Map<string, Array<{ account: Account, entry: GrantEntry }>>()
     for (const account of [...consumers.values(), ...anonymous.values()]) {
       if (account.shard !== shard) continue
-      const remaining = Math.max(0, account.reserve - acct.unwrittenUnits(account))
-      // Nothing of the old reserve is spent until Redis confirms the new one (reserveCap 0).
-      Object.assign(account, { pool: 0, returns: [], unwritten: [], allowanceUnwritten: [], reserve: 0, reserveCap: 0 })
-      const adjustments = acct.ledgerAdjustments(account)
+      // Nothing of the old reserve is spent until Redis confirms the new one (its cap 0).
+      account.pool.lose()
+      const remaining = account.reserve.lose()
+      account.allowance.lose()
+      const adjustments = account.ledger.adjustments()
       if (adjustments.length === 0 && remaining === 0) continue
       const group = port.groupOf(account.key)
       const members = groups.get(group) ?? []
@@ -97,7 +92,7 @@ export function createGrants (opts: GrantsOptions) {
           const sent = runtime.now()
           const { now, replies } = readGrantReply(await port.run(GRANT, grantKeys(entries), grantArgs(holder, entries)), entries.length)
           shards.of(shard).clock.learn(now, sent, runtime.now())
-          replies.forEach((reply, index) => { Object.assign(part[index]!.account, { reserve: reply.reserve, reserveUntil: now + RESERVE_TTL_MS, reserveCap: undefined }) })
+          replies.forEach((reply, index) => { part[index]!.account.reserve.kept(reply.reserve, now) })
         }
       }
     } finally {
@@ -111,12 +106,12 @@ export function createGrants (opts: GrantsOptions) {
   function sweep (accounts = [...consumers.values(), ...anonymous.values()], from = 0): void {
     const localNow = runtime.now()
     for (const account of accounts.slice(from, from + SWEEP_SLICE)) {
-      acct.expirePool(account, clockOf(account), localNow)
+      account.pool.expire(clockOf(account), localNow)
       const earliest = clockOf(account).earliest(localNow)
-      if (earliest !== undefined) acct.pruneLedger(account, earliest)
+      if (earliest !== undefined) account.ledger.prune(earliest)
       const idle = localNow - account.lastSeen > IDLE_MS
-      if (!account.calling && up(account) && (account.returns.length > 0 || account.unwritten.length > 0 || account.allowanceUnwritten.length > 0 || (idle && account.reserve > 0))) call(account)
-      if (localNow - account.lastSeen > FORGET_MS && !account.calling && account.reserve === 0 && account.ledger.day.size + account.ledger.month.size === 0 && tableOf(account.id).get(account.id) === account) tableOf(account.id).delete(account.id)
+      if (!account.calling && up(account) && (account.pool.owesGiveBack || account.reserve.owesWriteBack || account.allowance.owesWriteBack || (idle && account.reserve.units > 0))) call(account)
+      if (localNow - account.lastSeen > FORGET_MS && !account.calling && account.reserve.units === 0 && account.ledger.longWindowsEmpty && tableOf(account.id).get(account.id) === account) tableOf(account.id).delete(account.id)
     }
     if (from + SWEEP_SLICE < accounts.length && !closed) runtime.turnEnd(() => { sweep(accounts, from + SWEEP_SLICE) })
   }
@@ -126,21 +121,20 @@ export function createGrants (opts: GrantsOptions) {
       const account = accountOf(id, ask)
       const localNow = runtime.now()
       const cost = ask.cost
-      acct.countRequest(account, localNow)
-      if (!acct.expirePool(account, clockOf(account), localNow) && account.waiting.length === 0 && account.pool >= cost) {
-        acct.spendPool(account, cost)
-        return Promise.resolve(consumeResult(account, 'ok', account.viewAt + (localNow - account.viewLocal), 'grant'))
+      account.countRequest(localNow)
+      if (!account.pool.expire(clockOf(account), localNow) && account.waitingCount === 0 && account.spendPool(cost, clockOf(account), localNow)) {
+        return Promise.resolve(consumeResult(account, 'ok', account.redisTimeAt(localNow), 'grant'))
       }
       return new Promise((resolve, reject) => {
         if (!up(account) && !reseeding.has(account)) return outage(account, { cost, resolve, reject, attempts: 0, blockWaits: 0 }, localNow)
-        account.waiting.push({ cost, resolve, reject, attempts: 0, blockWaits: 0 })
+        account.wait({ cost, resolve, reject, attempts: 0, blockWaits: 0 })
         if (up(account) && !account.calling) call(account)
       })
     },
     /** Drops what this process holds for `id` (its state in Redis was reset). */
     forget (id: string) { tableOf(id).delete(id) },
     /** True while a shard does not answer or outage admissions are not yet counted in Redis. */
-    degraded: () => shards.anyDown() || [...consumers.values(), ...anonymous.values()].some((account) => account.unwritten.length > 0 || account.allowanceUnwritten.length > 0),
+    degraded: () => shards.anyDown() || [...consumers.values(), ...anonymous.values()].some((account) => account.reserve.owesWriteBack || account.allowance.owesWriteBack),
     /** Resolves once every shard known is up, or after `ms`. */
     async settled (ms: number) {
       for (const name of port.shards()) shards.of(name)
