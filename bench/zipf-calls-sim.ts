@@ -17,11 +17,11 @@ const LIMITS = { perMinute: 1_000_000_000, perDay: 1_000_000_000_000 }
 const START = Date.UTC(2030, 4, 6, 10, 0, 0)
 
 interface Settings { seconds: number, clients: number, serviceMs: number, backendMs: number, netMs: number }
-interface Counted { decisions: number, scripts: number, turns: number, virtualSeconds: number }
+interface Counted { decisions: number, scripts: number, turns: number, virtualSeconds: number, entries: number, asking: number, settling: number, reserveOnly: number, withoutRequests: number }
 
 interface SimModules {
   World: new (seed: number, start: number) => { now: number, at: (t: number, fn: () => void, owner?: unknown, phase?: number) => () => void, run: (until: number) => Promise<void> }
-  SimRedis: new (world: unknown, skew: number, vm: unknown) => { scripts: number, set: (key: string, value: string) => void }
+  SimRedis: new (world: unknown, skew: number, vm: unknown) => { scripts: number, set: (key: string, value: string) => void, runScript: (script: unknown, keys: readonly string[], args: readonly string[]) => unknown }
   SimProcess: new (world: unknown, redisOrTopology: unknown, name: string, opts: Record<string, unknown>) => { busyUntil: number, grants: { consume: (id: string, ask: unknown) => Promise<{ outcome: string }>, settled: (ms: number) => Promise<void> } }
   createLuaVm: () => Promise<unknown>
   singleRedis?: (redis: unknown) => unknown
@@ -47,6 +47,21 @@ async function count (root: string, settings: Settings, order: readonly number[]
   void gateway.grants.settled(0)
   await world.run(START - 1_000)
   const scriptsBefore = redis.scripts
+  // Each grant call's entries by what they carry: requests, only settlements (give-backs, write-backs), only a reserve.
+  const kinds = { entries: 0, asking: 0, settling: 0, reserveOnly: 0, withoutRequests: 0 }
+  const runScript = redis.runScript.bind(redis)
+  redis.runScript = (script, keys, args) => {
+    if (keys.length > 1) {
+      let asking = 0
+      for (let position = 1; position < args.length; position += 3) {
+        kinds.entries++
+        if (Number(args[position]!.split(' ')[3]) > 0) { kinds.asking++; asking++ } else if (args[position + 2] !== '') kinds.settling++
+        else kinds.reserveOnly++
+      }
+      if (asking === 0) kinds.withoutRequests++
+    }
+    return runScript(script, keys, args)
+  }
   const ask = { limits: LIMITS, ban: null, cost: 1, monthLimit: 0, overage: true }
   const end = START + settings.seconds * 1000
   const arrived: Array<() => void> = []
@@ -84,7 +99,7 @@ async function count (root: string, settings: Settings, order: readonly number[]
   }
   for (let index = 0; index < settings.clients; index++) world.at(START + index * settings.backendMs / settings.clients, client)
   await world.run(end + 5_000)
-  return { decisions, scripts: redis.scripts - scriptsBefore, turns, virtualSeconds: settings.seconds }
+  return { decisions, scripts: redis.scripts - scriptsBefore, turns, virtualSeconds: settings.seconds, ...kinds }
 }
 
 async function main (): Promise<void> {
@@ -98,11 +113,11 @@ async function main (): Promise<void> {
   const order = zipfSequence({ consumers: DEFAULT_ZIPF_CONSUMERS, exponent: DEFAULT_ZIPF_EXPONENT, length: DEFAULT_ZIPF_SEQUENCE_LENGTH, seed: DEFAULT_ZIPF_SEED })
   const roots = [HERE, ...(process.env.BENCH_BASELINE ?? '').split(',').filter((dir) => dir !== '').map((dir) => resolve(dir))]
   console.log(`Zipf s = ${DEFAULT_ZIPF_EXPONENT} (seed ${DEFAULT_ZIPF_SEED}) on a virtual clock: ${settings.clients} closed-loop clients, ${settings.serviceMs * 1000} µs of CPU per request, ${settings.backendMs} ms from an answer to the next request, ${settings.netMs} ms each way to Redis, ${settings.seconds} s`)
-  console.log('| checkout | decisions | req/s (virtual) | script calls | per decision | decisions per call | loop turns |')
-  console.log('|---|---:|---:|---:|---:|---:|---:|')
+  console.log('| checkout | decisions | req/s (virtual) | script calls | per decision | decisions per call | loop turns | entries | asking | settling only | reserve only | calls with no request |')
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
   for (const root of roots) {
     const counted = await count(root, settings, order)
-    console.log(`| ${root} | ${counted.decisions} | ${(counted.decisions / counted.virtualSeconds).toFixed(0)} | ${counted.scripts} | ${(counted.scripts / counted.decisions).toFixed(4)} | ${(counted.decisions / counted.scripts).toFixed(2)} | ${counted.turns} |`)
+    console.log(`| ${root} | ${counted.decisions} | ${(counted.decisions / counted.virtualSeconds).toFixed(0)} | ${counted.scripts} | ${(counted.scripts / counted.decisions).toFixed(4)} | ${(counted.decisions / counted.scripts).toFixed(2)} | ${counted.turns} | ${counted.entries} | ${counted.asking} | ${counted.settling} | ${counted.reserveOnly} | ${counted.withoutRequests} |`)
   }
 }
 

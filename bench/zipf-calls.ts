@@ -133,7 +133,7 @@ async function startRedis (): Promise<{ port: number, stop: () => Promise<void> 
   for (let attempt = 0; attempt < 100; attempt++) {
     try {
       if ((await run('redis-cli', ['-p', String(port), 'PING'])).stdout.trim() === 'PONG') break
-    } catch {}
+    } catch { /* not listening yet */ }
     await new Promise((done) => setTimeout(done, 50))
   }
   return {
