@@ -17,7 +17,7 @@ const LIMITS = { perMinute: 1_000_000_000, perDay: 1_000_000_000_000 }
 const START = Date.UTC(2030, 4, 6, 10, 0, 0)
 
 interface Settings { seconds: number, clients: number, serviceMs: number, backendMs: number, netMs: number }
-interface Counted { decisions: number, scripts: number, turns: number, virtualSeconds: number, entries: number, asking: number, settling: number, reserveOnly: number, withoutRequests: number }
+interface Counted { decisions: number, scripts: number, turns: number, virtualSeconds: number, entries: number, asking: number, settling: number, reserveOnly: number, handBacks: number, withoutRequests: number }
 
 interface SimModules {
   World: new (seed: number, start: number) => { now: number, at: (t: number, fn: () => void, owner?: unknown, phase?: number) => () => void, run: (until: number) => Promise<void> }
@@ -47,16 +47,18 @@ async function count (root: string, settings: Settings, order: readonly number[]
   void gateway.grants.settled(0)
   await world.run(START - 1_000)
   const scriptsBefore = redis.scripts
-  // Each grant call's entries by what they carry: requests, only settlements (give-backs, write-backs), only a reserve.
-  const kinds = { entries: 0, asking: 0, settling: 0, reserveOnly: 0, withoutRequests: 0 }
+  // Each grant call's entries by what they carry: requests, only settlements (give-backs, write-backs), only a reserve
+  // (handed back to 0, or lowered).
+  const kinds = { entries: 0, asking: 0, settling: 0, reserveOnly: 0, handBacks: 0, withoutRequests: 0 }
   const runScript = redis.runScript.bind(redis)
   redis.runScript = (script, keys, args) => {
     if (keys.length > 1) {
       let asking = 0
       for (let position = 1; position < args.length; position += 3) {
         kinds.entries++
-        if (Number(args[position]!.split(' ')[3]) > 0) { kinds.asking++; asking++ } else if (args[position + 2] !== '') kinds.settling++
-        else kinds.reserveOnly++
+        const fields = args[position]!.split(' ')
+        if (Number(fields[3]) > 0) { kinds.asking++; asking++ } else if (args[position + 2] !== '') kinds.settling++
+        else { kinds.reserveOnly++; if (Number(fields[6]) === 0) kinds.handBacks++ }
       }
       if (asking === 0) kinds.withoutRequests++
     }
@@ -113,11 +115,11 @@ async function main (): Promise<void> {
   const order = zipfSequence({ consumers: DEFAULT_ZIPF_CONSUMERS, exponent: DEFAULT_ZIPF_EXPONENT, length: DEFAULT_ZIPF_SEQUENCE_LENGTH, seed: DEFAULT_ZIPF_SEED })
   const roots = [HERE, ...(process.env.BENCH_BASELINE ?? '').split(',').filter((dir) => dir !== '').map((dir) => resolve(dir))]
   console.log(`Zipf s = ${DEFAULT_ZIPF_EXPONENT} (seed ${DEFAULT_ZIPF_SEED}) on a virtual clock: ${settings.clients} closed-loop clients, ${settings.serviceMs * 1000} µs of CPU per request, ${settings.backendMs} ms from an answer to the next request, ${settings.netMs} ms each way to Redis, ${settings.seconds} s`)
-  console.log('| checkout | decisions | req/s (virtual) | script calls | per decision | decisions per call | loop turns | entries | asking | settling only | reserve only | calls with no request |')
+  console.log('| checkout | decisions | req/s (virtual) | script calls | per decision | decisions per call | loop turns | entries | asking | settling only | reserve only (of which to 0) | calls with no request |')
   console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
   for (const root of roots) {
     const counted = await count(root, settings, order)
-    console.log(`| ${root} | ${counted.decisions} | ${(counted.decisions / counted.virtualSeconds).toFixed(0)} | ${counted.scripts} | ${(counted.scripts / counted.decisions).toFixed(4)} | ${(counted.decisions / counted.scripts).toFixed(2)} | ${counted.turns} | ${counted.entries} | ${counted.asking} | ${counted.settling} | ${counted.reserveOnly} | ${counted.withoutRequests} |`)
+    console.log(`| ${root} | ${counted.decisions} | ${(counted.decisions / counted.virtualSeconds).toFixed(0)} | ${counted.scripts} | ${(counted.scripts / counted.decisions).toFixed(4)} | ${(counted.decisions / counted.scripts).toFixed(2)} | ${counted.turns} | ${counted.entries} | ${counted.asking} | ${counted.settling} | ${counted.reserveOnly} (${counted.handBacks}) | ${counted.withoutRequests} |`)
   }
 }
 
