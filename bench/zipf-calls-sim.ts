@@ -12,12 +12,12 @@ import { existsSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { DEFAULT_ZIPF_CONSUMERS, DEFAULT_ZIPF_EXPONENT, DEFAULT_ZIPF_SEED, DEFAULT_ZIPF_SEQUENCE_LENGTH, zipfSequence } from './lib/zipf.js'
 
-const HERE = resolve(import.meta.dirname, '..')
+export const HERE = resolve(import.meta.dirname, '..')
 const LIMITS = { perMinute: 1_000_000_000, perDay: 1_000_000_000_000 }
 const START = Date.UTC(2030, 4, 6, 10, 0, 0)
 
-interface Settings { seconds: number, clients: number, serviceMs: number, backendMs: number, netMs: number }
-interface Counted { decisions: number, scripts: number, turns: number, virtualSeconds: number, entries: number, asking: number, settling: number, reserveOnly: number, handBacks: number, withoutRequests: number }
+export interface Settings { seconds: number, clients: number, serviceMs: number, backendMs: number, netMs: number }
+export interface Counted { decisions: number, scripts: number, turns: number, virtualSeconds: number, entries: number, asking: number, settling: number, reserveOnly: number, handBacks: number, withoutRequests: number }
 
 interface SimModules {
   World: new (seed: number, start: number) => { now: number, at: (t: number, fn: () => void, owner?: unknown, phase?: number) => () => void, run: (until: number) => Promise<void> }
@@ -36,7 +36,8 @@ async function load (root: string): Promise<SimModules> {
   return { ...world, ...model, ...process, ...topology }
 }
 
-async function count (root: string, settings: Settings, order: readonly number[]): Promise<Counted> {
+/** What `root`'s limiter sends Redis for `order` (one consumer index per request) under `settings`. */
+export async function count (root: string, settings: Settings, order: readonly number[]): Promise<Counted> {
   const modules = await load(root)
   const world = new modules.World(1, START - 5_000)
   const redis = new modules.SimRedis(world, 0, await modules.createLuaVm())
@@ -123,4 +124,4 @@ async function main (): Promise<void> {
   }
 }
 
-await main()
+if (import.meta.url === `file://${process.argv[1] ?? ''}`) await main()
