@@ -1,0 +1,186 @@
+// Script calls per decision on the Zipf workload, measured so that machine load cannot move them much: the real
+// RedisStore of this checkout and of a baseline checkout (BENCH_BASELINE, e.g. a `git archive` of the code before the
+// outage policy, with node_modules) driven in-process — no HTTP, no wrk — by the same Zipf sequence (bench/lib/zipf.ts,
+// seed 21), from the same number of closed-loop clients paced to a fixed total rate (each client sends its next request
+// at its next slot, after its answer), against a fresh redis-server each run. Counted: EVALSHA per decision (INFO
+// commandstats) and, from a wrapper around the store's port, the grant entries of each call by what they carry.
+// Runs alternate (this, baseline, this, …), each in a child process; the table is the medians.
+//   BENCH_BASELINE=/tmp/outage-bl node --import tsx bench/zipf-calls.ts
+//   ZIPF_CALLS_SECONDS (default 6), ZIPF_CALLS_RATE (req/s, default 2500; 0: unpaced, 2,500 × seconds requests),
+//   ZIPF_CALLS_CLIENTS (50), ZIPF_CALLS_ROUNDS (3), ZIPF_CALLS_WORK_US (fixed CPU per request either side of the limiter, 0)
+import { execFile, spawn } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { promisify } from 'node:util'
+import { Redis } from 'ioredis'
+import { taskset } from './lib/proc-cpu.js'
+import { DEFAULT_ZIPF_CONSUMERS, DEFAULT_ZIPF_EXPONENT, DEFAULT_ZIPF_SEED, DEFAULT_ZIPF_SEQUENCE_LENGTH, zipfSequence } from './lib/zipf.js'
+
+const run = promisify(execFile)
+const HERE = resolve(import.meta.dirname, '..')
+/** Limits no run reaches (as bench/run.ts's plans). */
+const LIMITS = { perMinute: 1_000_000_000, perDay: 1_000_000_000_000 }
+
+/** What one run measured. */
+interface RunResult {
+  variant: string
+  decisions: number
+  seconds: number
+  evalsha: number
+  time: number
+  hmget: number
+  /** Grant calls the port sent, their entries, entries asking for requests, entries settling only (give-backs, write-backs), entries changing only a reserve. */
+  calls: number
+  entries: number
+  asking: number
+  settling: number
+  reserveOnly: number
+  /** Calls whose every entry asks for no request. */
+  callsWithoutRequests: number
+}
+
+/** The store API both checkouts share (the baseline has no outage allowance option: ignored there). */
+interface StoreModule { createRedisStore: (client: Redis, opts: Record<string, unknown>) => { consume: (id: string, ask: unknown) => Promise<{ outcome: string }>, settled: (ms: number) => Promise<void>, close: () => Promise<void> } }
+interface PortModule { ioredisPort: (client: Redis) => { run: (script: unknown, keys: readonly string[], args: readonly string[]) => Promise<unknown> } & Record<string, unknown>, nodeRuntime: () => unknown }
+
+async function commandCalls (port: number): Promise<Record<string, number>> {
+  const { stdout } = await run('redis-cli', ['-p', String(port), 'INFO', 'commandstats'])
+  const calls: Record<string, number> = {}
+  for (const match of stdout.matchAll(/cmdstat_(\w+):calls=(\d+)/g)) calls[match[1]!] = Number(match[2])
+  return calls
+}
+
+/** One run in this process: `root`'s store, a fresh Redis on `redisPort`. */
+/** Spins for `micros` µs: a request's own CPU, the same in every run. */
+function busy (micros: number): void {
+  if (micros <= 0) return
+  const until = performance.now() + micros / 1000
+  while (performance.now() < until) { /* spin */ }
+}
+
+async function child (root: string, redisPort: number, seconds: number, rate: number, clients: number, workMicros: number): Promise<RunResult> {
+  const storeModule = await import(join(root, 'src/gateway/limiter/redis/store.ts')) as StoreModule
+  const portModule = await import(join(root, 'src/gateway/limiter/redis/ioredis-port.ts')) as PortModule
+  const client = new Redis({ port: redisPort, host: '127.0.0.1', lazyConnect: false, enableOfflineQueue: true })
+  await client.set('rl:{#epoch}', 'deployed,0')
+  const counted = { calls: 0, entries: 0, asking: 0, settling: 0, reserveOnly: 0, callsWithoutRequests: 0 }
+  const port = portModule.ioredisPort(client)
+  const wrapped = {
+    ...port,
+    run (script: unknown, keys: readonly string[], args: readonly string[]) {
+      if (keys.length > 1) {
+        counted.calls++
+        let asking = 0
+        for (let position = 1; position < args.length; position += 3) {
+          counted.entries++
+          const fields = args[position]!.split(' ')
+          if (Number(fields[3]) > 0) { counted.asking++; asking++ } else if (args[position + 2] !== '') counted.settling++
+          else counted.reserveOnly++
+        }
+        if (asking === 0) counted.callsWithoutRequests++
+      }
+      return port.run(script, keys, args)
+    }
+  }
+  const store = storeModule.createRedisStore(client, { port: wrapped, runtime: portModule.nodeRuntime(), description: { kind: 'standalone' }, holder: 'bench', policy: 'local', allowance: { share: 0.1, processes: 1 } })
+  await store.settled(3_000)
+  await client.config('RESETSTAT')
+  const order = zipfSequence({ consumers: DEFAULT_ZIPF_CONSUMERS, exponent: DEFAULT_ZIPF_EXPONENT, length: DEFAULT_ZIPF_SEQUENCE_LENGTH, seed: DEFAULT_ZIPF_SEED })
+  // Unpaced (rate 0): as many requests as a paced run of the same length at 2,500 req/s, each client's next at once.
+  const total = Math.min(order.length, Math.round(seconds * (rate > 0 ? rate : 2_500)))
+  const ask = { limits: LIMITS, ban: null, cost: 1, monthLimit: 0, overage: true }
+  const slotMs = rate > 0 ? 1000 * clients / rate : 0
+  let nextIndex = 0
+  let decisions = 0
+  const started = performance.now()
+  async function loop (clientIndex: number): Promise<void> {
+    let slot = 0
+    for (;;) {
+      const index = nextIndex++
+      if (index >= total) return
+      busy(workMicros) // what the gateway does before the limiter (parse, route, auth), as fixed CPU
+      const result = await store.consume(`key-${order[index]!}`, ask)
+      busy(workMicros) // and after it (proxy, reply)
+      if (result.outcome !== 'ok') throw new Error(`unexpected ${result.outcome}`)
+      decisions++
+      slot++
+      const due = started + (clientIndex / clients + slot) * slotMs
+      const wait = due - performance.now()
+      await new Promise((done) => { if (wait > 0) setTimeout(done, wait); else setImmediate(done) })
+    }
+  }
+  await Promise.all(Array.from({ length: clients }, (_, clientIndex) => loop(clientIndex)))
+  const elapsed = (performance.now() - started) / 1000
+  await new Promise((done) => setTimeout(done, 50))
+  const calls = await commandCalls(redisPort)
+  await store.close()
+  return { variant: root, decisions, seconds: elapsed, evalsha: calls.evalsha ?? 0, time: calls.time ?? 0, hmget: calls.hmget ?? 0, ...counted }
+}
+
+function median (values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  const middle = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2
+}
+
+async function startRedis (): Promise<{ port: number, stop: () => Promise<void> }> {
+  const port = 21_000 + Math.floor(Math.random() * 20_000)
+  const dir = mkdtempSync(join(tmpdir(), 'zipf-calls-redis-'))
+  const bin = taskset()
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no']
+  const server = bin === null ? spawn('redis-server', args, { cwd: dir, stdio: 'ignore' }) : spawn(bin, ['-c', '1', 'redis-server', ...args], { cwd: dir, stdio: 'ignore' })
+  for (let attempt = 0; attempt < 100; attempt++) {
+    try {
+      if ((await run('redis-cli', ['-p', String(port), 'PING'])).stdout.trim() === 'PONG') break
+    } catch { /* not listening yet */ }
+    await new Promise((done) => setTimeout(done, 50))
+  }
+  return {
+    port,
+    stop: async () => {
+      await new Promise<void>((done) => { server.once('exit', () => { done() }); server.kill('SIGTERM') })
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }
+}
+
+async function main (): Promise<void> {
+  const [mode, root, redisPort] = process.argv.slice(2)
+  const seconds = Number(process.env.ZIPF_CALLS_SECONDS ?? 6)
+  const rate = Number(process.env.ZIPF_CALLS_RATE ?? 2_500)
+  const clients = Number(process.env.ZIPF_CALLS_CLIENTS ?? 50)
+  const workMicros = Number(process.env.ZIPF_CALLS_WORK_US ?? 0)
+  if (mode === '--child') {
+    process.stdout.write(JSON.stringify(await child(root!, Number(redisPort), seconds, rate, clients, workMicros)) + '\n')
+    process.exit(0)
+  }
+  const rounds = Number(process.env.ZIPF_CALLS_ROUNDS ?? 3)
+  const variants = [HERE, ...(process.env.BENCH_BASELINE === undefined ? [] : [resolve(process.env.BENCH_BASELINE)])]
+  const results = new Map<string, RunResult[]>(variants.map((variant) => [variant, []]))
+  const bin = taskset()
+  for (let round = 0; round < rounds; round++) {
+    for (const variant of variants) {
+      const redis = await startRedis()
+      try {
+        const command = [process.execPath, '--import', 'tsx', join(HERE, 'bench/zipf-calls.ts'), '--child', variant, String(redis.port)]
+        const { stdout } = bin === null ? await run(command[0]!, command.slice(1), { cwd: HERE, maxBuffer: 1 << 20 }) : await run(bin, ['-c', '0', ...command], { cwd: HERE, maxBuffer: 1 << 20 })
+        const result = JSON.parse(stdout.trim().split('\n').pop()!) as RunResult
+        results.get(variant)!.push(result)
+        process.stderr.write(`round ${round + 1} ${variant}: ${JSON.stringify(result)}\n`)
+      } finally {
+        await redis.stop()
+      }
+    }
+  }
+  const per = (list: RunResult[], pick: (result: RunResult) => number): string => median(list.map((result) => pick(result) / result.decisions)).toFixed(4)
+  const pacing = rate > 0 ? `paced to ${rate} req/s, ${seconds} s a run` : `unpaced, ${Math.round(seconds * 2_500)} requests a run`
+  console.log(`Zipf s = ${DEFAULT_ZIPF_EXPONENT} (seed ${DEFAULT_ZIPF_SEED}), ${clients} closed-loop clients ${pacing}, ${workMicros} µs of fixed CPU per request either side of the limiter, ${rounds} interleaved rounds; medians per decision`)
+  console.log('| checkout | decisions | req/s | EVALSHA | TIME | HMGET | entries | asking | settling only | reserve only | calls with no request | decisions per call |')
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
+  for (const [variant, list] of results) {
+    console.log(`| ${variant} | ${median(list.map((result) => result.decisions))} | ${median(list.map((result) => result.decisions / result.seconds)).toFixed(0)} | ${per(list, (result) => result.evalsha)} | ${per(list, (result) => result.time)} | ${per(list, (result) => result.hmget)} | ${per(list, (result) => result.entries)} | ${per(list, (result) => result.asking)} | ${per(list, (result) => result.settling)} | ${per(list, (result) => result.reserveOnly)} | ${per(list, (result) => result.callsWithoutRequests)} | ${median(list.map((result) => result.decisions / result.evalsha)).toFixed(2)} |`)
+  }
+}
+
+await main()
