@@ -64,7 +64,15 @@ export class Account {
   allowanceSpent: Array<{ readonly at: number, readonly cost: number }> = []
   readonly ledger = { minute: new Map<number, number>(), day: new Map<number, number>(), month: new Map<number, number>() }
 
-  constructor (readonly id: string, readonly key: string, readonly shard: string) {}
+  readonly id: string
+  readonly key: string
+  readonly shard: string
+
+  constructor (id: string, key: string, shard: string) {
+    this.id = id
+    this.key = key
+    this.shard = shard
+  }
 }
 
 /** Counts one request (for sizing): requests per second, from this local second and the last. */
