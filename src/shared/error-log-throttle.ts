@@ -36,7 +36,13 @@ export function errorKind (err: unknown): string {
 export class ErrorLogThrottle {
   readonly #kinds = new Map<string, KindState>()
 
-  constructor (private readonly intervalMs = DEFAULT_ERROR_LOG_INTERVAL_MS, private readonly now: () => number = Date.now) {}
+  private readonly intervalMs: number
+  private readonly now: () => number
+
+  constructor (intervalMs = DEFAULT_ERROR_LOG_INTERVAL_MS, now: () => number = Date.now) {
+    this.intervalMs = intervalMs
+    this.now = now
+  }
 
   /** Whether to log `err` now, and how many of its kind were left out since its last line. */
   admit (err: unknown): ErrorLogVerdict {

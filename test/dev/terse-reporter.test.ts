@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process'
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import t from 'tap'
 import TerseReporter from '../helpers/terse-reporter.js'
 import { REPO_ROOT } from '../helpers/processes.js'
@@ -131,8 +132,10 @@ t.test('through the real tap runner, as package.json configures it: the failure 
   // this one's), with this repository's tap settings, its node_modules, and one failing check.
   const dir = mkdtempSync(join(tmpdir(), 'terse-reporter-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  const { tap } = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { tap: { reporter: string } }
-  writeFileSync(join(dir, 'package.json'), JSON.stringify({ type: 'module', tap: { ...tap, reporter: resolve(REPO_ROOT, tap.reporter) } }))
+  const { tap } = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { tap: { reporter: string, 'node-arg'?: string[] } }
+  // Its files (the reporter, the preloaded TypeScript resolve hook) are named relative to this checkout.
+  const nodeArgs = (tap['node-arg'] ?? []).map((arg) => arg.replace(/^--import=(\.\.?\/.*)$/, (_, path: string) => `--import=${pathToFileURL(resolve(REPO_ROOT, path)).href}`))
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ type: 'module', tap: { ...tap, reporter: resolve(REPO_ROOT, tap.reporter), 'node-arg': nodeArgs } }))
   symlinkSync(join(REPO_ROOT, 'node_modules'), join(dir, 'node_modules'))
   copyFileSync(join(REPO_ROOT, 'test/fixtures/reporter/one-failure.ts'), join(dir, 'one-failure.test.ts'))
   // None of this test process's TAP_* settings may leak into the child run.

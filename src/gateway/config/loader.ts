@@ -44,7 +44,10 @@ export class ConfigError extends Error {
 export class ProblemList {
   private readonly shown: string[] = []
   private more = 0
-  constructor (private readonly max = DEFAULT_MAX_REPORTED_PROBLEMS) {}
+  private readonly max: number
+  constructor (max = DEFAULT_MAX_REPORTED_PROBLEMS) {
+    this.max = max
+  }
   add (problem: string): void {
     if (this.shown.length < this.max) this.shown.push(problem)
     else this.more++

@@ -38,7 +38,13 @@ function forward (logger: FastifyBaseLogger, method: LogFn, args: unknown[]): vo
 export class LazyChildLogger implements FastifyBaseLogger {
   private made: FastifyBaseLogger | undefined
 
-  constructor (readonly parent: FastifyBaseLogger, public bindings: Bindings) {}
+  readonly parent: FastifyBaseLogger
+  bindings: Bindings
+
+  constructor (parent: FastifyBaseLogger, bindings: Bindings) {
+    this.parent = parent
+    this.bindings = bindings
+  }
 
   /** More bindings for every later line (the trace id): merged before the child exists, else a child of it. */
   bind (bindings: Bindings): void {

@@ -44,15 +44,20 @@ class UpstreamCall implements UpstreamWaiter {
   #dispatchedAt = 0
   #released = false
   readonly #abort = new AbortController()
+  private readonly opts: ForwardOptions
+  private readonly request: FastifyRequest
+  private readonly reply: FastifyReply
+  private readonly path: string
+  /** Its consumer, or its client address as the limiter counts it: the gate serves them in turn. */
+  readonly lane: string
 
-  constructor (
-    private readonly opts: ForwardOptions,
-    private readonly request: FastifyRequest,
-    private readonly reply: FastifyReply,
-    private readonly path: string,
-    /** Its consumer, or its client address as the limiter counts it: the gate serves them in turn. */
-    readonly lane: string
-  ) {}
+  constructor (opts: ForwardOptions, request: FastifyRequest, reply: FastifyReply, path: string, lane: string) {
+    this.opts = opts
+    this.request = request
+    this.reply = reply
+    this.path = path
+    this.lane = lane
+  }
 
   abandoned (): boolean {
     return this.reply.raw.destroyed

@@ -84,7 +84,16 @@ export class SimProcess implements Owner {
   private readonly links = new Map<string, Link>()
   private readonly listeners: Array<(shard: string, up: boolean) => void> = []
 
-  constructor (private readonly world: World, private readonly topology: Topology, readonly name: string, private readonly opts: ProcessOptions) {
+  private readonly world: World
+  private readonly topology: Topology
+  readonly name: string
+  private readonly opts: ProcessOptions
+
+  constructor (world: World, topology: Topology, name: string, opts: ProcessOptions) {
+    this.world = world
+    this.topology = topology
+    this.name = name
+    this.opts = opts
     for (const shard of topology.shards) {
       const link: Link = { shard, up: topology.node(shard).state !== 'dead', gen: 0, lastReplyAt: 0, pending: new Set() }
       this.links.set(shard, link)

@@ -66,7 +66,14 @@ export class SimRedis {
   private readonly queued: Array<() => void> = []
   private readonly listeners: Array<(event: 'down' | 'up') => void> = []
 
-  constructor (private readonly world: World, readonly skew: number, private readonly vm: LuaVm) {
+  private readonly world: World
+  readonly skew: number
+  private readonly vm: LuaVm
+
+  constructor (world: World, skew: number, vm: LuaVm) {
+    this.world = world
+    this.skew = skew
+    this.vm = vm
     this.id = String(vm.next++)
     callModel(vm, 'reset', this.id)
   }

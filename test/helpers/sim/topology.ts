@@ -35,7 +35,10 @@ export class SimCluster implements Topology {
   readonly shards: readonly string[]
   private readonly moved = new Map<number, number>()
 
-  constructor (private readonly nodes: readonly SimRedis[]) {
+  private readonly nodes: readonly SimRedis[]
+
+  constructor (nodes: readonly SimRedis[]) {
+    this.nodes = nodes
     this.shards = nodes.map((_, i) => `n${i}`)
   }
 

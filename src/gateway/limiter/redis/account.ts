@@ -49,7 +49,15 @@ export class Account {
   #seenBefore = 0
   #lastSeen = 0
 
-  constructor (readonly id: string, readonly key: string, readonly shard: string) {}
+  readonly id: string
+  readonly key: string
+  readonly shard: string
+
+  constructor (id: string, key: string, shard: string) {
+    this.id = id
+    this.key = key
+    this.shard = shard
+  }
 
   get limits (): Limits { return this.#limits }
   /** 0: no month limit; a soft month is counted but never refuses (Ask.overage). */

@@ -113,7 +113,11 @@ interface DurationCell {
 export class RouteDurations {
   private readonly cells = new Map<string, DurationCell>()
 
-  constructor (private readonly bounds: readonly number[]) {}
+  private readonly bounds: readonly number[]
+
+  constructor (bounds: readonly number[]) {
+    this.bounds = bounds
+  }
 
   private cell (route: string): DurationCell {
     let cell = this.cells.get(route)

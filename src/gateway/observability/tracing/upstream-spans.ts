@@ -67,7 +67,12 @@ export class UpstreamSpans {
   private readonly usedSockets = new WeakSet<object>()
   private readonly handlers: Record<(typeof CHANNELS)[number], (message: unknown) => void>
 
-  constructor (private readonly tracer: Tracer, private readonly maxWaiting = DEFAULT_MAX_WAITING) {
+  private readonly tracer: Tracer
+  private readonly maxWaiting: number
+
+  constructor (tracer: Tracer, maxWaiting = DEFAULT_MAX_WAITING) {
+    this.tracer = tracer
+    this.maxWaiting = maxWaiting
     this.handlers = {
       'undici:request:create': (m) => { this.created((m as { request: UndiciRequest }).request) },
       'undici:client:sendHeaders': (m) => { this.sent(m as { request: object, socket: object }) },
