@@ -38,6 +38,8 @@ interface RunResult {
   reserveOnly: number
   /** Calls whose every entry asks for no request. */
   callsWithoutRequests: number
+  /** This process's CPU (user + system, µs) over the decisions: the store's own cost, with the fixed work. */
+  cpuMicros: number
 }
 
 /** The store API both checkouts share (the baseline has no outage allowance option: ignored there). */
@@ -94,6 +96,7 @@ async function child (root: string, redisPort: number, seconds: number, rate: nu
   let nextIndex = 0
   let decisions = 0
   const started = performance.now()
+  const cpuBefore = process.cpuUsage()
   async function loop (clientIndex: number): Promise<void> {
     let slot = 0
     for (;;) {
@@ -112,10 +115,11 @@ async function child (root: string, redisPort: number, seconds: number, rate: nu
   }
   await Promise.all(Array.from({ length: clients }, (_, clientIndex) => loop(clientIndex)))
   const elapsed = (performance.now() - started) / 1000
+  const cpu = process.cpuUsage(cpuBefore)
   await new Promise((done) => setTimeout(done, 50))
   const calls = await commandCalls(redisPort)
   await store.close()
-  return { variant: root, decisions, seconds: elapsed, evalsha: calls.evalsha ?? 0, time: calls.time ?? 0, hmget: calls.hmget ?? 0, ...counted }
+  return { variant: root, decisions, seconds: elapsed, evalsha: calls.evalsha ?? 0, time: calls.time ?? 0, hmget: calls.hmget ?? 0, ...counted, cpuMicros: cpu.user + cpu.system }
 }
 
 function median (values: number[]): number {
@@ -176,10 +180,10 @@ async function main (): Promise<void> {
   const per = (list: RunResult[], pick: (result: RunResult) => number): string => median(list.map((result) => pick(result) / result.decisions)).toFixed(4)
   const pacing = rate > 0 ? `paced to ${rate} req/s, ${seconds} s a run` : `unpaced, ${Math.round(seconds * 2_500)} requests a run`
   console.log(`Zipf s = ${DEFAULT_ZIPF_EXPONENT} (seed ${DEFAULT_ZIPF_SEED}), ${clients} closed-loop clients ${pacing}, ${workMicros} µs of fixed CPU per request either side of the limiter, ${rounds} interleaved rounds; medians per decision`)
-  console.log('| checkout | decisions | req/s | EVALSHA | TIME | HMGET | entries | asking | settling only | reserve only | calls with no request | decisions per call |')
-  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
+  console.log('| checkout | decisions | req/s | EVALSHA | TIME | HMGET | entries | asking | settling only | reserve only | calls with no request | decisions per call | process CPU µs per decision |')
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
   for (const [variant, list] of results) {
-    console.log(`| ${variant} | ${median(list.map((result) => result.decisions))} | ${median(list.map((result) => result.decisions / result.seconds)).toFixed(0)} | ${per(list, (result) => result.evalsha)} | ${per(list, (result) => result.time)} | ${per(list, (result) => result.hmget)} | ${per(list, (result) => result.entries)} | ${per(list, (result) => result.asking)} | ${per(list, (result) => result.settling)} | ${per(list, (result) => result.reserveOnly)} | ${per(list, (result) => result.callsWithoutRequests)} | ${median(list.map((result) => result.decisions / result.evalsha)).toFixed(2)} |`)
+    console.log(`| ${variant} | ${median(list.map((result) => result.decisions))} | ${median(list.map((result) => result.decisions / result.seconds)).toFixed(0)} | ${per(list, (result) => result.evalsha)} | ${per(list, (result) => result.time)} | ${per(list, (result) => result.hmget)} | ${per(list, (result) => result.entries)} | ${per(list, (result) => result.asking)} | ${per(list, (result) => result.settling)} | ${per(list, (result) => result.reserveOnly)} | ${per(list, (result) => result.callsWithoutRequests)} | ${median(list.map((result) => result.decisions / result.evalsha)).toFixed(2)} | ${per(list, (result) => result.cpuMicros)} |`)
   }
 }
 
