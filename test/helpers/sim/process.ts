@@ -108,13 +108,17 @@ export class SimProcess implements Owner {
       turnEnd: (fn) => { world.at(world.now, fn, this, CHECK) },
       randomId: () => Math.floor(world.random() * 2 ** 48).toString(16)
     }
-    // A Cluster client follows MOVED: a key's command goes to the node serving its slot now.
+    // A Cluster client follows MOVED: a key's command goes to the node serving its slot now, and a call that
+    // reaches a node after its slot moved away is not run there (that node answers MOVED) but on the slot's
+    // owner, at once if it is running (the redirect's round trip is not modelled), else it fails.
     const port: RedisPort = {
       run: (script, keys, args) => {
         const shard = topology.nodeOf(keys[0]!)
         return this.send(shard, () => {
           if (topology.crossSlot(keys)) throw new Error('CROSSSLOT Keys in request don\'t hash to the same slot')
-          const reply = topology.node(shard).runScript(script, keys, args)
+          const owner = topology.nodeOf(keys[0]!)
+          if (owner !== shard && topology.node(owner).state !== 'running') throw new Error(`MOVED to ${owner}, which does not answer`)
+          const reply = topology.node(owner).runScript(script, keys, args)
           if (script.sha === GRANT.sha) this.reservesSeen(keys, reply)
           return reply
         })
