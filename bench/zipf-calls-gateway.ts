@@ -15,14 +15,10 @@ import { luaScript, wrkWithScript } from './lib/wrk.js'
 import { commandCalls, startRedis, type RedisServer } from './lib/processes.js'
 import { finishBench, prepareBench, REST_CPUS, startGateway, type Target } from './lib/targets.js'
 import { CONFIG_KEYS } from './lib/workloads.js'
+import { median } from './lib/load.js'
 
 interface Row { gateway: string, mode: string, requests: number, evalsha: number, reqPerSecond: number, non2xx: number }
 
-function median (values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b)
-  const middle = Math.floor(sorted.length / 2)
-  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2
-}
 
 async function main (): Promise<void> {
   const baseline = process.env.BENCH_BASELINE
