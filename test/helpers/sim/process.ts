@@ -48,6 +48,8 @@ export interface Admission {
    * limit by at most the allowance), `fallback` (STORE_ON_ERROR=open: nothing counted).
    */
   readonly via: AdmissionSource
+  /** The process that admitted it (its name). */
+  readonly process: string
   /**
    * Set by the run, not the process: the instant a data loss forgot this admission — the loss of its consumer's
    * Redis after its process crashed, the process's ledger gone with it (outside the bound, docs/simulator.md).
@@ -140,7 +142,7 @@ export class SimProcess implements Owner {
       this.waiting--
       const outcome = result.outcome === 'ban_started' ? 'key_banned' : result.outcome
       this.outcomes.set(outcome, (this.outcomes.get(outcome) ?? 0) + 1)
-      if (result.outcome === 'ok') this.admissions.push({ consumer: id, t: this.world.now, redisT: this.topology.node(this.topology.nodeOf(limiterKey(id))).time(), cost: ask.cost, via: sourceOf(result) })
+      if (result.outcome === 'ok') this.admissions.push({ consumer: id, t: this.world.now, redisT: this.topology.node(this.topology.nodeOf(limiterKey(id))).time(), cost: ask.cost, via: sourceOf(result), process: this.name })
       else this.refusals.push({ consumer: id, t: this.world.now, outcome })
     }, () => {
       this.waiting--
@@ -225,12 +227,17 @@ export class SimProcess implements Owner {
   private send (shard: string, command: () => unknown): Promise<unknown> {
     const link = this.links.get(shard)
     if (link === undefined || !link.up || this.dead) return Promise.reject(new Error('Connection is closed.'))
+    // Bytes sent on a connection reach only the server that accepted it: a node killed meanwhile took the
+    // connection with it, so its restarted incarnation never runs the command (ioredis does not resend it).
+    const node = this.topology.node(shard)
+    const incarnation = node.incarnation
     return new Promise((resolve, reject) => {
       const gen = link.gen
       const fail = (err: Error): void => { reject(err) }
       link.pending.add(fail)
       this.world.at(this.world.now + this.delay(), () => {
-        this.topology.node(shard).arrive(() => {
+        if (node.incarnation !== incarnation) return
+        node.arrive(() => {
           let reply: unknown
           let error: Error | undefined
           try {

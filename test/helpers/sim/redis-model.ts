@@ -59,6 +59,8 @@ export type RedisState = 'running' | 'paused' | 'dead'
 
 export class SimRedis {
   state: RedisState = 'running'
+  /** Kills so far: a connection belongs to one incarnation, and what was sent on it never reaches the next. */
+  incarnation = 0
   /** Scripts run. */
   scripts = 0
   /** Its keyspace in the VM. */
@@ -126,6 +128,7 @@ export class SimRedis {
   kill (): boolean {
     if (this.state === 'dead') return false
     this.state = 'dead'
+    this.incarnation++
     this.queued.length = 0
     for (const l of this.listeners) l('down')
     return true

@@ -67,6 +67,16 @@ const RESEEDED_WITHIN_MS = 1_000
 /** Schedules start in 2030, at a seeded instant of the year (so month boundaries come up). */
 const YEAR_START = Date.UTC(2030, 0, 1)
 
+/** A minute window's units ending at a violation, by how they were granted and which process granted them. */
+function unitsBySource (admissions: readonly Admission[], violation: Violation): string {
+  const units = new Map<string, number>()
+  for (const a of admissions) {
+    if (a.consumer !== violation.consumer || a.t > violation.at || a.t <= violation.at - 60_000) continue
+    units.set(`${a.via}@${a.process}`, (units.get(`${a.via}@${a.process}`) ?? 0) + a.cost)
+  }
+  return [...units].sort((x, y) => x[0].localeCompare(y[0])).map(([source, n]) => `${source} ${n}`).join(', ')
+}
+
 /** Runs one schedule; `vm`: the Lua VM to run it in (one per test file, reused: each world has its own keyspace). */
 export async function runSchedule (family: Family, seed: number, vm: LuaVm): Promise<Report> {
   const world = new World(seed, 0)
@@ -253,7 +263,7 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
           const forgotten = admissions.filter((a) => a.consumer === c.id && a.forgottenAt !== undefined)
           return forgotten.length === 0 ? [] : [`forgotten: ${c.id} ${forgotten.reduce((n, a) => n + a.cost, 0)} units a crashed process admitted, by the loss at ${((forgotten[0]!.forgottenAt! - start) / 1000).toFixed(2)} s (left out of the windows ending after it)`]
         }),
-        ...found.map((v) => `OVER: ${v.consumer} ${v.units} units in a ${v.window} (limit ${v.limit}) ending at ${((v.at - start) / 1000).toFixed(3)} s`)
+        ...found.map((v) => `OVER: ${v.consumer} ${v.units} units in a ${v.window} (limit ${v.limit}) ending at ${((v.at - start) / 1000).toFixed(3)} s; the minute before it by source and process: ${unitsBySource(checked, v)}`)
       ]
       return lines.join('\n')
     }
