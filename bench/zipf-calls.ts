@@ -4,8 +4,8 @@
 // seed 21), from the same number of closed-loop clients paced to a fixed total rate (each client sends its next request
 // at its next slot, after its answer), against a fresh redis-server each run. Counted: EVALSHA per decision (INFO
 // commandstats) and, from a wrapper around the store's port, the grant entries of each call by what they carry.
-// Runs alternate (this, baseline, this, …), each in a child process; the table is the medians.
-//   BENCH_BASELINE=/tmp/outage-bl node --import tsx bench/zipf-calls.ts
+// Runs alternate (this, baseline, …, then the reverse order), each in a child process; the table is the medians.
+//   BENCH_BASELINE=/tmp/outage-bl node --import tsx bench/zipf-calls.ts   (or a comma list of checkouts)
 //   ZIPF_CALLS_SECONDS (default 6), ZIPF_CALLS_RATE (req/s, default 2500; 0: unpaced, 2,500 × seconds requests),
 //   ZIPF_CALLS_CLIENTS (50), ZIPF_CALLS_ROUNDS (3), ZIPF_CALLS_WORK_US (fixed CPU per request either side of the limiter, 0)
 import { execFile, spawn } from 'node:child_process'
@@ -160,11 +160,12 @@ async function main (): Promise<void> {
     process.exit(0)
   }
   const rounds = Number(process.env.ZIPF_CALLS_ROUNDS ?? 3)
-  const variants = [HERE, ...(process.env.BENCH_BASELINE === undefined ? [] : [resolve(process.env.BENCH_BASELINE)])]
+  // BENCH_BASELINE may name several checkouts, comma-separated (the code before a change, and an older one).
+  const variants = [HERE, ...(process.env.BENCH_BASELINE ?? '').split(',').filter((dir) => dir.trim() !== '').map((dir) => resolve(dir.trim()))]
   const results = new Map<string, RunResult[]>(variants.map((variant) => [variant, []]))
   const bin = taskset()
   for (let round = 0; round < rounds; round++) {
-    for (const variant of variants) {
+    for (const variant of round % 2 === 0 ? variants : [...variants].reverse()) { // the order reversed every other round
       const redis = await startRedis()
       try {
         const command = [process.execPath, '--import', 'tsx', join(HERE, 'bench/zipf-calls.ts'), '--child', variant, String(redis.port)]
