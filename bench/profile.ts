@@ -158,6 +158,44 @@ export function stageShares (profile: CpuProfile): Map<Stage, number> {
   return shares
 }
 
+/**
+ * Our frames (src/): self time per function and file, in % of busy time and in µs per request given `requests`; and the
+ * time under tsx's `__name` (keepNames: each closure is named by Object.defineProperty as it is made), by the nearest
+ * of our callers — a closure made per request shows there. Markdown lines.
+ */
+export function ourFrames (profile: CpuProfile, requests: number, top = DEFAULT_TOP_FRAMES): string[] {
+  const selfUs = selfMicros(profile)
+  const busy = busyMicros(profile)
+  const byNode = new Map(profile.nodes.map((n) => [n.id, n]))
+  const parent = new Map<number, number>()
+  for (const node of profile.nodes) for (const c of node.children ?? []) parent.set(c, node.id)
+  const label = (f: ProfileNode['callFrame']): string => `${f.functionName === '' ? '(anonymous)' : f.functionName} ${f.url.replace(/^.*\/src\//, 'src/')}`
+  const ours = new Map<string, number>()
+  const naming = new Map<string, number>()
+  for (const [id, us] of selfUs) {
+    const frame = byNode.get(id)?.callFrame
+    if (frame === undefined) continue
+    if (frame.url.includes('/src/')) ours.set(label(frame), (ours.get(label(frame)) ?? 0) + us)
+    let underName = false
+    let caller: string | undefined
+    for (let at: number | undefined = id; at !== undefined && caller === undefined; at = parent.get(at)) {
+      const f = byNode.get(at)?.callFrame
+      if (f === undefined) break
+      if (f.functionName === '__name') underName = true
+      else if (underName && f.url.includes('/src/')) caller = label(f)
+    }
+    if (underName) naming.set(caller ?? '(no caller of ours)', (naming.get(caller ?? '(no caller of ours)') ?? 0) + us)
+  }
+  const row = (us: number): string => `${(100 * us / busy).toFixed(2)} | ${(us / requests).toFixed(2)}`
+  const total = [...ours.values()].reduce((a, b) => a + b, 0)
+  const lines = [`Busy ${(busy / 1e6).toFixed(2)} s for ${requests} requests: ${(busy / requests).toFixed(1)} µs per request; our frames' self time ${row(total).replace(' | ', ' % of busy, ')} µs per request.`, '',
+    '| % of busy | µs/request | our frame (self time) |', '|---:|---:|---|']
+  for (const [k, us] of [...ours].sort((a, b) => b[1] - a[1]).slice(0, top)) lines.push(`| ${row(us)} | \`${k}\` |`)
+  lines.push('', '| % of busy | µs/request | under tsx\'s `__name`, by our nearest caller |', '|---:|---:|---|')
+  for (const [k, us] of [...naming].sort((a, b) => b[1] - a[1])) lines.push(`| ${row(us)} | \`${k}\` |`)
+  return lines
+}
+
 export function summarizeProfile (profile: CpuProfile, top = DEFAULT_TOP_FRAMES): string[] {
   const selfUs = selfMicros(profile)
   const total = [...selfUs.values()].reduce((a, b) => a + b, 0)
@@ -288,6 +326,10 @@ if (import.meta.url === `file://${process.argv[1] ?? ''}`) {
     //   node --import tsx bench/profile.ts top <seconds> <file.cpuprofile>   top self-time frames of its last <seconds>
     const p = JSON.parse(readFileSync(process.argv[4] ?? '', 'utf8')) as CpuProfile
     process.stdout.write(summarizeProfile(profileWindow(p, 0, Number(process.argv[3]) * 1e6), 30).join('\n') + '\n')
+  } else if (process.argv[2] === 'ours') {
+    //   node --import tsx bench/profile.ts ours <seconds> <requests> <file.cpuprofile>   our frames of its last <seconds>, per request
+    const p = JSON.parse(readFileSync(process.argv[5] ?? '', 'utf8')) as CpuProfile
+    process.stdout.write(ourFrames(profileWindow(p, 0, Number(process.argv[3]) * 1e6), Number(process.argv[4])).join('\n') + '\n')
   } else if (process.argv[2] === 'compare') {
     const read = (file: string | undefined): CpuProfile => JSON.parse(readFileSync(file ?? '', 'utf8')) as CpuProfile
     process.stdout.write(comparePolicyShares(read(process.argv[3]), read(process.argv[4])).join('\n') + '\n')

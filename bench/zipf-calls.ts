@@ -4,10 +4,13 @@
 // seed 21), from the same number of closed-loop clients paced to a fixed total rate (each client sends its next request
 // at its next slot, after its answer), against a fresh redis-server each run. Counted: EVALSHA per decision (INFO
 // commandstats) and, from a wrapper around the store's port, the grant entries of each call by what they carry.
-// Runs alternate (this, baseline, this, …), each in a child process; the table is the medians.
-//   BENCH_BASELINE=/tmp/outage-bl node --import tsx bench/zipf-calls.ts
+// Runs alternate (this, baseline, …, then the reverse order), each in a child process; the table is the medians.
+//   BENCH_BASELINE=/tmp/outage-bl node --import tsx bench/zipf-calls.ts   (or a comma list of checkouts)
 //   ZIPF_CALLS_SECONDS (default 6), ZIPF_CALLS_RATE (req/s, default 2500; 0: unpaced, 2,500 × seconds requests),
 //   ZIPF_CALLS_CLIENTS (50), ZIPF_CALLS_ROUNDS (3), ZIPF_CALLS_WORK_US (fixed CPU per request either side of the limiter, 0)
+//   ZIPF_CALLS_TIMEOUT_MS (the store's call timeout; unset: its default — on a loaded machine a call late past it
+//   takes the shard down and the run ends on an outage refusal, so a CPU measure there sets it higher, e.g. 2000)
+// A run that fails is run once more (said on stderr); a second failure ends the bench.
 import { execFile, spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -85,7 +88,8 @@ async function child (root: string, redisPort: number, seconds: number, rate: nu
       return port.run(script, keys, args)
     }
   }
-  const store = storeModule.createRedisStore(client, { port: wrapped, runtime: portModule.nodeRuntime(), description: { kind: 'standalone' }, holder: 'bench', policy: 'local', allowance: { share: 0.1, processes: 1 } })
+  const timeoutMs = process.env.ZIPF_CALLS_TIMEOUT_MS === undefined ? {} : { timeoutMs: Number(process.env.ZIPF_CALLS_TIMEOUT_MS) }
+  const store = storeModule.createRedisStore(client, { port: wrapped, runtime: portModule.nodeRuntime(), description: { kind: 'standalone' }, holder: 'bench', policy: 'local', allowance: { share: 0.1, processes: 1 }, ...timeoutMs })
   await store.settled(3_000)
   await client.config('RESETSTAT')
   const order = zipfSequence({ consumers: DEFAULT_ZIPF_CONSUMERS, exponent: DEFAULT_ZIPF_EXPONENT, length: DEFAULT_ZIPF_SEQUENCE_LENGTH, seed: DEFAULT_ZIPF_SEED })
@@ -160,20 +164,27 @@ async function main (): Promise<void> {
     process.exit(0)
   }
   const rounds = Number(process.env.ZIPF_CALLS_ROUNDS ?? 3)
-  const variants = [HERE, ...(process.env.BENCH_BASELINE === undefined ? [] : [resolve(process.env.BENCH_BASELINE)])]
+  // BENCH_BASELINE may name several checkouts, comma-separated (the code before a change, and an older one).
+  const variants = [HERE, ...(process.env.BENCH_BASELINE ?? '').split(',').filter((dir) => dir.trim() !== '').map((dir) => resolve(dir.trim()))]
   const results = new Map<string, RunResult[]>(variants.map((variant) => [variant, []]))
   const bin = taskset()
   for (let round = 0; round < rounds; round++) {
-    for (const variant of variants) {
-      const redis = await startRedis()
-      try {
-        const command = [process.execPath, '--import', 'tsx', join(HERE, 'bench/zipf-calls.ts'), '--child', variant, String(redis.port)]
-        const { stdout } = bin === null ? await run(command[0]!, command.slice(1), { cwd: HERE, maxBuffer: 1 << 20 }) : await run(bin, ['-c', '0', ...command], { cwd: HERE, maxBuffer: 1 << 20 })
-        const result = JSON.parse(stdout.trim().split('\n').pop()!) as RunResult
-        results.get(variant)!.push(result)
-        process.stderr.write(`round ${round + 1} ${variant}: ${JSON.stringify(result)}\n`)
-      } finally {
-        await redis.stop()
+    for (const variant of round % 2 === 0 ? variants : [...variants].reverse()) { // the order reversed every other round
+      for (let attempt = 1; ; attempt++) {
+        const redis = await startRedis()
+        try {
+          const command = [process.execPath, '--import', 'tsx', join(HERE, 'bench/zipf-calls.ts'), '--child', variant, String(redis.port)]
+          const { stdout } = bin === null ? await run(command[0]!, command.slice(1), { cwd: HERE, maxBuffer: 1 << 20 }) : await run(bin, ['-c', '0', ...command], { cwd: HERE, maxBuffer: 1 << 20 })
+          const result = JSON.parse(stdout.trim().split('\n').pop()!) as RunResult
+          results.get(variant)!.push(result)
+          process.stderr.write(`round ${round + 1} ${variant}: ${JSON.stringify(result)}\n`)
+          break
+        } catch (err) {
+          if (attempt >= 2) throw err
+          process.stderr.write(`round ${round + 1} ${variant}: the run failed (${(err as Error).message.split('\n').find((line) => line.includes('Error:')) ?? 'see above'}), run again\n`)
+        } finally {
+          await redis.stop()
+        }
       }
     }
   }

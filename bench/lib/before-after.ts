@@ -16,17 +16,20 @@ export interface BeforeAfterRun {
   readonly loadAtStart: number[]
 }
 
-export async function beforeAfter (name: string, rounds: number, measure: (target: Target, round: number) => Promise<Record<string, unknown>>): Promise<BeforeAfterRun> {
+/** `keys`: config keys the gateways hold (2 unless a workload needs more); `logLevel`: the gateways' (warn unless given). */
+export interface BeforeAfterOptions { readonly keys?: number, readonly logLevel?: string }
+
+export async function beforeAfter (name: string, rounds: number, measure: (target: Target, round: number) => Promise<Record<string, unknown>>, opts: BeforeAfterOptions = {}): Promise<BeforeAfterRun> {
   const begun = Date.now()
   const loadAtStart = loadavg()
   let setup: BenchSetup | undefined
   const runs: Array<Record<string, unknown>> = []
   try {
-    setup = await prepareBench(name, 2)
+    setup = await prepareBench(name, opts.keys ?? 2)
     const targets: Target[] = []
     const baseline = process.env.BENCH_BASELINE
-    if (baseline !== undefined && baseline !== '') targets.push(await startGateway('before', { configDir: setup.configDir, backendUrl: setup.backendUrl, cpus: setup.serverCpus, root: baseline, logLevel: 'warn' }))
-    targets.push(await startGateway('after', { configDir: setup.configDir, backendUrl: setup.backendUrl, cpus: setup.serverCpus, root: REPO_ROOT, logLevel: 'warn' }))
+    if (baseline !== undefined && baseline !== '') targets.push(await startGateway('before', { configDir: setup.configDir, backendUrl: setup.backendUrl, cpus: setup.serverCpus, root: baseline, logLevel: opts.logLevel ?? 'warn' }))
+    targets.push(await startGateway('after', { configDir: setup.configDir, backendUrl: setup.backendUrl, cpus: setup.serverCpus, root: REPO_ROOT, logLevel: opts.logLevel ?? 'warn' }))
     for (let round = 0; round < rounds; round++) {
       for (const target of round % 2 === 0 ? targets : [...targets].reverse()) {
         const measured = await measure(target, round)

@@ -40,6 +40,14 @@ export interface MemoryStoreOptions { now?: () => number, maxKeys?: number, maxA
 const DESCRIPTION = Object.freeze({ kind: 'memory' as const, nodes: [] })
 const NO_READING: WindowReading = Object.freeze({ count: 0, resetAt: 0, retryAt: 0 })
 
+/**
+ * The answer at `nowMs`. A function of the module, not a closure made in each decision: the loader's keepNames (tsx)
+ * names every closure at its creation (`Object.defineProperty`), 1.3–1.7 µs of every request when it was one (bench:profile).
+ */
+function resultAt (nowMs: number, outcome: ConsumeOutcome, minute: WindowReading, day: WindowReading, bannedUntil: number, month: WindowState | undefined): ConsumeResult {
+  return month === undefined ? { outcome, now: nowMs, minute, day, bannedUntil } : { outcome, now: nowMs, minute, day, month, bannedUntil }
+}
+
 export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore {
   const now = opts.now ?? Date.now
   const keyed = new SecondChanceMap<string, KeyState>(opts.maxKeys ?? DEFAULT_MEMORY_MAX_KEYS)
@@ -80,17 +88,15 @@ export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore 
     const { limits, ban, cost, monthLimit } = ask
     const nowMs = now()
     const state = write ? stateOf(id, nowMs) : find(id, nowMs)
-    const result = (outcome: ConsumeOutcome, minute: WindowReading, day: WindowReading, bannedUntil: number, month: WindowState | undefined): ConsumeResult =>
-      month === undefined ? { outcome, now: nowMs, minute, day, bannedUntil } : { outcome, now: nowMs, minute, day, month, bannedUntil }
     // The month: units used, reset at its end, retry then when it refuses.
     const calendar = monthLimit > 0 ? calendarMonth(nowMs) : undefined
     const used = calendar !== undefined && state?.monthIndex === calendar.index ? state.monthCount : 0
     const month = calendar === undefined ? undefined : { count: used, resetAt: calendar.end, retryAt: !ask.overage && used + cost > monthLimit ? calendar.end : 0 }
-    if (write && ban !== null && state !== undefined && state.banUntil > nowMs) return result('key_banned', NO_READING, NO_READING, state.banUntil, undefined)
+    if (write && ban !== null && state !== undefined && state.banUntil > nowMs) return resultAt(nowMs, 'key_banned', NO_READING, NO_READING, state.banUntil, undefined)
     const minute = readWindow(state?.minute ?? newRing(MINUTE_WINDOW), MINUTE_WINDOW, nowMs, limits.perMinute, cost)
     const day = readWindow(state?.day ?? newRing(DAY_WINDOW), DAY_WINDOW, nowMs, limits.perDay, cost)
-    if (state === undefined) return result('ok', minute, day, 0, month)
-    if (!write && state.banUntil > nowMs) return result('key_banned', minute, day, state.banUntil, month)
+    if (state === undefined) return resultAt(nowMs, 'ok', minute, day, 0, month)
+    if (!write && state.banUntil > nowMs) return resultAt(nowMs, 'key_banned', minute, day, state.banUntil, month)
     if (minute.retryAt === 0 && day.retryAt === 0 && (month === undefined || month.retryAt === 0)) {
       if (write) {
         admit(state.minute, MINUTE_WINDOW, nowMs, minute, cost)
@@ -100,10 +106,10 @@ export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore 
           state.monthCount = used + cost
         }
       }
-      return result('ok', minute, day, 0, month === undefined ? undefined : { ...month, count: used + (write ? cost : 0) })
+      return resultAt(nowMs, 'ok', minute, day, 0, month === undefined ? undefined : { ...month, count: used + (write ? cost : 0) })
     }
     // A month out of quota refuses, and such a refusal is no abuse: no 429 counted toward a ban.
-    if (!write || ban === null || (month !== undefined && month.retryAt > 0)) return result('rate_limited', minute, day, 0, month)
+    if (!write || ban === null || (month !== undefined && month.retryAt > 0)) return resultAt(nowMs, 'rate_limited', minute, day, 0, month)
     state.rejections.push(nowMs)
     if (state.rejections.length > ban.threshold) {
       state.rejections.splice(0, state.rejections.length - ban.threshold - 1)
@@ -114,10 +120,10 @@ export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore 
         state.level = level
         state.levelUntil = state.banUntil + ESCALATION_MEMORY_MS
         state.rejections = []
-        return result('ban_started', minute, day, state.banUntil, month)
+        return resultAt(nowMs, 'ban_started', minute, day, state.banUntil, month)
       }
     }
-    return result('rate_limited', minute, day, 0, month)
+    return resultAt(nowMs, 'rate_limited', minute, day, 0, month)
   }
 
   return {

@@ -191,10 +191,17 @@ export function spendReserve (account: Account, clock: ShardClock, localNow: num
 export function roomSeen (account: Account): number {
   const view = account.view
   if (view === undefined) return 0
-  const used = (windowReply: { used: number }): number => windowReply.used + view.held - view.reserve
-  let room = Math.min(account.limits.perMinute - used(view.minute), account.limits.perDay - used(view.day))
-  if (account.monthLimit > 0 && !account.monthSoft) room = Math.min(room, account.monthLimit - used(view.month))
+  let room = Math.min(account.limits.perMinute - usedSeen(view, view.minute), account.limits.perDay - usedSeen(view, view.day))
+  if (account.monthLimit > 0 && !account.monthSoft) room = Math.min(room, account.monthLimit - usedSeen(view, view.month))
   return Math.max(0, room)
+}
+
+/**
+ * A window's units counted, as the room of this process sees them (its own blocks held, not others' reserves). A
+ * function of the module, not a closure made per call: the loader's keepNames (tsx) names each closure as it is made.
+ */
+function usedSeen (view: GrantReply, windowReply: WindowReply): number {
+  return windowReply.used + view.held - view.reserve
 }
 
 /** One grant entry of `account`: its limits and ban policy, with what this call asks and settles. */
@@ -234,14 +241,16 @@ function resultOf (account: Account, view: GrantReply | undefined, pool: number,
   }
   const rejected = decided === 'rate_limited'
   const minuteState = window(view?.minute, pool, kept, rejected, now, 60 * MINUTE_BUCKET_MS)
-  return {
+  const result: { -readonly [K in keyof ConsumeResult]: ConsumeResult[K] } = {
     outcome: decided,
     now,
     minute: outageLeft === undefined ? minuteState : { ...minuteState, count: Math.max(minuteState.count, account.limits.perMinute - outageLeft) },
     day: window(view?.day, pool, kept, rejected, now, 96 * DAY_BUCKET_MS),
     month: account.monthLimit > 0 ? window(view?.month, pool, kept, rejected, now, 0) : undefined,
     bannedUntil: decided === 'key_banned' || decided === 'ban_started' ? bannedUntil : 0,
-    via: via === 'store' ? undefined : via,
-    ...(outageSource === undefined ? {} : { outageSource })
+    via: via === 'store' ? undefined : via
   }
+  // Only an outage admission says where it came from (no empty object spread into every other answer).
+  if (outageSource !== undefined) result.outageSource = outageSource
+  return result
 }

@@ -2,22 +2,26 @@
 // answer, owed to Redis as write-backs, and every one of the last ALLOWANCE_WINDOW_MS. Invariants, kept by this class
 // alone: within any ALLOWANCE_WINDOW_MS of local time, and in what is owed at once, the units spent stay within the
 // allowance's units (`spend` refuses past them); a write-back leaves the list only once Redis counted it (`settle`);
-// after a data loss (`lose`) nothing is owed.
+// after a data loss (`lose`) nothing is owed. The list of write-backs is replaced, never changed in place: a call
+// carries it as it is (no copy), and an allowance that owes nothing holds the one shared empty list (NO_WRITE_BACKS).
 import { adjustmentUnits, addAdjustment, settleAdjustments } from './adjustments.js'
 import type { Adjustment } from './scripts.js'
 
 /** The allowance is counted per this much local time: a rolling minute of Redis's, with room for drift. */
 export const ALLOWANCE_WINDOW_MS = 62_000
 
+/** What an allowance that owes nothing holds: one frozen empty list, not a new one per account. */
+const NO_WRITE_BACKS: readonly Adjustment[] = Object.freeze([])
+
 export class AllowanceSpent {
-  #writeBacks: Adjustment[] = []
+  #writeBacks: readonly Adjustment[] = NO_WRITE_BACKS
   #spendings: Array<{ readonly at: number, readonly cost: number }> = []
 
   /** Allowance admissions not yet counted in Redis. */
   get owesWriteBack (): boolean { return this.#writeBacks.length > 0 }
 
   unwrittenUnits (): number {
-    return adjustmentUnits(this.#writeBacks)
+    return this.#writeBacks.length === 0 ? 0 : adjustmentUnits(this.#writeBacks) // read at every decision: none owed, no reduce
   }
 
   /** Of an allowance of `units` per rolling window and uncounted at once, what is left at local `localNow`. */
@@ -35,18 +39,18 @@ export class AllowanceSpent {
     return true
   }
 
-  /** The write-backs owed now, for a call to carry (they stay owed until `settle`). */
-  writeBacks (): Adjustment[] {
-    return this.#writeBacks.slice()
+  /** The write-backs owed now, for a call to carry (they stay owed until `settle`; the list is never changed in place). */
+  writeBacks (): readonly Adjustment[] {
+    return this.#writeBacks
   }
 
   /** Redis counted the write-backs a call carried. */
   settle (sent: readonly Adjustment[]): void {
-    this.#writeBacks = settleAdjustments(this.#writeBacks, sent)
+    if (sent.length > 0) this.#writeBacks = settleAdjustments(this.#writeBacks, sent)
   }
 
   /** The shard lost its data: nothing is owed (the ledger re-seeds what was admitted). */
   lose (): void {
-    this.#writeBacks = []
+    this.#writeBacks = NO_WRITE_BACKS
   }
 }

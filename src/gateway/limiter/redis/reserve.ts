@@ -7,6 +7,8 @@
 //   at least the cap kept back for what was spent;
 // - a write-back leaves the list only once Redis counted it (`settle`); a failed call's are sent again;
 // - after a data loss (`lose`) nothing is spent until Redis confirms a new reserve (cap 0).
+// The list of write-backs is replaced, never changed in place: a call carries it as it is (no copy), and a reserve that
+// owes nothing holds the one shared empty list (NO_WRITE_BACKS).
 import { adjustmentUnits, addAdjustment, settleAdjustments } from './adjustments.js'
 import { RESERVE_TTL_MS } from './layout.js'
 import type { Adjustment } from './scripts.js'
@@ -14,11 +16,14 @@ import type { Adjustment } from './scripts.js'
 /** A reserve admission needs Redis to keep the reserve this long after it: the minute window and a margin. */
 export const RESERVE_COVER_MS = 62_000
 
+/** What a reserve that owes nothing holds: one frozen empty list, not a new one per account. */
+const NO_WRITE_BACKS: readonly Adjustment[] = Object.freeze([])
+
 export class Reserve {
   #units = 0
   #until = 0
   #cap: number | undefined = undefined
-  #writeBacks: Adjustment[] = []
+  #writeBacks: readonly Adjustment[] = NO_WRITE_BACKS
 
   /** Units Redis keeps back for this process, by the last reply. */
   get units (): number { return this.#units }
@@ -26,7 +31,7 @@ export class Reserve {
   get owesWriteBack (): boolean { return this.#writeBacks.length > 0 }
 
   unwrittenUnits (): number {
-    return adjustmentUnits(this.#writeBacks)
+    return this.#writeBacks.length === 0 ? 0 : adjustmentUnits(this.#writeBacks) // read at every decision: none owed, no reduce
   }
 
   /** What may still be spent (the cap while a call is in flight), less what is owed already. */
@@ -54,14 +59,14 @@ export class Reserve {
     this.#cap = Math.min(this.#units, this.unwrittenUnits() + want)
   }
 
-  /** The write-backs owed now, for a call to carry (they stay owed until `settle`). */
-  writeBacks (): Adjustment[] {
-    return this.#writeBacks.slice()
+  /** The write-backs owed now, for a call to carry (they stay owed until `settle`; the list is never changed in place). */
+  writeBacks (): readonly Adjustment[] {
+    return this.#writeBacks
   }
 
   /** Redis counted the write-backs a call carried. */
   settle (sent: readonly Adjustment[]): void {
-    this.#writeBacks = settleAdjustments(this.#writeBacks, sent)
+    if (sent.length > 0) this.#writeBacks = settleAdjustments(this.#writeBacks, sent)
   }
 
   /** A call failed (whether Redis ran it is unknown): the reserve is held to the cap that holds either way. */
@@ -75,7 +80,7 @@ export class Reserve {
     const remaining = Math.max(0, this.#units - this.unwrittenUnits())
     this.#units = 0
     this.#cap = 0
-    this.#writeBacks = []
+    this.#writeBacks = NO_WRITE_BACKS
     return remaining
   }
 }

@@ -4,7 +4,7 @@
 // past its units; write-backs leave only once counted; a data loss leaves nothing to spend. Each check drives the
 // real class with a real shard clock whose bounds are pinned (a reply sent and read at the same local instant).
 import t from 'tap'
-import { MINUTE_BUCKET_MS, MINUTE_WINDOW } from '../../../../src/gateway/limiter/arithmetic.js'
+import { calendarMonth, DAY_BUCKET_MS, MINUTE_BUCKET_MS, MINUTE_WINDOW } from '../../../../src/gateway/limiter/arithmetic.js'
 import { AllowanceSpent, ALLOWANCE_WINDOW_MS } from '../../../../src/gateway/limiter/redis/allowance.js'
 import { createShardClock, type ShardClock } from '../../../../src/gateway/limiter/redis/clock.js'
 import { RESERVE_TTL_MS } from '../../../../src/gateway/limiter/redis/layout.js'
@@ -153,4 +153,61 @@ t.test('the ledger keeps each admission in its buckets until every window is pas
   ledger.prune(REDIS_START + 61 * MINUTE_BUCKET_MS)
   t.same(ledger.adjustments(), [{ minute: 0, day, month: 0, delta: 5 }], 'the minute bucket left; the day one stays')
   t.notOk(ledger.longWindowsEmpty)
+})
+
+// The parts hand their lists to a call without a copy (the write-backs a call carries, a pool's give-backs): safe only
+// while no part changes a list in place once handed out. Each check holds a list a call would carry, changes the part,
+// and finds the list as it was.
+t.test('a list a call carries is never changed by the part after it was handed out', async (t) => {
+  const reserve = new Reserve()
+  reserve.kept(10, REDIS_START)
+  t.ok(reserve.spend(REDIS_START, admission(2)))
+  const sent = reserve.writeBacks()
+  t.ok(reserve.spend(REDIS_START, admission(3)), 'a spend while the call is out')
+  t.same(sent.map((writeBack) => writeBack.delta), [2], 'the list the call carries still says 2')
+  reserve.settle(sent)
+  t.same(sent.map((writeBack) => writeBack.delta), [2], 'and still after it is settled')
+  t.same(reserve.writeBacks().map((writeBack) => writeBack.delta), [3], 'only the spend after it is still owed')
+  reserve.settle([])
+  t.equal(reserve.unwrittenUnits(), 3, 'a call that carried nothing settles nothing')
+
+  const allowance = new AllowanceSpent()
+  t.ok(allowance.spend(1_000, 10, admission(1)))
+  const sentAllowance = allowance.writeBacks()
+  t.ok(allowance.spend(1_000, 10, admission(4)))
+  t.same(sentAllowance.map((writeBack) => writeBack.delta), [1], 'an allowance list carried is not changed by a later spend')
+  allowance.settle(sentAllowance)
+  t.equal(allowance.unwrittenUnits(), 4, 'only what the call carried leaves')
+  allowance.lose()
+  t.equal(allowance.unwrittenUnits(), 0)
+  t.ok(allowance.spend(70_000, 10, admission(2)), 'spent again after a loss')
+  t.equal(allowance.unwrittenUnits(), 2, 'owed on a list of its own')
+
+  const local = REDIS_START - OFFSET
+  const clock = clockAt(local)
+  const pool = new Pool()
+  const none = pool.takeGiveBacks()
+  t.same(none, [], 'nothing owed: an empty list')
+  pool.fill(4, 0, REDIS_START + 10, false)
+  t.ok(pool.expire(clock, local + 3 * MINUTE_BUCKET_MS), 'lapsed: its 4 go back')
+  t.same(none, [], 'the empty list handed out earlier is still empty')
+  t.same(pool.takeGiveBacks().map((giveBack) => giveBack.delta), [-4], 'the give-back goes to the next call')
+})
+
+t.test('the ledger\'s month buckets: kept, re-seeded and pruned by the calendar month', async (t) => {
+  const ledger = new Ledger()
+  const minute = REDIS_START / MINUTE_BUCKET_MS
+  const day = Math.floor(REDIS_START / (15 * 60_000))
+  const month = calendarMonth(REDIS_START).index
+  ledger.record(minute, day, 0, 1)
+  t.equal(ledger.adjustments().filter((adjustment) => adjustment.month > 0).length, 0, 'no month limit: no month bucket')
+  ledger.record(minute, day, month, 2)
+  ledger.record(minute, day, month, 3)
+  t.same(ledger.adjustments().filter((adjustment) => adjustment.month > 0), [{ minute: 0, day: 0, month, delta: 5 }], 'the month\'s admissions, merged')
+  ledger.prune(REDIS_START + 100 * DAY_BUCKET_MS) // every minute and day bucket out of its window, the month not over
+  t.same(ledger.adjustments(), [{ minute: 0, day: 0, month, delta: 5 }], 'the month bucket outlives the day window')
+  t.notOk(ledger.longWindowsEmpty, 'a month bucket keeps the id')
+  ledger.prune(calendarMonth(REDIS_START).end + 1)
+  t.same(ledger.adjustments(), [], 'gone once its month is over')
+  t.ok(ledger.longWindowsEmpty, 'then the id can be forgotten')
 })
