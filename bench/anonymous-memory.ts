@@ -6,7 +6,7 @@
 // - a real gateway process (what an operator sees): N distinct X-Forwarded-For addresses through a
 //   trusted proxy, the process's RSS before and after, divided by N (RSS also carries allocator
 //   slack and whatever else the requests allocated, so it is the upper figure).
-//   node --expose-gc --import tsx bench/anonymous-memory.ts [--clients N]
+//   node --expose-gc --import ./src/ts-resolve.ts bench/anonymous-memory.ts [--clients N]
 // writes bench/results/anonymous-memory.json. Loopback only; bounded by N.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'

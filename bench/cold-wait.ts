@@ -8,7 +8,7 @@
 // decision wait, the share of requests that waited for a call (decided later than the turn they
 // arrived in), and the same for the first request of each consumer in the run (cold) against the rest
 // (a later request waits when its consumer's block is spent or a call of its id is still in flight).
-//   node --import tsx bench/cold-wait.ts   [COLD_RATE=2000 COLD_SECONDS=8 COLD_ROUNDS=3]
+//   node --import ./src/ts-resolve.ts bench/cold-wait.ts   [COLD_RATE=2000 COLD_SECONDS=8 COLD_ROUNDS=3]
 import { mkdtempSync, rmSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'

@@ -7,7 +7,7 @@
 // Two scenarios: `refused` (the anonymous limit answers 429 from the 31st request on, as in the
 // attack) and `admitted` (the anonymous limit unbounded, so every request is answered 401 and only
 // the connection caps stand in the way).
-//   node --import tsx bench/connection-flood.ts [--connections N] [--newcomers N] [--label L]
+//   node --import ./src/ts-resolve.ts bench/connection-flood.ts [--connections N] [--newcomers N] [--label L]
 // writes bench/results/connection-flood-<label>.json. Loopback only; every phase is bounded.
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'

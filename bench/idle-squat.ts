@@ -10,7 +10,7 @@
 // runs at nice 19: reopening thousands of connections a second costs it a core, which in reality
 // is the attacker's own, not the backend's and the victims' it would share here; what the churn
 // costs the gateway is its CPU, reported.
-//   node --import tsx bench/idle-squat.ts      Env: SQUAT_SECONDS [20] BENCH_BASELINE=<checkout>
+//   node --import ./src/ts-resolve.ts bench/idle-squat.ts      Env: SQUAT_SECONDS [20] BENCH_BASELINE=<checkout>
 //   (also the gateway of another checkout, first: `git archive` of an older commit with
 //   node_modules linked in) SQUAT_SCENARIOS [ipv4,ipv6] BENCH_PIN [1]
 // Writes bench/results/idle-squat.md and .json. Loopback (and 2001:db8::/48 routed to lo) only;
@@ -25,7 +25,7 @@ import { poll, sleep } from '../test/helpers/poll.js'
 import { parseScrape, sampleValue } from '../test/helpers/scrape.js'
 import { percentileOf, victimKeptAlive, victimOnNewConnections, type VictimResult } from '../test/helpers/victim.js'
 import { cpuMicros } from './lib/proc-cpu.js'
-import { freePort, REPO_ROOT, startNode, stop, waitForHttp } from './lib/processes.js'
+import { freePort, REPO_ROOT, sourceLoaderArgs, startNode, stop, waitForHttp } from './lib/processes.js'
 import { intFromEnv, log, round1, writeResults } from './lib/report.js'
 import { finishBench, prepareBench, type BenchSetup } from './lib/targets.js'
 
@@ -106,7 +106,7 @@ async function run (setup: BenchSetup, scenario: Scenario, label: string, root: 
     const kept = await openKeptAlive(target, scenario.victimKept)
     await kept.send(`GET /v1/pets?limit=1 HTTP/1.1\r\nhost: gateway\r\nauthorization: Bearer ${TOKEN}`)
     const attackSeconds = Math.ceil((FILL_TIMEOUT_MS + SETTLE_MS) / 1000) + seconds + 30
-    attacker = spawn('nice', ['-n', '19', process.execPath, '--import', 'tsx', join(REPO_ROOT, 'bench', 'lib', 'silent-attacker.ts'),
+    attacker = spawn('nice', ['-n', '19', process.execPath, ...sourceLoaderArgs(join(REPO_ROOT, 'bench', 'lib', 'silent-attacker.ts')), join(REPO_ROOT, 'bench', 'lib', 'silent-attacker.ts'),
       scenario.listen, String(port), String(scenario.perAddress), String(attackSeconds), ...scenario.addresses], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'inherit'] })
     const out = lines(attacker)
     const filled = JSON.parse(String((await out.next()).value)) as { filled: number }

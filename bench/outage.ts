@@ -1,4 +1,4 @@
-// `node --import tsx bench/outage.ts [baseline-dir]`: what each STORE_ON_ERROR policy keeps of a
+// `node --import ./src/ts-resolve.ts bench/outage.ts [baseline-dir]`: what each STORE_ON_ERROR policy keeps of a
 // 600/min limit through Redis faults — the attack scenarios of test/helpers/attack.ts (two gateway
 // processes on one Redis, ~300 requests/s with a burst on every second boundary, SIGSTOP pauses,
 // a kill and restart without persistence, a ban then recovery, the sliding steady state), each

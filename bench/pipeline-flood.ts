@@ -5,7 +5,7 @@
 // connections, each timed, and the admin port's /healthz likewise. Target: the victim's p99 ≤
 // 200 ms. The key's limits never bind (bench plans), so only the pipeline gate and load shedding
 // stand between the flood and the victim.
-//   node --import tsx bench/pipeline-flood.ts   Env: PIPELINE_SECONDS [15] PIPELINE_ROUNDS [2]
+//   node --import ./src/ts-resolve.ts bench/pipeline-flood.ts   Env: PIPELINE_SECONDS [15] PIPELINE_ROUNDS [2]
 //   BENCH_BASELINE=<checkout> (also the gateway of another checkout: `git archive` of an older
 //   commit with node_modules linked in) BENCH_PIN [1]
 // Writes bench/results/pipeline-flood.md and .json. Loopback only; every run is bounded.

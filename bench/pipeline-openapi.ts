@@ -13,7 +13,7 @@
 // connections, opened at once, waited there for seconds while libuv accepted one per turn, and a
 // victim's connection behind them), the gateway's CPU and the connection and shed counters.
 // Bounded: ROW6_SECONDS per round (wrk killed 10 s after), loopback only.
-//   node --import tsx bench/pipeline-openapi.ts   Env: ROW6_SECONDS [15] ROW6_ROUNDS [2]
+//   node --import ./src/ts-resolve.ts bench/pipeline-openapi.ts   Env: ROW6_SECONDS [15] ROW6_ROUNDS [2]
 //   BENCH_BASELINE=<checkout> (another checkout's gateway measured alongside) BENCH_PIN [1]
 // Writes bench/results/pipeline-openapi.md and .json.
 import { execFile } from 'node:child_process'

@@ -309,8 +309,8 @@ async function main (): Promise<void> {
 }
 
 if (import.meta.url === `file://${process.argv[1] ?? ''}`) {
-  //   node --import tsx bench/profile.ts compare <before.cpuprofile> <after.cpuprofile>   prints the policy layer's shares
-  //   node --import tsx bench/profile.ts stages <seconds> <a.cpuprofile> <b.cpuprofile> …   each stage's share of busy time in the last <seconds> of each profile
+  //   node --import ./src/ts-resolve.ts bench/profile.ts compare <before.cpuprofile> <after.cpuprofile>   prints the policy layer's shares
+  //   node --import ./src/ts-resolve.ts bench/profile.ts stages <seconds> <a.cpuprofile> <b.cpuprofile> …   each stage's share of busy time in the last <seconds> of each profile
   if (process.argv[2] === 'stages') {
     const seconds = Number(process.argv[3])
     const files = process.argv.slice(4)
@@ -319,11 +319,11 @@ if (import.meta.url === `file://${process.argv[1] ?? ''}`) {
     for (const stage of STAGES) lines.push(`| ${stage} | ${shares.map((m) => (m.get(stage) ?? 0).toFixed(2)).join(' | ')} |`)
     process.stdout.write(lines.join('\n') + '\n')
   } else if (process.argv[2] === 'diff') {
-    //   node --import tsx bench/profile.ts diff <seconds> <base.cpuprofile> <other.cpuprofile>   frames whose share grew most (last <seconds> of each)
+    //   node --import ./src/ts-resolve.ts bench/profile.ts diff <seconds> <base.cpuprofile> <other.cpuprofile>   frames whose share grew most (last <seconds> of each)
     const read = (file: string | undefined): CpuProfile => profileWindow(JSON.parse(readFileSync(file ?? '', 'utf8')) as CpuProfile, 0, Number(process.argv[3]) * 1e6)
     process.stdout.write(frameDiff(read(process.argv[4]), read(process.argv[5])).join('\n') + '\n')
   } else if (process.argv[2] === 'top') {
-    //   node --import tsx bench/profile.ts top <seconds> <file.cpuprofile>   top self-time frames of its last <seconds>
+    //   node --import ./src/ts-resolve.ts bench/profile.ts top <seconds> <file.cpuprofile>   top self-time frames of its last <seconds>
     const p = JSON.parse(readFileSync(process.argv[4] ?? '', 'utf8')) as CpuProfile
     process.stdout.write(summarizeProfile(profileWindow(p, 0, Number(process.argv[3]) * 1e6), 30).join('\n') + '\n')
   } else if (process.argv[2] === 'ours') {

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { Pool } from 'undici'
-import { freePort } from './lib/processes.js'
+import { freePort, REPO_ROOT, sourceLoaderArgs } from './lib/processes.js'
 
 const DEFAULT_MINUTES = 10
 const DEFAULT_RATE = 200
@@ -86,10 +86,10 @@ async function main (): Promise<void> {
   const redisPort = await freePort()
   start('redis-server', 'redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {})
   const backendPort = await freePort()
-  start('backend', process.execPath, ['--import', 'tsx', 'src/backend/server.ts'], { BACKEND_PORT: String(backendPort), PETS_DB: join(dir, 'pets.db'), LOG_LEVEL: 'warn' })
+  start('backend', process.execPath, [...sourceLoaderArgs(join(REPO_ROOT, 'src/backend/server.ts')), 'src/backend/server.ts'], { BACKEND_PORT: String(backendPort), PETS_DB: join(dir, 'pets.db'), LOG_LEVEL: 'warn' })
   const port = await freePort()
   const adminPort = await freePort()
-  const gateway = start('gateway', process.execPath, ['--import', 'tsx', 'src/gateway/server.ts'], {
+  const gateway = start('gateway', process.execPath, [...sourceLoaderArgs(join(REPO_ROOT, 'src/gateway/server.ts')), 'src/gateway/server.ts'], {
     GATEWAY_HOST: '127.0.0.1', GATEWAY_PORT: String(port), ADMIN_PORT: String(adminPort), CONFIG_DIR: configDir,
     BACKEND_URL: `http://127.0.0.1:${backendPort}`, REDIS_URL: `redis://127.0.0.1:${redisPort}`, LOG_LEVEL: 'warn', CONFIG_WATCH: 'false'
   })

@@ -4,7 +4,7 @@
 // traffic shapes (one hot key, 1,000 keys in turn, the Zipf draw over 10,000 consumers). One process,
 // no I/O: CPU ns per lookup (user + system of the process, steadier than wall time on a shared core) and bytes allocated per lookup, interleaved rounds, medians. Pin it
 // (`taskset -c 0`) and read it beside the load average it prints.
-//   node --import tsx --expose-gc bench/table-cost.ts  [TABLE_ROUNDS=9 TABLE_LOOKUPS=1000000]
+//   node --import ./src/ts-resolve.ts --expose-gc bench/table-cost.ts  [TABLE_ROUNDS=9 TABLE_LOOKUPS=1000000]
 import { LRUCache } from 'lru-cache'
 import { loadavg } from 'node:os'
 import { SecondChanceMap } from '../src/shared/second-chance-map.js'

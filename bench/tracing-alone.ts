@@ -2,7 +2,7 @@
 // undici channel messages, real SDK, export to a collector that drops), as one JSON line: the steady
 // part of `BENCH_TRACING`, runnable on its own so that it can be run under different Node flags —
 // e.g. with and without `--experimental-async-context-frame`, alternated process by process:
-//   node [--experimental-async-context-frame] --import tsx bench/tracing-alone.ts
+//   node [--experimental-async-context-frame] --import ./src/ts-resolve.ts bench/tracing-alone.ts
 import { join } from 'node:path'
 import { tracingHookCost } from './lib/tracing-hooks.js'
 import { firstLine, REPO_ROOT, startNode, stop } from './lib/processes.js'

@@ -6,7 +6,7 @@
 // answer before its next request: the same arrivals for a faster or a slower gateway while both keep up), and with
 // ZIPF_CALLS_RATE > 0 at that fixed rate (autocannon in this process: on a loaded machine it falls short of the rate). Per round and gateway: EVALSHA ÷ requests answered (INFO commandstats deltas on
 // its own Redis) and req/s. bench/zipf-calls.ts is the same count on the store alone, load-proof.
-//   BENCH_BASELINE=/tmp/outage-bl node --import tsx bench/zipf-calls-gateway.ts
+//   BENCH_BASELINE=/tmp/outage-bl node --import ./src/ts-resolve.ts bench/zipf-calls-gateway.ts
 //   ZIPF_CALLS_ROUNDS (3), ZIPF_CALLS_SECONDS (2 per run), ZIPF_CALLS_DELAY_MS (0), ZIPF_CALLS_RATE (0)
 import { resolve } from 'node:path'
 import { buildWorkloads } from './lib/workloads.js'

@@ -5,7 +5,7 @@
 // reads every request that arrived since the last one, spends a fixed CPU time on each (the gateway's work around the
 // limiter), then its check phase sends the turn's grant calls; a client's next request arrives a fixed time after its
 // answer (the proxied backend call and the client). Same inputs, same counts, every run.
-//   BENCH_BASELINE=/tmp/outage-bl node --import tsx bench/zipf-calls-sim.ts
+//   BENCH_BASELINE=/tmp/outage-bl node --import ./src/ts-resolve.ts bench/zipf-calls-sim.ts
 //   ZIPF_SIM_SECONDS (virtual, default 20), ZIPF_SIM_CLIENTS (50), ZIPF_SIM_SERVICE_US (CPU per request, 300),
 //   ZIPF_SIM_BACKEND_MS (answer → next request, 2), ZIPF_SIM_NET_MS (one-way to Redis, 0.1)
 import { existsSync } from 'node:fs'

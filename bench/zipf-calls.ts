@@ -5,7 +5,7 @@
 // at its next slot, after its answer), against a fresh redis-server each run. Counted: EVALSHA per decision (INFO
 // commandstats) and, from a wrapper around the store's port, the grant entries of each call by what they carry.
 // Runs alternate (this, baseline, …, then the reverse order), each in a child process; the table is the medians.
-//   BENCH_BASELINE=/tmp/outage-bl node --import tsx bench/zipf-calls.ts   (or a comma list of checkouts)
+//   BENCH_BASELINE=/tmp/outage-bl node --import ./src/ts-resolve.ts bench/zipf-calls.ts   (or a comma list of checkouts)
 //   ZIPF_CALLS_SECONDS (default 6), ZIPF_CALLS_RATE (req/s, default 2500; 0: unpaced, 2,500 × seconds requests),
 //   ZIPF_CALLS_CLIENTS (50), ZIPF_CALLS_ROUNDS (3), ZIPF_CALLS_WORK_US (fixed CPU per request either side of the limiter, 0)
 //   ZIPF_CALLS_TIMEOUT_MS (the store's call timeout; unset: its default — on a loaded machine a call late past it

@@ -3,7 +3,7 @@
 // each address that never send a byte, each reopened when the gateway closes it, for `seconds`
 // (then it closes everything and exits). Prints {"filled":N} once every address has opened its
 // count, and {"open":N,"opened":N,"closedByServer":N} when it ends (or on SIGTERM).
-//   node --import tsx bench/lib/silent-attacker.ts <host> <port> <perAddress> <seconds> <address>…
+//   node --import ./src/ts-resolve.ts bench/lib/silent-attacker.ts <host> <port> <perAddress> <seconds> <address>…
 import { silentFlood } from '../../test/helpers/silent-connections.js'
 
 const [host = '127.0.0.1', port = '0', perAddress = '1', seconds = '10', ...addresses] = process.argv.slice(2)

@@ -33,7 +33,8 @@ const here = dirname(fileURLToPath(import.meta.url))
 const fromSource = import.meta.url.endsWith('.ts')
 const ext = fromSource ? '.ts' : '.js'
 const nodeArgs = [
-  ...(fromSource ? ['--import', 'tsx'] : []),
+  // From source, each child runs on Node's type stripping with the resolve hook (src/ts-resolve.ts).
+  ...(fromSource ? ['--import', pathToFileURL(join(here, '..', 'ts-resolve.ts')).href] : []),
   '--import', pathToFileURL(join(here, `exit-with-parent${ext}`)).href
 ]
 

@@ -18,12 +18,12 @@ export const DEFAULT_CONFIG_PARSE_TIMEOUT_MS = 60_000
 /** Starting the worker comes before that timeout: a start-up waits this much longer for the first load (app.ts pluginTimeout). */
 export const CONFIG_WORKER_START_MARGIN_MS = 30_000
 
-// Under tsx (npm start, tests) this module is TypeScript and so is the worker, which then needs the
-// TypeScript loader and nothing else of what the parent was started with (a test runner's loaders
-// made a worker start several times slower); built, both are JavaScript.
+// From source (npm start, tests) this module is TypeScript and so is the worker, which then needs the
+// resolve hook the sources run with (src/ts-resolve.ts) and nothing else of what the parent was started
+// with (a test runner's loaders made a worker start several times slower); built, both are JavaScript.
 const RUNNING_TYPESCRIPT = import.meta.url.endsWith('.ts')
 const WORKER_URL = new URL(RUNNING_TYPESCRIPT ? './parse-worker.ts' : './parse-worker.js', import.meta.url)
-const WORKER_EXEC_ARGV = RUNNING_TYPESCRIPT ? ['--import', import.meta.resolve('tsx')] : []
+const WORKER_EXEC_ARGV = RUNNING_TYPESCRIPT ? ['--import', new URL('../../ts-resolve.ts', import.meta.url).href] : []
 
 export interface WorkerLoadOptions {
   /** CONFIG_MAX_BYTES, per file. */

@@ -21,6 +21,7 @@ import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, wr
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { createInterface } from 'node:readline'
+import { pathToFileURL } from 'node:url'
 import type { FamilyResult } from './suite.js'
 
 export interface Mutant {
@@ -236,7 +237,7 @@ function runFile (dir: string, file: string, o: Options, onResult: (r: FamilyRes
     if (o.scale !== undefined) env.SIM_SCALE = o.scale
     delete env.SIM_SEED
     delete env.SIM_FAMILY
-    const child = spawn(process.execPath, ['--import', 'tsx', join(SIM_DIR, file)], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, ['--import', pathToFileURL(join(dir, 'src', 'ts-resolve.ts')).href, join(SIM_DIR, file)], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] })
     let stderr = ''
     child.stderr.on('data', (chunk: Buffer) => { stderr = (stderr + chunk.toString()).slice(-4000) })
     const lines = createInterface({ input: child.stdout })
