@@ -10,12 +10,13 @@
 // Two figures, each after 100,000 decisions of warm-up: `steady` (100,000 more on the same ids) and
 // `first` (15,000 on ids the warm-up did not use: most of them an id's first, the code already warm).
 // Works with the account as parts (methods, this code) and as one object with functions (c5ab247).
-//   BENCH_BASELINE=/checkout[,/other] node --import tsx bench/account-cost.ts   ACCOUNT_COST_ROUNDS (7)
+//   BENCH_BASELINE=/checkout[,/other] node --import ./src/ts-resolve.ts bench/account-cost.ts   ACCOUNT_COST_ROUNDS (7)
 import { execFile } from 'node:child_process'
 import { join, resolve } from 'node:path'
 import { promisify } from 'node:util'
 import { median } from './lib/load.js'
 import { taskset } from './lib/proc-cpu.js'
+import { sourceLoaderArgs } from './lib/source-loader.js'
 import { DEFAULT_ZIPF_CONSUMERS, DEFAULT_ZIPF_EXPONENT, DEFAULT_ZIPF_SEED, DEFAULT_ZIPF_SEQUENCE_LENGTH, zipfSequence } from './lib/zipf.js'
 
 const run = promisify(execFile)
@@ -242,7 +243,7 @@ async function main (): Promise<void> {
   for (let round = 0; round < rounds; round++) {
     for (const variant of round % 2 === 0 ? variants : [...variants].reverse()) {
       for (const figure of ['steady', 'first']) {
-        const command = [process.execPath, '--import', 'tsx', join(HERE, 'bench/account-cost.ts'), '--child', variant, figure]
+        const command = [process.execPath, ...sourceLoaderArgs(join(variant, 'src', 'gateway', 'server.ts')), join(HERE, 'bench/account-cost.ts'), '--child', variant, figure]
         const { stdout } = bin === null ? await run(command[0]!, command.slice(1), { cwd: HERE }) : await run(bin, ['-c', '1', ...command], { cwd: HERE })
         const { nsPerDecision } = JSON.parse(stdout.trim().split('\n').pop()!) as { nsPerDecision: number }
         results.set(`${variant} ${figure}`, [...(results.get(`${variant} ${figure}`) ?? []), nsPerDecision])

@@ -5,7 +5,7 @@
 // answered; rounds interleaved (the order reversed every other round), each window after a short
 // warm-up on the same workload. Info logs, metrics on, as the bench's gateway rows. Prints each
 // round and, per workload, the medians, the range and the median of the per-round differences.
-//   BENCH_BASELINE=/path/to/checkout node --import tsx bench/gateway-cpu-ab.ts
+//   BENCH_BASELINE=/path/to/checkout node --import ./src/ts-resolve.ts bench/gateway-cpu-ab.ts
 //   GATEWAY_AB_WORKLOADS (hot,zipf) GATEWAY_AB_ROUNDS (7) GATEWAY_AB_SECONDS (10)
 //   GATEWAY_AB_WARMUP_SECONDS (2) BENCH_CONNECTIONS (32)
 import { loadavg } from 'node:os'

@@ -5,13 +5,14 @@
 // the bench's Zipf draw (10,000 consumers, s = 1.1, bench/lib/zipf.ts) — every decision awaited, as
 // the limiter's hook awaits it — after a warm-up of the same traffic; CPU from process.cpuUsage.
 // Rounds alternate the checkouts (the order reversed every other round); prints medians and spread.
-//   BENCH_BASELINE=/path/to/checkout node --import tsx bench/memory-store-cpu.ts
+//   BENCH_BASELINE=/path/to/checkout node --import ./src/ts-resolve.ts bench/memory-store-cpu.ts
 //   MEMORY_STORE_DECISIONS (200000 a measured run) MEMORY_STORE_ROUNDS (7)
 import { execFile } from 'node:child_process'
 import { join, resolve } from 'node:path'
 import { promisify } from 'node:util'
 import { median } from './lib/load.js'
 import { taskset } from './lib/proc-cpu.js'
+import { sourceLoaderArgs } from './lib/source-loader.js'
 import { DEFAULT_ZIPF_CONSUMERS, DEFAULT_ZIPF_EXPONENT, DEFAULT_ZIPF_SEED, DEFAULT_ZIPF_SEQUENCE_LENGTH, zipfSequence } from './lib/zipf.js'
 
 const run = promisify(execFile)
@@ -59,7 +60,7 @@ async function main (): Promise<void> {
   for (let round = 0; round < rounds; round++) {
     for (const [name, variantRoot] of round % 2 === 0 ? variants : [...variants].reverse()) {
       for (const load of ['hot', 'zipf']) {
-        const command = [process.execPath, '--import', 'tsx', join(HERE, 'bench/memory-store-cpu.ts'), '--child', variantRoot, load]
+        const command = [process.execPath, ...sourceLoaderArgs(join(variantRoot, 'src', 'gateway', 'server.ts')), join(HERE, 'bench/memory-store-cpu.ts'), '--child', variantRoot, load]
         const { stdout } = bin === null ? await run(command[0]!, command.slice(1), { cwd: HERE }) : await run(bin, ['-c', '1', ...command], { cwd: HERE })
         const { nsPerDecision } = JSON.parse(stdout.trim().split('\n').pop()!) as { nsPerDecision: number }
         const key = `${name} ${load}`

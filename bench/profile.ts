@@ -327,7 +327,7 @@ if (import.meta.url === `file://${process.argv[1] ?? ''}`) {
     const p = JSON.parse(readFileSync(process.argv[4] ?? '', 'utf8')) as CpuProfile
     process.stdout.write(summarizeProfile(profileWindow(p, 0, Number(process.argv[3]) * 1e6), 30).join('\n') + '\n')
   } else if (process.argv[2] === 'ours') {
-    //   node --import tsx bench/profile.ts ours <seconds> <requests> <file.cpuprofile>   our frames of its last <seconds>, per request
+    //   node --import ./src/ts-resolve.ts bench/profile.ts ours <seconds> <requests> <file.cpuprofile>   our frames of its last <seconds>, per request
     const p = JSON.parse(readFileSync(process.argv[5] ?? '', 'utf8')) as CpuProfile
     process.stdout.write(ourFrames(profileWindow(p, 0, Number(process.argv[3]) * 1e6), Number(process.argv[4])).join('\n') + '\n')
   } else if (process.argv[2] === 'compare') {

@@ -18,6 +18,7 @@ import { join, resolve } from 'node:path'
 import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
 import { taskset } from './lib/proc-cpu.js'
+import { sourceLoaderArgs } from './lib/source-loader.js'
 import { DEFAULT_ZIPF_CONSUMERS, DEFAULT_ZIPF_EXPONENT, DEFAULT_ZIPF_SEED, DEFAULT_ZIPF_SEQUENCE_LENGTH, zipfSequence } from './lib/zipf.js'
 
 const run = promisify(execFile)
@@ -173,7 +174,7 @@ async function main (): Promise<void> {
       for (let attempt = 1; ; attempt++) {
         const redis = await startRedis()
         try {
-          const command = [process.execPath, '--import', 'tsx', join(HERE, 'bench/zipf-calls.ts'), '--child', variant, String(redis.port)]
+          const command = [process.execPath, ...sourceLoaderArgs(join(variant, 'src', 'gateway', 'server.ts')), join(HERE, 'bench/zipf-calls.ts'), '--child', variant, String(redis.port)]
           const { stdout } = bin === null ? await run(command[0]!, command.slice(1), { cwd: HERE, maxBuffer: 1 << 20 }) : await run(bin, ['-c', '0', ...command], { cwd: HERE, maxBuffer: 1 << 20 })
           const result = JSON.parse(stdout.trim().split('\n').pop()!) as RunResult
           results.get(variant)!.push(result)

@@ -4,18 +4,18 @@
 // bench/metrics-overhead.ts.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { copyFileSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
+import { join } from 'node:path'
 import { createInterface } from 'node:readline'
-import { pathToFileURL } from 'node:url'
 import { until } from '../../test/helpers/poll.js'
 import { freePort, waitForHttp as waitForAnswer } from '../../test/helpers/ports.js'
 import { redisCli } from '../../test/helpers/redis.js'
 import { EPOCH, GRANT } from '../../src/gateway/limiter/redis/scripts.js'
 import { taskset } from './proc-cpu.js'
+import { sourceLoaderArgs } from './source-loader.js'
 
-export { freePort, redisCli }
+export { freePort, redisCli, sourceLoaderArgs }
 
 export const REPO_ROOT = join(import.meta.dirname, '..', '..')
 export const DEFAULT_READY_TIMEOUT_MS = 20_000
@@ -43,18 +43,6 @@ function pinned (command: string, args: string[], cpus: string | undefined): [st
 
 /** Every child started here, so `stopAll` can end exactly these, by PID. */
 const started = new Set<ChildProcess>()
-
-/**
- * How Node runs a TypeScript entry from its checkout: as the sources run unbuilt there — on Node's type
- * stripping with the checkout's resolve hook (src/ts-resolve.ts), the same code the built image runs — or,
- * for an older checkout without that hook (a BENCH_BASELINE from before it), through tsx as it then ran.
- */
-export function sourceLoaderArgs (entry: string): string[] {
-  let dir = dirname(entry)
-  while (!existsSync(join(dir, 'package.json')) && dirname(dir) !== dir) dir = dirname(dir)
-  const hook = join(dir, 'src', 'ts-resolve.ts')
-  return existsSync(hook) ? ['--import', pathToFileURL(hook).href] : ['--import', 'tsx']
-}
 
 export function startNode (args: string[], opts: ChildOptions = {}): ChildProcess {
   const [command, argv] = pinned(process.execPath, [...(opts.nodeArgs ?? []), ...sourceLoaderArgs(args[0]!), ...args], opts.cpus)
