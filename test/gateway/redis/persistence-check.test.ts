@@ -13,6 +13,7 @@ import { configPlugin, createConfigHolder } from '../../../src/gateway/config/pl
 import { persistenceCheckPlugin } from '../../../src/gateway/redis/persistence-check.js'
 import { ReadinessRegistry } from '../../../src/gateway/runtime/readiness.js'
 import { persistenceMode, persistenceNeeds } from '../../../src/gateway/redis/persistence.js'
+import { BAN_LIFT_CHANNEL } from '../../../src/gateway/limiter/redis/admin.js'
 import { FIXTURE_CONFIG_DIR, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
 import { COST_ROUTES, METERED_PLANS } from '../../helpers/quota.js'
 import { EVENT_TIMEOUT_MS, poll, sleep } from '../../helpers/poll.js'
@@ -27,6 +28,9 @@ async function ready (gw: StartedGateway): Promise<{ status: number, body: Ready
   const res = await fetch(`${gw.adminUrl}/readyz`)
   return { status: res.status, body: await res.json() as Ready }
 }
+
+/** The subscriber count of `PUBSUB NUMSUB channel`, as redis-cli prints it (the channel, then the count). */
+const subscribers = (reply: string): number => Number(reply.trim().split('\n').at(-1))
 
 const warnings = (gw: StartedGateway): string[] => gw.logs.filter((l) => l.level === 40 && WARNING.test(String(l.msg))).map((l) => String(l.msg))
 
@@ -86,12 +90,23 @@ t.test('no perMonth: no warning; a reload that gives a plan perMonth brings it, 
 t.test('a Redis outage neither clears nor repeats the warning', async (t) => {
   const redis = await startRedis(t)
   const gw = await startGateway(t, { config: testConfig({ 'plans.yaml': METERED_PLANS }), limiter: { settings: { redisUrl: redis.url } } })
+  // The reading the outage must keep: taken at start, or (a start-up reading past its 500 ms bound
+  // on a loaded machine) at a probe while Redis is up, never assumed.
+  t.ok(await poll(async () => (await ready(gw)).body.checks.persistence?.warning !== undefined, EVENT_TIMEOUT_MS, 50), 'the warning is in force before the outage')
   await redis.stop()
   for (let i = 0; i < 3; i++) t.match((await ready(gw)).body.checks.persistence, { ok: true, redis: { [`127.0.0.1:${redis.port}`]: 'none' }, warning: WARNING }, `probe ${i + 1} with Redis down: the last reading`)
   await redis.start()
   t.match((await ready(gw)).body.checks.persistence, { warning: WARNING })
   t.equal(warnings(gw).length, 1, 'one warning line in all')
   t.notOk(gw.logs.some((l) => l.msg === 'Redis persistence: the earlier warning no longer applies'), 'never said to be cleared')
+  // The gateway's ban-lift subscriber re-subscribes once Redis is back (ioredis sends that SUBSCRIBE
+  // itself, with no handler for its failure): closing the gateway while it is unanswered rejects it
+  // with an unhandled `Connection is closed.`, which a loaded machine made the test's teardown meet.
+  // Redis counts the subscriber once it has run the SUBSCRIBE, and writes its reply before redis-cli's
+  // answer to the count, so the reply has reached the in-process gateway before the test ends.
+  const started = Date.now()
+  t.ok(await poll(async () => subscribers(await redis.cli('PUBSUB', 'NUMSUB', BAN_LIFT_CHANNEL)) >= 1, EVENT_TIMEOUT_MS, 20), 'the ban-lift subscriber is back before the gateway closes')
+  t.comment(`re-subscribed ${Date.now() - started} ms after the probe`)
 })
 
 t.test('without a probe: a new config is judged on the timer, and Redis read again for it', async (t) => {
