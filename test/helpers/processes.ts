@@ -19,6 +19,11 @@ export const REPO_ROOT = join(import.meta.dirname, '..', '..')
  */
 export const TS_NODE_ARGS: readonly string[] = ['--experimental-strip-types', '--import', pathToFileURL(join(import.meta.dirname, 'ts-resolve.ts')).href]
 
+/** `options` (a NODE_OPTIONS value) without the `--import` of tap's process-info hook. */
+export function withoutProcessInfo (options: string): string {
+  return options.replace(/"?--import[= ]\S*@tapjs\/processinfo\S*?"?(?=\s|$)/g, '').replace(/\s+/g, ' ').trim()
+}
+
 /**
  * Environment for entry points run as child processes. They collect no coverage: the processes
  * whose lines they would add are the ones a test starts as a deployment would, and V8's coverage in
@@ -26,7 +31,13 @@ export const TS_NODE_ARGS: readonly string[] = ['--experimental-strip-types', '-
  */
 // PLUGIN_TIMEOUT_MS: a gateway process's plugins get as long to start as tests give the process
 // (ports.ts PROCESS_START_TIMEOUT_MS): at load 20–30 its config reload plugin missed Fastify's 10 s.
-export const CHILD_ENV: Readonly<Record<string, string>> = { _TAPJS_PROCESSINFO_COVERAGE_: '0', PLUGIN_TIMEOUT_MS: String(PROCESS_START_TIMEOUT_MS) }
+// NODE_OPTIONS: tap's, without its process-info hook (@tapjs/processinfo), which every child would
+// otherwise load and run (0.2–0.3 s of CPU a start) only to record a process whose coverage is off.
+export const CHILD_ENV: Readonly<Record<string, string>> = {
+  _TAPJS_PROCESSINFO_COVERAGE_: '0',
+  PLUGIN_TIMEOUT_MS: String(PROCESS_START_TIMEOUT_MS),
+  NODE_OPTIONS: withoutProcessInfo(process.env.NODE_OPTIONS ?? '')
+}
 
 export interface RunningProcess {
   child: ChildProcess
