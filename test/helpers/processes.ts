@@ -13,8 +13,8 @@ export const REPO_ROOT = join(import.meta.dirname, '..', '..')
  * The Node arguments that run the TypeScript sources as tap runs the tests: Node 22's own type
  * stripping (on by default since 22.18; the flag keeps an older 22 working) and the resolve hook
  * that maps a source's `./x.js` import to `./x.ts` (ts-resolve.ts, what package.json's "tap"
- * `node-arg` preloads). No tsx in the child: its loader cost 0.3–0.6 s of CPU more per process
- * start (docs/development.md). The hook is named by absolute URL, so a child started in another
+ * `node-arg` preloads). No tsx in the child: with tap's process-info hook (CHILD_ENV) it cost about
+ * 1 s of CPU more per gateway process start and 0.5 s per CLI command (docs/development.md). The hook is named by absolute URL, so a child started in another
  * directory finds it.
  */
 export const TS_NODE_ARGS: readonly string[] = ['--experimental-strip-types', '--import', pathToFileURL(join(import.meta.dirname, 'ts-resolve.ts')).href]
@@ -32,7 +32,7 @@ export function withoutProcessInfo (options: string): string {
 // PLUGIN_TIMEOUT_MS: a gateway process's plugins get as long to start as tests give the process
 // (ports.ts PROCESS_START_TIMEOUT_MS): at load 20–30 its config reload plugin missed Fastify's 10 s.
 // NODE_OPTIONS: tap's, without its process-info hook (@tapjs/processinfo), which every child would
-// otherwise load and run (0.2–0.3 s of CPU a start) only to record a process whose coverage is off.
+// otherwise load and run (0.1–0.3 s of CPU a start) only to record a process whose coverage is off.
 export const CHILD_ENV: Readonly<Record<string, string>> = {
   _TAPJS_PROCESSINFO_COVERAGE_: '0',
   PLUGIN_TIMEOUT_MS: String(PROCESS_START_TIMEOUT_MS),
