@@ -2,13 +2,13 @@ import { spawn } from 'node:child_process'
 import { once } from 'node:events'
 import { createServer, type AddressInfo } from 'node:net'
 import t from 'tap'
-import { CHILD_ENV } from '../helpers/processes.js'
+import { CHILD_ENV, TS_NODE_ARGS } from '../helpers/processes.js'
 import { EVENT_TIMEOUT_MS, poll, sleep } from '../helpers/poll.js'
 
 const SERVER = 'src/backend/server.ts'
 
 function startServer (env: Record<string, string>): { child: ReturnType<typeof spawn>, output: () => string, listening: Promise<string> } {
-  const child = spawn(process.execPath, ['--import', 'tsx', SERVER], {
+  const child = spawn(process.execPath, [...TS_NODE_ARGS, SERVER], {
     env: { ...process.env, BACKEND_HOST: '127.0.0.1', BACKEND_PORT: '0', LOG_LEVEL: 'info', ...CHILD_ENV, ...env },
     stdio: ['ignore', 'pipe', 'pipe']
   })

@@ -1,11 +1,11 @@
-// Runs the command line two ways: as a real child process (`node --import tsx src/cli/main.ts`, what
-// `npm run cli` does) and in-process through its exported `run` (same code, no ~2 s process start,
+// Runs the command line two ways: as a real child process (`src/cli/main.ts` on Node's type stripping,
+// as `npm run cli` runs it through tsx) and in-process through its exported `run` (same code, no ~2 s process start,
 // for the many refusal cases).
 import { execFile } from 'node:child_process'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { run } from '../../src/cli/main.js'
-import { CHILD_ENV, REPO_ROOT } from './processes.js'
+import { CHILD_ENV, REPO_ROOT, TS_NODE_ARGS } from './processes.js'
 
 const exec = promisify(execFile)
 
@@ -14,7 +14,7 @@ export interface CliResult { code: number, stdout: string, stderr: string }
 export interface CliOptions { env?: Record<string, string>, input?: string }
 
 export async function cli (args: string[], opts: CliOptions = {}): Promise<CliResult> {
-  const child = exec(process.execPath, ['--import', 'tsx', join(REPO_ROOT, 'src/cli/main.ts'), ...args], {
+  const child = exec(process.execPath, [...TS_NODE_ARGS, join(REPO_ROOT, 'src/cli/main.ts'), ...args], {
     cwd: REPO_ROOT, env: { ...process.env, ...CHILD_ENV, ...opts.env }
   })
   if (opts.input !== undefined) { child.child.stdin?.end(opts.input) } else { child.child.stdin?.end() }

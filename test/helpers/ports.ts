@@ -25,7 +25,7 @@ export async function isFree (port: number): Promise<boolean> {
 
 /**
  * How long a test waits for a process it started (a gateway, the backend, npm start) to answer: it
- * loads its TypeScript through tsx, 1–3 s on a quiet machine, and start-ups past 15 and 30 s were
+ * loads its TypeScript (type stripping; npm start: tsx), 1–3 s on a quiet machine, and start-ups past 15 and 30 s were
  * seen at load 16–18 on the 2-core CI machine (a full suite beside six others). Only tells a hang
  * from a slow start: what a test asserts about its process comes after.
  */

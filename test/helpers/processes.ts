@@ -3,19 +3,41 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import type { Test } from 'tap'
 import { freePort, PROCESS_START_TIMEOUT_MS, waitForHttp } from './ports.js'
 
 export const REPO_ROOT = join(import.meta.dirname, '..', '..')
 
 /**
- * Environment for entry points run as child processes. They load TypeScript through tsx, whose
- * transform differs from tap's: merged with tap's coverage of the same files it garbles the
- * report (those files drop out of it), so the children collect none.
+ * The Node arguments that run the TypeScript sources as tap runs the tests: Node 22's own type
+ * stripping (on by default since 22.18; the flag keeps an older 22 working) and the resolve hook
+ * that maps a source's `./x.js` import to `./x.ts` (ts-resolve.ts, what package.json's "tap"
+ * `node-arg` preloads). No tsx in the child: with tap's process-info hook (CHILD_ENV) it cost
+ * about 1 s of CPU more per gateway process start and 0.5 s per CLI command (docs/development.md).
+ * The hook is named by absolute URL, so a child started in another directory finds it.
+ */
+export const TS_NODE_ARGS: readonly string[] = ['--experimental-strip-types', '--import', pathToFileURL(join(import.meta.dirname, 'ts-resolve.ts')).href]
+
+/** `options` (a NODE_OPTIONS value) without the `--import` of tap's process-info hook. */
+export function withoutProcessInfo (options: string): string {
+  return options.replace(/"?--import[= ]\S*@tapjs\/processinfo\S*?"?(?=\s|$)/g, '').replace(/\s+/g, ' ').trim()
+}
+
+/**
+ * Environment for entry points run as child processes. They collect no coverage: the processes
+ * whose lines they would add are the ones a test starts as a deployment would, and V8's coverage in
+ * each of them would cost CPU at every start for lines the in-process tests already count.
  */
 // PLUGIN_TIMEOUT_MS: a gateway process's plugins get as long to start as tests give the process
 // (ports.ts PROCESS_START_TIMEOUT_MS): at load 20–30 its config reload plugin missed Fastify's 10 s.
-export const CHILD_ENV: Readonly<Record<string, string>> = { _TAPJS_PROCESSINFO_COVERAGE_: '0', PLUGIN_TIMEOUT_MS: String(PROCESS_START_TIMEOUT_MS) }
+// NODE_OPTIONS: tap's, without its process-info hook (@tapjs/processinfo), which every child would
+// otherwise load and run (0.1–0.3 s of CPU a start) only to record a process whose coverage is off.
+export const CHILD_ENV: Readonly<Record<string, string>> = {
+  _TAPJS_PROCESSINFO_COVERAGE_: '0',
+  PLUGIN_TIMEOUT_MS: String(PROCESS_START_TIMEOUT_MS),
+  NODE_OPTIONS: withoutProcessInfo(process.env.NODE_OPTIONS ?? '')
+}
 
 export interface RunningProcess {
   child: ChildProcess
@@ -23,9 +45,9 @@ export interface RunningProcess {
   exited: Promise<{ code: number | null, signal: NodeJS.Signals | null }>
 }
 
-/** Runs `entry` (a path in the checkout at `root`, default this one) with tsx. */
+/** Runs `entry` (a path in the checkout at `root`, default this one) on Node's type stripping (TS_NODE_ARGS). */
 export function runEntry (t: Pick<Test, 'teardown'>, entry: string, env: Record<string, string>, root = REPO_ROOT): RunningProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(root, entry)], {
+  const child = spawn(process.execPath, [...TS_NODE_ARGS, join(root, entry)], {
     cwd: root,
     env: { ...process.env, ...CHILD_ENV, LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe']

@@ -11,7 +11,7 @@ import t, { type Test } from 'tap'
 import { startBackend } from '../../helpers/backend.js'
 import { DEMO_KEYS, FIXTURE_CONFIG_DIR } from '../../helpers/gateway.js'
 import { freePort, waitForHttp } from '../../helpers/ports.js'
-import { CHILD_ENV, gatewayProcessEnv, REPO_ROOT } from '../../helpers/processes.js'
+import { CHILD_ENV, gatewayProcessEnv, REPO_ROOT, TS_NODE_ARGS } from '../../helpers/processes.js'
 import { sampleValue, scrape } from '../../helpers/scrape.js'
 
 const DRAIN_DELAY_MS = 200
@@ -40,7 +40,7 @@ async function startPipedGateway (t: Test): Promise<Gateway> {
     // A small backlog: the unread pipe overflows within the test's requests.
     LOG_BACKLOG_BYTES: String(BACKLOG_BYTES)
   })
-  const child = spawn(process.execPath, ['--import', 'tsx', join(REPO_ROOT, 'src/gateway/server.ts')], {
+  const child = spawn(process.execPath, [...TS_NODE_ARGS, join(REPO_ROOT, 'src/gateway/server.ts')], {
     cwd: REPO_ROOT,
     env: { ...process.env, ...CHILD_ENV, ...env },
     stdio: ['ignore', 'pipe', 'pipe']
@@ -57,7 +57,7 @@ async function startPipedGateway (t: Test): Promise<Gateway> {
   child.stdout?.on('data', collect)
   child.stderr?.on('data', collect)
   try {
-    // A loaded machine can take long to start a process with tsx.
+    // A loaded machine can take long to start a process.
     await waitForHttp(`http://127.0.0.1:${adminPort}/readyz`, 90_000, (s) => s === 200)
   } catch (err) {
     throw new Error(`gateway not ready: ${String(err)}; output: ${output.slice(-2_000)}`)

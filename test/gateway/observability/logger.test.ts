@@ -4,7 +4,7 @@ import { closeSync, openSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { createGatewayLogger } from '../../../src/gateway/observability/logger.js'
-import { CHILD_ENV, REPO_ROOT } from '../../helpers/processes.js'
+import { CHILD_ENV, REPO_ROOT, TS_NODE_ARGS } from '../../helpers/processes.js'
 
 const lines = (file: string): Array<Record<string, unknown>> =>
   readFileSync(file, 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Record<string, unknown>)
@@ -37,6 +37,6 @@ import { createGatewayLogger } from ${JSON.stringify(join(REPO_ROOT, 'src/gatewa
 const logger = createGatewayLogger({ level: 'info', fd: openSync(${JSON.stringify(file)}, 'w'), flushMs: 60000 })
 for (let i = 0; i < 3; i++) logger.info({ i }, 'last words')
 process.exit(0)`
-  await promisify(execFile)(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: REPO_ROOT, env: { ...process.env, ...CHILD_ENV } })
+  await promisify(execFile)(process.execPath, [...TS_NODE_ARGS, '--input-type=module', '-e', script], { cwd: REPO_ROOT, env: { ...process.env, ...CHILD_ENV } })
   t.same(lines(file).map((l) => l.i), [0, 1, 2])
 })
