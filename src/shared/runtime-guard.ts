@@ -1,9 +1,10 @@
-// The project runs on Node.js 22 LTS (node:sqlite, the config parse worker loading TypeScript). `npm ci`
+// The project runs on Node.js 22 LTS, 22.18 or later (node:sqlite; the sources run unbuilt on its type stripping,
+// on by default since 22.18, with a module.registerHooks resolve hook: src/ts-resolve.ts). `npm ci`
 // brings that runtime (package.json `optionalDependencies`: the registry's Node 22 binary for this
 // OS and CPU), and every npm script runs it, whatever `node` the machine has. A process started some
 // other way on an older Node stops here, in one line, instead of half-working (config reloads fail
 // on Node 20). Entry points import this module first, so it runs before anything else is evaluated.
-export const REQUIRED_NODE = { major: 22, minor: 13 }
+export const REQUIRED_NODE = { major: 22, minor: 18 }
 
 /** The one line an unsupported runtime is refused with, or undefined when `version` is supported. */
 export function runtimeProblem (version: string = process.versions.node): string | undefined {

@@ -40,7 +40,7 @@ t.test('Dockerfile: multi-stage, production deps only, non-root, signals, health
   t.ok(stages.slice(0, -1).every((s) => s.name !== undefined), 'every stage but the last is named (FROM ... AS name)')
   t.match(runtime.image, /^node:22[\w.-]*-slim$/, 'runtime stage is a slim Node 22 image')
   const engines = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as Json).engines.node as string
-  t.equal(engines, '>=22.13', 'package.json engines: Node 22.13 (node:sqlite unflagged) or later')
+  t.equal(engines, '>=22.18', 'package.json engines: Node 22.18 (type stripping on by default, node:sqlite unflagged) or later')
   t.equal(readFileSync(join(ROOT, '.nvmrc'), 'utf8').trim(), '22', '.nvmrc names the same major')
   const baseImage = (stage: Stage): string => { const parent = named.get(stage.image); return parent === undefined ? stage.image : baseImage(parent) }
   for (const stage of stages) t.match(baseImage(stage), /^node:22-bookworm(-slim)?$/, `stage ${stage.name ?? 'runtime'} is on Node 22 (${baseImage(stage)})`)

@@ -12,12 +12,12 @@ export const REPO_ROOT = join(import.meta.dirname, '..', '..')
 /**
  * The Node arguments that run the TypeScript sources as tap runs the tests: Node 22's own type
  * stripping (on by default since 22.18; the flag keeps an older 22 working) and the resolve hook
- * that maps a source's `./x.js` import to `./x.ts` (ts-resolve.ts, what package.json's "tap"
+ * that maps a source's `./x.js` import to `./x.ts` (src/ts-resolve.ts, what package.json's "tap"
  * `node-arg` preloads). No tsx in the child: with tap's process-info hook (CHILD_ENV) it cost
  * about 1 s of CPU more per gateway process start and 0.5 s per CLI command (docs/development.md).
  * The hook is named by absolute URL, so a child started in another directory finds it.
  */
-export const TS_NODE_ARGS: readonly string[] = ['--experimental-strip-types', '--import', pathToFileURL(join(import.meta.dirname, 'ts-resolve.ts')).href]
+export const TS_NODE_ARGS: readonly string[] = ['--experimental-strip-types', '--import', pathToFileURL(join(REPO_ROOT, 'src', 'ts-resolve.ts')).href]
 
 /** `options` (a NODE_OPTIONS value) without the `--import` of tap's process-info hook. */
 export function withoutProcessInfo (options: string): string {
