@@ -14,7 +14,7 @@ import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 
 /** Changing a script changes its SHA: review the new script, then update the pin. */
 const PINNED_SHAS = {
-  grant: '1046f52f530a13a555f13cbb4e69ee3711e3dc31',
+  grant: '8848c1074239fcb455c504d8e3e14eece21028a5',
   epoch: '284dc9dc3d585ead4cdc8fabf40c553403b7b142'
 }
 

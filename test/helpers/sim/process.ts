@@ -81,6 +81,12 @@ export class SimProcess implements Owner {
   readonly outcomes = new Map<string, number>()
   /** Requests still waiting for an answer. */
   waiting = 0
+  /** The longest a request waited for its answer, from its arrival (virtual ms). */
+  longestWait = 0
+  /** The same less the time its process's loop was blocked meanwhile (the wait the limiter's own timing made). */
+  longestUnblockedWait = 0
+  /** The spans the loop was blocked, [from, to) in virtual ms (stall() merges into the last). */
+  private readonly blocked: Array<[number, number]> = []
   readonly grants: Grants
   /** The connection to each node: up or not, its generation (a reconnect starts a new one), its calls in flight. */
   private readonly links = new Map<string, Link>()
@@ -138,14 +144,21 @@ export class SimProcess implements Owner {
   /** A request of `id` arrives now. */
   request (id: string, ask: Ask): void {
     this.waiting++
-    this.grants.consume(id, ask).then((result) => {
+    const arrived = this.world.now
+    const answered = (): void => {
       this.waiting--
+      const waited = this.world.now - arrived
+      this.longestWait = Math.max(this.longestWait, waited)
+      this.longestUnblockedWait = Math.max(this.longestUnblockedWait, waited - this.blockedWithin(arrived, this.world.now))
+    }
+    this.grants.consume(id, ask).then((result) => {
+      answered()
       const outcome = result.outcome === 'ban_started' ? 'key_banned' : result.outcome
       this.outcomes.set(outcome, (this.outcomes.get(outcome) ?? 0) + 1)
       if (result.outcome === 'ok') this.admissions.push({ consumer: id, t: this.world.now, redisT: this.topology.node(this.topology.nodeOf(limiterKey(id))).time(), cost: ask.cost, via: sourceOf(result), process: this.name })
       else this.refusals.push({ consumer: id, t: this.world.now, outcome })
     }, () => {
-      this.waiting--
+      answered()
       this.refusals.push({ consumer: id, t: this.world.now, outcome: 'unavailable' })
       this.outcomes.set('unavailable', (this.outcomes.get('unavailable') ?? 0) + 1)
     })
@@ -153,7 +166,19 @@ export class SimProcess implements Owner {
 
   /** The event loop is blocked for `ms`. */
   stall (ms: number): void {
+    const from = Math.max(this.world.now, this.busyUntil)
     this.busyUntil = Math.max(this.busyUntil, this.world.now + ms)
+    if (this.busyUntil <= from) return
+    const last = this.blocked[this.blocked.length - 1]
+    if (last !== undefined && last[1] >= from) last[1] = this.busyUntil
+    else this.blocked.push([from, this.busyUntil])
+  }
+
+  /** How long the loop was blocked within [from, to). */
+  private blockedWithin (from: number, to: number): number {
+    let total = 0
+    for (const [start, end] of this.blocked) total += Math.max(0, Math.min(end, to) - Math.max(start, from))
+    return total
   }
 
   /** The link to Redis resets: calls in flight fail, and it reconnects a little later. */

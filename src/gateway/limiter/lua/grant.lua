@@ -6,7 +6,7 @@
 -- KEYS[2i-1]  rl:{id}    t, n, o minute ring (newest bucket, units in window, oldest bucket with units), '0'..'60' its
 --                        buckets; D, N, O, c the day ring's (c: bucket D's units); Q, q month, units; b, e, l ban end,
 --                        last ban's end, level; k recent 429s 'ms:n,…'; r reserves 'holder,units,untilMs;…'; p blocks
---                        held 'holder,minuteBucket,units;…' (granted in the current minute bucket or the one before, not
+--                        held 'holder,minuteBucket,units;…' (granted in the last BLOCK_HELD_BUCKETS minute buckets, not
 --                        given back yet); x expiry (Unix ms); L lapsed
 --                        reserves charged to the day and month 'holder,units,dayBucket,month;…' (taken back when
 --                        their holder calls again: its write-backs count what it spent)
@@ -20,8 +20,8 @@
 --             'a' writes back an outage-allowance admission (not spent from the caller's reserve)
 -- Reply: { now, then per entry: outcome (0 ok, 1 rate_limited, 2 banned), admitted, the rejected request that started a
 --          ban (1-based; 0 none), extra, the caller's reserve, every reserve, then for minute, day, month: units, reset
---          ms, retry ms (0 unless rejected); ban's end; the blocks other processes hold (this minute bucket's and the
---          last one's not yet given back) }
+--          ms, retry ms (0 unless rejected); ban's end; the blocks other processes hold (those of the last
+--          BLOCK_HELD_BUCKETS minute buckets not yet given back) }
 -- A write never lowers the caller's reserve below min(its reserve less what the call writes back, `reserve` asked):
 -- applied or not, the caller knows what it may spend. A bucket's field holds tag × scale + units (tag: its index mod
 -- `mod`), so a stale field reads as empty. Numbers are floored and written with %d or %.0f: the same under Lua 5.1
@@ -37,6 +37,7 @@ local FIELD = {
 local MR = { ms = 1000.0, slots = 61, mod = 2 ^ 20, scale = 2 ^ 32 }
 local DR = { ms = 900000.0, slots = 97, mod = 2 ^ 13, scale = 2 ^ 40 }
 local ESCALATION_MS, RESERVE_TTL_MS = 86400000, 120000
+local BLOCK_HELD_BUCKETS = 3
 local floor, min, max, fmt = math.floor, math.min, math.max, string.format
 
 local CALLER = ARGV[1]
@@ -257,14 +258,15 @@ local function compute_room (account)
   account.keep, account.room = keep, room
 end
 
--- Blocks held: granted in this minute bucket or the one before and not given back yet (a holder's give-back at its
--- bucket's end may reach Redis after the next bucket's calls: its units are counted until then). The caller says
--- what it holds itself (0 once given back); others' entries stay until their bucket is two seconds old.
+-- Blocks held: granted in the last BLOCK_HELD_BUCKETS minute buckets and not given back yet (a holder's give-back at
+-- its bucket's end, late on a loaded process, may reach Redis after the next buckets' calls: its units are counted
+-- until then). The caller says what it holds itself (0 once given back); others' entries stay until their bucket is
+-- BLOCK_HELD_BUCKETS seconds old.
 local function read_blocks (account)
   local write = account.request.write
   for holder, held_bucket, held in string.gmatch(account.stored.blocks, '([^,;]+),(%-?%d+),(%d+)') do
     held_bucket, held = floor(held_bucket), held + 0
-    if held_bucket >= minute_bucket - 1 and not (write and holder == CALLER) then
+    if held_bucket > minute_bucket - BLOCK_HELD_BUCKETS and not (write and holder == CALLER) then
       account.blocks[#account.blocks + 1] = fmt('%s,%d,%d', holder, held_bucket, held)
       if holder ~= CALLER then account.elsewhere = account.elsewhere + held end
     end
@@ -295,10 +297,10 @@ local function grant (account)
   account.admitted, account.granted, account.reserve, account.room = admitted, granted, reserve, room
 end
 
--- The caller's blocks: those it says it still holds (in a bucket not yet two seconds old), and this grant's.
+-- The caller's blocks: those it says it still holds (in a bucket not yet BLOCK_HELD_BUCKETS seconds old), and this grant's.
 local function record_own_blocks (account)
   local own_bucket, own_blocks, granted = account.request.own_bucket, account.request.own_blocks, account.granted
-  if own_bucket < minute_bucket - 1 then own_blocks = 0 end
+  if own_bucket <= minute_bucket - BLOCK_HELD_BUCKETS then own_blocks = 0 end
   if granted > 0 and own_bucket ~= minute_bucket then
     if own_blocks > 0 then account.blocks[#account.blocks + 1] = fmt('%s,%d,%d', CALLER, own_bucket, own_blocks) end
     own_bucket, own_blocks = minute_bucket, 0

@@ -22,10 +22,10 @@ export const ALLOWANCE_SLACK_MS = 60_000
 export const ALLOWANCE_UNSEEN_RATE = 5
 
 /**
- * A request waiting for a grant call; `attempts`: calls whose units came too late to spend for it; `blockWaits`: times it
- * was refused while blocks were held elsewhere and waited for their give-back.
+ * A request waiting for a grant call; `attempts`: calls whose units came too late to spend for it; `refusedIn`: the minute
+ * bucket (Redis's clock) of its first refusal while blocks were held elsewhere (it waits for them: calls.ts waitsForBlocks).
  */
-export interface Waiting { readonly cost: number, readonly resolve: (result: ConsumeResult) => void, readonly reject: (err: Error) => void, attempts: number, blockWaits: number }
+export interface Waiting { readonly cost: number, readonly resolve: (result: ConsumeResult) => void, readonly reject: (err: Error) => void, attempts: number, refusedIn?: number }
 
 /** What an account is asked with: its limits and ban policy (the rest of an Ask is per request). */
 export type AccountTerms = Pick<Ask, 'limits' | 'ban' | 'monthLimit' | 'overage'>

@@ -8,6 +8,7 @@ import { consumeResult, entryOf, unknownResult } from './account.js'
 import type { Account, Waiting } from './account.js'
 import type { Job } from './batcher.js'
 import type { ShardClock } from './clock.js'
+import { BLOCK_HELD_BUCKETS } from './layout.js'
 import { allowanceUnits, StoreUnavailableError, type OutageAllowance, type StoreOnError } from './outage.js'
 import type { Runtime } from './port.js'
 import type { GrantEntry, GrantReply } from './scripts.js'
@@ -25,11 +26,6 @@ export const IDLE_MS = 2_000
 const GIVE_BACK_MARGIN_MS = 100
 /** Calls a request waits for before the outage policy answers it (each reply came too late to spend). */
 const MAX_ATTEMPTS = 3
-/**
- * Times a refusal waits for blocks held elsewhere: the second they were granted in ends, then their give-back (a timer
- * in their holder, late on a loaded process) may still be on its way when the next second's call finds them.
- */
-const MAX_BLOCK_WAITS = 2
 
 /** What the calls need from the grants around them. */
 export interface CallDeps {
@@ -101,15 +97,17 @@ export function createCalls (deps: CallDeps) {
    * for the whole window); one held is kept while the id is seen, unless it races its limit. Asking for less than the
    * reserve lowers it in Redis, and while that call is in flight only the lower figure may be spent (reserveCap): a
    * want that followed the per-second rate's noise (a stalled loop, a quiet second) left a reserve Redis kept back
-   * unspendable exactly when an outage began (docs/limiter-internals.md, "A reserve held through noise").
+   * unspendable exactly when an outage began (docs/limiter-internals.md, "A reserve held through noise"). A new one
+   * only in a call that asks for requests (`asking`): a call that only gives back (a block at its second's end) may run
+   * while other processes' refusals wait for what it gives back, and a reserve taken there keeps it from them.
    */
-  function reserveWant (account: Account, localNow: number): number {
+  function reserveWant (account: Account, localNow: number, asking: boolean): number {
     if (!reserves || localNow - account.lastSeen > IDLE_MS) return 0
     const perSecond = account.rate(Math.min(localNow, account.second * 1000 + 999)) // a give-back at the second's end keeps it
     const room = accounts.roomSeen(account)
     if (room < perSecond * RESERVE_SLACK_SECONDS) return 0
     const kept = Math.min(account.reserve.units, Math.floor(room / 4))
-    if (perSecond < HOT_RATE || account.seenBefore === 0) return kept
+    if (perSecond < HOT_RATE || account.seenBefore === 0 || !asking) return kept
     return Math.max(kept, Math.min(Math.ceil(perSecond * RESERVE_SECONDS), Math.floor(room / 4)))
   }
 
@@ -119,6 +117,20 @@ export function createCalls (deps: CallDeps) {
     const latest = clockOf(account).latest(localNow) ?? localNow
     const left = (Math.floor(latest / MINUTE_BUCKET_MS) + 1) * MINUTE_BUCKET_MS - latest
     return Math.max(0, Math.min(account.limits.perMinute, Math.ceil(perSecond * left / 1000)) - waiting)
+  }
+
+  /**
+   * Whether a request first refused in minute bucket `refusedIn` still waits for blocks held elsewhere at a reply of
+   * bucket `bucket`. Redis counts a block as held only until its bucket is BLOCK_HELD_BUCKETS seconds old (grant.lua
+   * read_blocks), so every block the request saw at its first refusal is given back or out of the count by bucket
+   * refusedIn + BLOCK_HELD_BUCKETS. Until then it asks again when each second ends while Redis reports blocks held
+   * elsewhere that could pay for it (newer ones too: units given back may be granted again as a block the next
+   * second); from then on what Redis reports is newer than anything it saw, and its refusal is final. The bound: a
+   * refusal is final at the first reply of bucket refusedIn + BLOCK_HELD_BUCKETS or later — at most that many seconds
+   * and GIVE_BACK_MARGIN_MS after its first refusal by Redis's clock, plus the call that asks and its own loop's stalls.
+   */
+  function waitsForBlocks (refusedIn: number, bucket: number): boolean {
+    return bucket < refusedIn + BLOCK_HELD_BUCKETS
   }
 
   // One entry's reply: its units join the pool, its requests are admitted from it or rejected. Units too late for
@@ -135,9 +147,10 @@ export function createCalls (deps: CallDeps) {
     if (answered) return 0
     const clock = clockOf(account)
     const retry: Waiting[] = []
-    // Blocks other processes hold (this second's, or the last one's not given back yet) come back when this second ends
-    // at the latest: that many refusals ask again then (limiter-internals.md).
+    // Blocks other processes hold (granted in the last BLOCK_HELD_BUCKETS seconds, not given back yet) may come back:
+    // that many refusals ask again when this second ends — while the blocks they saw can still be held (limiter-internals.md).
     let pooledElsewhere = reply.bannedAt === 0 ? reply.pooled : 0
+    const bucket = Math.floor(redisNow / MINUTE_BUCKET_MS)
     let margin = 1 // after the bucket ends; a refusal waiting for blocks also gives their holders time to give back
     group.forEach((request, index) => {
       if (index < reply.admitted) {
@@ -150,10 +163,10 @@ export function createCalls (deps: CallDeps) {
         }
         return
       }
-      if (request.blockWaits < MAX_BLOCK_WAITS && pooledElsewhere >= request.cost) {
+      request.refusedIn ??= bucket
+      if (pooledElsewhere >= request.cost && waitsForBlocks(request.refusedIn, bucket)) {
         pooledElsewhere -= request.cost
         margin = GIVE_BACK_MARGIN_MS
-        request.blockWaits++
         retry.push(request)
         return
       }
@@ -197,7 +210,7 @@ export function createCalls (deps: CallDeps) {
           if (group === undefined) groups.push([request])
           else group.push(request)
         }
-        const want = reserveWant(account, localNow)
+        const want = reserveWant(account, localNow, groups.length > 0)
         sent = account.reserve.writeBacks()
         sentAllowance = account.allowance.writeBacks()
         const givenBack = account.pool.takeGiveBacks()

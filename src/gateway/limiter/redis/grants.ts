@@ -126,8 +126,8 @@ export function createGrants (opts: GrantsOptions) {
         return Promise.resolve(consumeResult(account, 'ok', account.redisTimeAt(localNow), 'grant'))
       }
       return new Promise((resolve, reject) => {
-        if (!up(account) && !reseeding.has(account)) return outage(account, { cost, resolve, reject, attempts: 0, blockWaits: 0 }, localNow)
-        account.wait({ cost, resolve, reject, attempts: 0, blockWaits: 0 })
+        if (!up(account) && !reseeding.has(account)) return outage(account, { cost, resolve, reject, attempts: 0 }, localNow)
+        account.wait({ cost, resolve, reject, attempts: 0 })
         if (up(account) && !account.calling) call(account)
       })
     },

@@ -24,7 +24,7 @@ export const FIELD = {
   recentRejections: 'k',
   /** Reserves 'holder,units,untilMs;…'. */
   reserves: 'r',
-  /** Blocks held 'holder,minuteBucket,units;…' (granted in the current minute bucket or the one before, not given back yet). */
+  /** Blocks held 'holder,minuteBucket,units;…' (granted in the last BLOCK_HELD_BUCKETS minute buckets, not given back yet). */
   blocks: 'p',
   /** When the hash expires (Unix ms). */
   expiry: 'x',
@@ -32,6 +32,11 @@ export const FIELD = {
   lapsedReserves: 'L'
 } as const
 
+/**
+ * Minute buckets (seconds) a block counts as held elsewhere, its own included, until its holder gives it back: the
+ * holder's give-back is a timer at its bucket's end, late by as long as a loaded event loop holds it.
+ */
+export const BLOCK_HELD_BUCKETS = 3
 /** How long Redis keeps a reserve after the call that set it. */
 export const RESERVE_TTL_MS = 120_000
 /** A ban's escalation memory: a ban within this long of the last one's end is one level longer. */

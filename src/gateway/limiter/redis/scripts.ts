@@ -44,7 +44,7 @@ export interface WindowReply { readonly used: number, readonly resetAt: number, 
 /**
  * One entry's reply: `bannedAt` the rejected request (1-based) that started a ban (0: none),
  * `reserve` the caller's now, `held` every process's reserve (kept back in every window),
- * `bannedUntil` the ban's end (0: none), `pooled` the units other processes hold as blocks: granted in this second, or in the last one and not given back yet.
+ * `bannedUntil` the ban's end (0: none), `pooled` the units other processes hold as blocks: granted in the last BLOCK_HELD_BUCKETS seconds (layout.ts) and not given back yet.
  */
 export interface GrantReply {
   readonly outcome: 'ok' | 'rate_limited' | 'key_banned'

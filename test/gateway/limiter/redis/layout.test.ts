@@ -1,11 +1,11 @@
 // The Redis layout is named once (src/gateway/limiter/redis/layout.ts) and the grant script, which must stand
-// alone, declares the same: its FIELD table, its reserve lifetime and escalation memory, and its rings' bucket
+// alone, declares the same: its FIELD table, its reserve lifetime, escalation memory and block lifetime, and its rings' bucket
 // lengths and sizes. This fails if the script and the TypeScript ever differ, and if a field letter is used in
 // the script outside its FIELD table.
 import { readFileSync } from 'node:fs'
 import t from 'tap'
 import { DAY_WINDOW, MINUTE_WINDOW } from '../../../../src/gateway/limiter/arithmetic.js'
-import { ESCALATION_MS, FIELD, RESERVE_TTL_MS } from '../../../../src/gateway/limiter/redis/layout.js'
+import { BLOCK_HELD_BUCKETS, ESCALATION_MS, FIELD, RESERVE_TTL_MS } from '../../../../src/gateway/limiter/redis/layout.js'
 
 const lua = readFileSync(new URL('../../../../src/gateway/limiter/lua/grant.lua', import.meta.url), 'utf8')
 const snake = (name: string): string => name.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`)
@@ -28,6 +28,7 @@ const constant = (name: string): number | undefined => {
 }
 t.equal(constant('RESERVE_TTL_MS'), RESERVE_TTL_MS, 'the reserve lifetime is layout.ts\'s')
 t.equal(constant('ESCALATION_MS'), ESCALATION_MS, 'the escalation memory is layout.ts\'s')
+t.equal(constant('BLOCK_HELD_BUCKETS'), BLOCK_HELD_BUCKETS, 'how long a block counts as held is layout.ts\'s (calls.ts waits for blocks that long)')
 
 const ring = (name: string): { ms: number, slots: number } | undefined => {
   const match = new RegExp(`^local ${name} = \\{ ms = ([\\d.]+), slots = (\\d+),`, 'm').exec(lua)

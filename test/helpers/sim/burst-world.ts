@@ -1,0 +1,114 @@
+// A fresh consumer's burst (4/3 of its minute limit) across two or three gateway processes on one modelled Redis,
+// with each process's event loop blocked now and then around second boundaries (by Redis's clock): the load under
+// which a holder's give-back of its block reaches Redis late (docs/limiter-internals.md, "What a block could
+// strand"). Used by the burst families in test/gateway/limiter/simulation/; everything is drawn from the seed.
+import { violations } from './check.js'
+import { SimProcess } from './process.js'
+import { type createLuaVm, SimRedis } from './redis-model.js'
+import { singleRedis } from './topology.js'
+import { World } from './world.js'
+
+const YEAR_START = Date.UTC(2030, 0, 1)
+
+/** The load: how many processes, and the stalls around each second boundary. */
+export interface BurstLoad {
+  /** The processes, drawn from [min, max]. */
+  readonly processes: readonly [number, number]
+  /** The burst's arrivals spread over up to this long (ms). */
+  readonly spreadMs: number
+  /** Chance the burst moves from the first process to the last as it goes on (else it is even over them). */
+  readonly movingChance: number
+  /** A stall's length (ms), drawn from [min, max). */
+  readonly stallMs: readonly [number, number]
+  /** Where a stall starts, relative to the boundary (ms; negative: before it), drawn from [min, max). */
+  readonly stallStart: readonly [number, number]
+  /** Chance a process stalls around a given boundary. */
+  readonly stallChance: number
+  /** Chance a stall is followed at once by a second one (drawn the same way). */
+  readonly twiceChance: number
+  /** No stall starts within this long of the end of the process's last one. */
+  readonly gapMs: number
+  /** Boundaries with stalls, from the burst's first second on. */
+  readonly seconds: number
+}
+
+export interface BurstOutcome {
+  readonly limit: number
+  readonly requests: number
+  readonly admitted: number
+  /** The most units over the limit in any rolling window (0: never over). */
+  readonly over: number
+  readonly unanswered: number
+  /** The longest a request waited for its answer (virtual ms, from its arrival). */
+  readonly longestWait: number
+  /** The same less the time its process's loop was blocked meanwhile. */
+  readonly longestUnblockedWait: number
+  /** The longest stall drawn. */
+  readonly longestStall: number
+  readonly refused: Record<string, number>
+  readonly describe: string
+}
+
+/** One schedule of the burst under `load`. */
+export async function runBurst (seed: number, vm: Awaited<ReturnType<typeof createLuaVm>>, load: BurstLoad): Promise<BurstOutcome> {
+  const world = new World(seed, 0)
+  const start = YEAR_START + Math.floor(world.random() * 360) * 86_400_000 + world.between(0, 86_400_000)
+  world.now = start - 5000
+  const skew = world.between(-300, 300)
+  const redis = new SimRedis(world, skew, vm)
+  redis.set('rl:{#epoch}', 'deployed,0')
+  const net = { base: world.between(0.05, 1), jitter: world.between(0, 1), slowChance: 0, slowMs: 0 }
+  const count = load.processes[0] + Math.floor(world.random() * (load.processes[1] - load.processes[0] + 1))
+  const processes = Array.from({ length: count }, (_, i) => new SimProcess(world, singleRedis(redis), `p${i}`, {
+    policy: 'local', timeoutMs: 250, barrierMs: 2000, offset: world.between(-1e6, 1e6), drift: world.between(-2e-4, 2e-4), net
+  }))
+  for (const p of processes) void p.grants.settled(0)
+  const limit = Math.floor(world.between(60, 401))
+  const ask = { limits: { perMinute: limit, perDay: limit * 10 }, ban: null, cost: 1, monthLimit: 0, overage: false }
+  // Spread over up to `load.spreadMs` from anywhere in a second: even over the processes, or moving from the first to the last.
+  const spread = world.between(50, load.spreadMs)
+  const from = start + world.between(0, 1000)
+  const moving = world.chance(load.movingChance)
+  const requests = Math.ceil(limit * 4 / 3)
+  for (let i = 0; i < requests; i++) {
+    const at = world.between(0, spread)
+    const index = moving ? Math.min(count - 1, Math.floor(world.between(0, 1) * 0.5 + (at / spread) * count)) : i % count
+    world.at(from + at, () => { processes[index]!.request('burst', ask) })
+  }
+  // Load: each process's loop blocked around second boundaries (by Redis's clock): one stall, or two back to back (a
+  // loaded loop), never starting within `load.gapMs` of the end of its last (the loop runs its timers in between).
+  const stalls: string[] = []
+  let longestStall = 0
+  const freeAt = processes.map(() => -Infinity)
+  for (let second = 0; second < load.seconds; second++) {
+    for (const [i, p] of processes.entries()) {
+      if (!world.chance(load.stallChance)) continue
+      const boundary = Math.ceil((from + skew) / 1000) * 1000 + second * 1000 - skew
+      const at = boundary + world.between(load.stallStart[0], load.stallStart[1])
+      let ms = world.between(load.stallMs[0], load.stallMs[1])
+      if (world.chance(load.twiceChance)) ms += world.between(load.stallMs[0], load.stallMs[1])
+      if (at < freeAt[i]! + load.gapMs) continue
+      freeAt[i] = at + ms
+      longestStall = Math.max(longestStall, ms)
+      stalls.push(`p${i}@${(at - from).toFixed(0)}ms ${ms.toFixed(0)}ms`)
+      world.at(at, () => { p.stall(ms) })
+    }
+  }
+  await world.run(from + 15_000)
+  const admissions = processes.flatMap((p) => p.admissions)
+  const found = violations(admissions, new Map([['burst', { perMinute: limit, perDay: limit * 10, perMonth: 0 }]]))
+  const refused: Record<string, number> = {}
+  for (const p of processes) for (const r of p.refusals) refused[r.outcome] = (refused[r.outcome] ?? 0) + 1
+  return {
+    limit,
+    requests,
+    admitted: admissions.length,
+    over: found.reduce((n, v) => Math.max(n, v.units - v.limit), 0),
+    unanswered: processes.reduce((n, p) => n + p.waiting, 0),
+    longestWait: processes.reduce((n, p) => Math.max(n, p.longestWait), 0),
+    longestUnblockedWait: processes.reduce((n, p) => Math.max(n, p.longestUnblockedWait), 0),
+    longestStall,
+    refused,
+    describe: `seed ${seed}: ${requests} requests on ${limit}/min at ${count} processes over ${spread.toFixed(0)} ms (${moving ? 'moving' : 'even'}), stalls ${stalls.join(', ') || 'none'}, refused ${JSON.stringify(refused)}`
+  }
+}
