@@ -2,6 +2,7 @@
 // with each process's event loop blocked now and then around second boundaries (by Redis's clock): the load under
 // which a holder's give-back of its block reaches Redis late (docs/limiter-internals.md, "What a block could
 // strand"). Used by the burst families in test/gateway/limiter/simulation/; everything is drawn from the seed.
+import { randomInt } from 'node:crypto'
 import { violations } from './check.js'
 import { SimProcess } from './process.js'
 import { type createLuaVm, SimRedis } from './redis-model.js'
@@ -111,4 +112,15 @@ export async function runBurst (seed: number, vm: Awaited<ReturnType<typeof crea
     refused,
     describe: `seed ${seed}: ${requests} requests on ${limit}/min at ${count} processes over ${spread.toFixed(0)} ms (${moving ? 'moving' : 'even'}), stalls ${stalls.join(', ') || 'none'}, refused ${JSON.stringify(refused)}`
   }
+}
+
+/**
+ * The seeds of a burst family's run: SIM_SEED replays one, SIM_SEEDS_FROM a whole run, else `count` fresh ones from a
+ * random base. `say` is told the range and how to replay it.
+ */
+export function burstSeeds (count: number, say: (line: string) => void): number[] {
+  const base = process.env.SIM_SEEDS_FROM !== undefined ? Number(process.env.SIM_SEEDS_FROM) : randomInt(1, 2 ** 40)
+  const seeds = process.env.SIM_SEED !== undefined ? [Number(process.env.SIM_SEED)] : Array.from({ length: count }, (_, i) => base + i)
+  say(`seeds ${seeds[0]}…${seeds[seeds.length - 1]} (replay: SIM_SEEDS_FROM=${seeds[0]} or SIM_SEED=<seed>)`)
+  return seeds
 }

@@ -5,9 +5,8 @@
 // could strand"). The burst must still reach its limit (≥ 98 %, as 294 of 300 on real processes) and
 // never pass it. Built on the simulator's world, Redis model and processes (test/helpers/sim/); seeds
 // fresh every run (printed), SIM_SEED=<seed> replays one.
-import { randomInt } from 'node:crypto'
 import t from 'tap'
-import { runBurst, type BurstLoad } from '../../../helpers/sim/burst-world.js'
+import { burstSeeds, runBurst, type BurstLoad } from '../../../helpers/sim/burst-world.js'
 import { createLuaVm } from '../../../helpers/sim/redis-model.js'
 
 const COUNT = Number(process.env.SIM_COUNT ?? 40)
@@ -26,9 +25,7 @@ const LOAD: BurstLoad = {
 }
 
 const vm = await createLuaVm()
-const base = process.env.SIM_SEEDS_FROM !== undefined ? Number(process.env.SIM_SEEDS_FROM) : randomInt(1, 2 ** 40)
-const seeds = process.env.SIM_SEED !== undefined ? [Number(process.env.SIM_SEED)] : Array.from({ length: COUNT }, (_, i) => base + i)
-t.comment(`seeds ${seeds[0]}…${seeds[seeds.length - 1]} (replay: SIM_SEEDS_FROM=${seeds[0]} or SIM_SEED=<seed>)`)
+const seeds = burstSeeds(COUNT, (line) => { t.comment(line) })
 let short = 0
 let worst = 1
 for (const seed of seeds) {

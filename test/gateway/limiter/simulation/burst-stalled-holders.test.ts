@@ -8,10 +8,9 @@
 // 1–25 units); (c) every request answered within BLOCK_HELD_BUCKETS + 1 s and GIVE_BACK_MARGIN_MS of its arrival,
 // not counting the time its own process's loop was blocked meanwhile (a refusal is final at the first reply
 // BLOCK_HELD_BUCKETS seconds after its first one). Seeds fresh every run (printed), SIM_SEED=<seed> replays one.
-import { randomInt } from 'node:crypto'
 import t from 'tap'
 import { BLOCK_HELD_BUCKETS } from '../../../../src/gateway/limiter/redis/layout.js'
-import { runBurst, type BurstLoad } from '../../../helpers/sim/burst-world.js'
+import { burstSeeds, runBurst, type BurstLoad } from '../../../helpers/sim/burst-world.js'
 import { createLuaVm } from '../../../helpers/sim/redis-model.js'
 import { longOr } from '../../../helpers/long.js'
 
@@ -32,9 +31,7 @@ const LOAD: BurstLoad = {
 }
 
 const vm = await createLuaVm()
-const base = process.env.SIM_SEEDS_FROM !== undefined ? Number(process.env.SIM_SEEDS_FROM) : randomInt(1, 2 ** 40)
-const seeds = process.env.SIM_SEED !== undefined ? [Number(process.env.SIM_SEED)] : Array.from({ length: COUNT }, (_, i) => base + i)
-t.comment(`seeds ${seeds[0]}…${seeds[seeds.length - 1]} (replay: SIM_SEEDS_FROM=${seeds[0]} or SIM_SEED=<seed>)`)
+const seeds = burstSeeds(COUNT, (line) => { t.comment(line) })
 let short = 0
 let longestWait = 0
 let longestUnblocked = 0
