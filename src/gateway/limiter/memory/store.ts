@@ -41,8 +41,9 @@ const DESCRIPTION = Object.freeze({ kind: 'memory' as const, nodes: [] })
 const NO_READING: WindowReading = Object.freeze({ count: 0, resetAt: 0, retryAt: 0 })
 
 /**
- * The answer at `nowMs`. A function of the module, not a closure made in each decision: the loader's keepNames (tsx)
- * names every closure at its creation (`Object.defineProperty`), 1.3–1.7 µs of every request when it was one (bench:profile).
+ * The answer at `nowMs`. A function of the module, not a closure made in each decision: under tsx (how the sources ran
+ * until 29 Nov) keepNames named every closure at its creation (`Object.defineProperty`), 1.3–1.7 µs of every request
+ * when it was one (bench:profile).
  */
 function resultAt (nowMs: number, outcome: ConsumeOutcome, minute: WindowReading, day: WindowReading, bannedUntil: number, month: WindowState | undefined): ConsumeResult {
   return month === undefined ? { outcome, now: nowMs, minute, day, bannedUntil } : { outcome, now: nowMs, minute, day, month, bannedUntil }

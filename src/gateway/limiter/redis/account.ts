@@ -198,7 +198,8 @@ export function roomSeen (account: Account): number {
 
 /**
  * A window's units counted, as the room of this process sees them (its own blocks held, not others' reserves). A
- * function of the module, not a closure made per call: the loader's keepNames (tsx) names each closure as it is made.
+ * function of the module, not a closure made per call (under tsx, how the sources ran until 29 Nov, each such closure
+ * also paid keepNames' Object.defineProperty).
  */
 function usedSeen (view: GrantReply, windowReply: WindowReply): number {
   return windowReply.used + view.held - view.reserve

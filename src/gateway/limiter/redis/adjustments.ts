@@ -14,7 +14,10 @@ export function settleAdjustments (list: readonly Adjustment[], sent: readonly A
   return sent.reduce((rest, adjustment) => addAdjustment(rest, { ...adjustment, delta: -adjustment.delta }), list.slice())
 }
 
-/** The units a list of adjustments comes to. */
+/** The units a list of adjustments comes to (read at every decision: an empty list, the usual one, skips the reduce). */
 export function adjustmentUnits (list: readonly Adjustment[]): number {
-  return list.reduce((sum, adjustment) => sum + adjustment.delta, 0)
+  return list.length === 0 ? 0 : list.reduce((sum, adjustment) => sum + adjustment.delta, 0)
 }
+
+/** What a part that owes nothing holds or hands a call: one frozen empty list, shared, never a new one per account or call. */
+export const NO_ADJUSTMENTS: readonly Adjustment[] = Object.freeze([])

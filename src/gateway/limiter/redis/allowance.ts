@@ -3,25 +3,22 @@
 // alone: within any ALLOWANCE_WINDOW_MS of local time, and in what is owed at once, the units spent stay within the
 // allowance's units (`spend` refuses past them); a write-back leaves the list only once Redis counted it (`settle`);
 // after a data loss (`lose`) nothing is owed. The list of write-backs is replaced, never changed in place: a call
-// carries it as it is (no copy), and an allowance that owes nothing holds the one shared empty list (NO_WRITE_BACKS).
-import { adjustmentUnits, addAdjustment, settleAdjustments } from './adjustments.js'
+// carries it as it is (no copy), and an allowance that owes nothing holds the one shared empty list (NO_ADJUSTMENTS).
+import { adjustmentUnits, addAdjustment, NO_ADJUSTMENTS, settleAdjustments } from './adjustments.js'
 import type { Adjustment } from './scripts.js'
 
 /** The allowance is counted per this much local time: a rolling minute of Redis's, with room for drift. */
 export const ALLOWANCE_WINDOW_MS = 62_000
 
-/** What an allowance that owes nothing holds: one frozen empty list, not a new one per account. */
-const NO_WRITE_BACKS: readonly Adjustment[] = Object.freeze([])
-
 export class AllowanceSpent {
-  #writeBacks: readonly Adjustment[] = NO_WRITE_BACKS
+  #writeBacks: readonly Adjustment[] = NO_ADJUSTMENTS
   #spendings: Array<{ readonly at: number, readonly cost: number }> = []
 
   /** Allowance admissions not yet counted in Redis. */
   get owesWriteBack (): boolean { return this.#writeBacks.length > 0 }
 
   unwrittenUnits (): number {
-    return this.#writeBacks.length === 0 ? 0 : adjustmentUnits(this.#writeBacks) // read at every decision: none owed, no reduce
+    return adjustmentUnits(this.#writeBacks)
   }
 
   /** Of an allowance of `units` per rolling window and uncounted at once, what is left at local `localNow`. */
@@ -51,6 +48,6 @@ export class AllowanceSpent {
 
   /** The shard lost its data: nothing is owed (the ledger re-seeds what was admitted). */
   lose (): void {
-    this.#writeBacks = NO_WRITE_BACKS
+    this.#writeBacks = NO_ADJUSTMENTS
   }
 }

@@ -10,13 +10,11 @@
 // - after a data loss (`lose`) nothing left is spent and no give-back is sent: Redis no longer counts either.
 import { calendarMonth, DAY_BUCKET_MS, MINUTE_BUCKET_MS } from '../arithmetic.js'
 import type { ShardClock } from './clock.js'
+import { NO_ADJUSTMENTS } from './adjustments.js'
 import type { Adjustment } from './scripts.js'
 
 /** A grant is spent only this far inside its bucket (a TIME read in whole ms, timer granularity). */
 export const SPEND_MARGIN_MS = 2
-
-/** What a call gets from a pool that owes no give-back: one frozen empty list, not a new one per call. */
-const NO_GIVE_BACKS: readonly Adjustment[] = Object.freeze([])
 
 export class Pool {
   #units = 0
@@ -80,7 +78,7 @@ export class Pool {
   /** The give-backs for the call being built; they leave the pool. */
   takeGiveBacks (): readonly Adjustment[] {
     const giveBacks = this.#giveBacks
-    if (giveBacks.length === 0) return NO_GIVE_BACKS // none owed (most calls): no new list
+    if (giveBacks.length === 0) return NO_ADJUSTMENTS // none owed (most calls): no new list
     this.#giveBacks = [] // a give-back is sent once: twice could uncount a request that was admitted
     return giveBacks
   }

@@ -8,22 +8,19 @@
 // - a write-back leaves the list only once Redis counted it (`settle`); a failed call's are sent again;
 // - after a data loss (`lose`) nothing is spent until Redis confirms a new reserve (cap 0).
 // The list of write-backs is replaced, never changed in place: a call carries it as it is (no copy), and a reserve that
-// owes nothing holds the one shared empty list (NO_WRITE_BACKS).
-import { adjustmentUnits, addAdjustment, settleAdjustments } from './adjustments.js'
+// owes nothing holds the one shared empty list (NO_ADJUSTMENTS).
+import { adjustmentUnits, addAdjustment, NO_ADJUSTMENTS, settleAdjustments } from './adjustments.js'
 import { RESERVE_TTL_MS } from './layout.js'
 import type { Adjustment } from './scripts.js'
 
 /** A reserve admission needs Redis to keep the reserve this long after it: the minute window and a margin. */
 export const RESERVE_COVER_MS = 62_000
 
-/** What a reserve that owes nothing holds: one frozen empty list, not a new one per account. */
-const NO_WRITE_BACKS: readonly Adjustment[] = Object.freeze([])
-
 export class Reserve {
   #units = 0
   #until = 0
   #cap: number | undefined = undefined
-  #writeBacks: readonly Adjustment[] = NO_WRITE_BACKS
+  #writeBacks: readonly Adjustment[] = NO_ADJUSTMENTS
 
   /** Units Redis keeps back for this process, by the last reply. */
   get units (): number { return this.#units }
@@ -31,7 +28,7 @@ export class Reserve {
   get owesWriteBack (): boolean { return this.#writeBacks.length > 0 }
 
   unwrittenUnits (): number {
-    return this.#writeBacks.length === 0 ? 0 : adjustmentUnits(this.#writeBacks) // read at every decision: none owed, no reduce
+    return adjustmentUnits(this.#writeBacks)
   }
 
   /** What may still be spent (the cap while a call is in flight), less what is owed already. */
@@ -80,7 +77,7 @@ export class Reserve {
     const remaining = Math.max(0, this.#units - this.unwrittenUnits())
     this.#units = 0
     this.#cap = 0
-    this.#writeBacks = NO_WRITE_BACKS
+    this.#writeBacks = NO_ADJUSTMENTS
     return remaining
   }
 }
