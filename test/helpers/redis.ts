@@ -73,21 +73,6 @@ async function stopServer (child: ChildProcess | undefined): Promise<void> {
   })
 }
 
-/**
- * Waits until `channel` has a subscriber on the Redis at `port` again (PUBSUB NUMSUB), and returns
- * the ms it took. A gateway's ban-lift subscriber is re-subscribed by ioredis itself once Redis is
- * back, with a SUBSCRIBE that has no rejection handler (ioredis 5.11): a gateway closed before that
- * command is answered rejects it unhandled (`Connection is closed.`), which fails the test that
- * restarted Redis. A test that ends soon after a restart waits for this first. Redis runs the
- * SUBSCRIBE before it counts the subscriber and writes its reply before its answer to the count, so
- * an in-process gateway has that reply to read before the test goes on.
- */
-export async function untilResubscribed (port: number, channel: string): Promise<number> {
-  const started = Date.now()
-  await until(`a subscriber of ${channel} on :${port}`, async () => Number((await redisCli(port, 'PUBSUB', 'NUMSUB', channel)).trim().split('\n').at(-1)) >= 1, undefined, 20)
-  return Date.now() - started
-}
-
 export async function startRedis (t: Pick<Test, 'teardown'>, extra: string[] = [], opts: { fresh?: boolean } = {}): Promise<RedisProcess> {
   const port = await freeRedisPort()
   const dir = mkdtempSync(join(tmpdir(), 'petstore-redis-'))

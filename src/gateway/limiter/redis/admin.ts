@@ -88,13 +88,18 @@ export function createRedisAdmin (client: RedisClient, forget: (id: string) => v
       return deleted > 0
     }),
     watchLifts (onLift: (id: string | undefined) => void) {
-      // A connection of its own (a subscribed connection runs no other command), which queues its SUBSCRIBE until it
-      // connects; lifts published while it was away are lost, so each (re)connection or topology change forgets every
-      // cached ban.
+      // A connection of its own (a subscribed connection runs no other command); lifts published while it was away
+      // are lost, so each (re)connection or topology change forgets every cached ban. A standalone connection
+      // subscribes on each 'ready' itself: ioredis's own re-subscribe sends SUBSCRIBE with no rejection handler, so a
+      // gateway closed before Redis answers it would reject unhandled. A Cluster's subscriber (a node it picks, picked
+      // again when that node goes) re-subscribes with a handler of its own.
       const sub = client instanceof Cluster
         ? client.duplicate([], { enableOfflineQueue: true })
-        : client.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: null })
+        : client.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: null, autoResubscribe: false })
       subscriber = sub
+      const subscribe = (): void => {
+        ;(sub as Redis).subscribe(BAN_LIFT_CHANNEL).catch(() => { /* the connection closed: the next 'ready' subscribes */ })
+      }
       sub.on('error', () => { /* the main client reports connection errors */ })
       sub.on('message', (channel: string, id: string) => {
         if (channel !== BAN_LIFT_CHANNEL) return
@@ -102,12 +107,14 @@ export function createRedisAdmin (client: RedisClient, forget: (id: string) => v
         onLift(id)
       })
       const forgetAll = (): void => { onLift(undefined) }
-      sub.on('ready', forgetAll)
       if (sub instanceof Cluster) {
+        sub.on('ready', forgetAll)
         sub.on('+node', forgetAll)
         sub.on('-node', forgetAll)
+        subscribe()
+      } else {
+        sub.on('ready', () => { forgetAll(); subscribe() })
       }
-      ;(sub as Redis).subscribe(BAN_LIFT_CHANNEL).catch(() => { /* retried on reconnect */ })
     },
     close () {
       subscriber?.disconnect()
