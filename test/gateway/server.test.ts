@@ -50,51 +50,55 @@ t.test('a port in use stops start-up with one line naming the port and its varia
   }
 })
 
-t.test('the gateway process serves, reports health, and exits 0 on SIGTERM', async (t) => {
-  const env = await gatewayEnv(FIXTURE_CONFIG_DIR)
-  const proc = runEntry(t, 'src/gateway/server.ts', env)
-  await waitForHttp(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`, PROCESS_START_TIMEOUT_MS)
-  const health = await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`)
-  t.same(await health.json(), { status: 'ok' })
-  const ready = await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/readyz`)
-  t.equal(ready.status, 503, 'no backend is running, so not ready')
-  const report = await ready.json() as { status: string, checks: Record<string, { ok: boolean, error?: string }> }
-  t.equal(report.status, 'not_ready')
-  t.equal(report.checks.backend?.ok, false)
-  t.match(report.checks.backend?.error, /ECONNREFUSED/)
-  const res = await fetch(`http://127.0.0.1:${env.GATEWAY_PORT}/v1/pets`, { headers: { authorization: `Bearer ${DEMO_KEYS.free}` } })
-  t.equal(res.status, 502)
-  proc.child.kill('SIGTERM')
-  const { code } = await proc.exited
-  t.equal(code, 0)
-  t.match(proc.output(), '"msg":"stopped"')
-  t.match(proc.output(), /"store":\{"kind":"memory","nodes":\[\]\},"msg":"limiter store"/, 'one start-up line names the limiter store')
-  t.notMatch(proc.output(), DEMO_KEYS.free)
-})
-
-t.test('SIGHUP reloads the config of a running process (watching off)', async (t) => {
+// One gateway process for its whole life: it serves and reports health, a SIGHUP reloads its config
+// (a file change alone does not: watching is off), and SIGTERM stops it with exit 0 — one start, not one
+// for the serving checks and another for the reload.
+t.test('one gateway process: serves, reports health, SIGHUP reloads its config (watching off), exits 0 on SIGTERM', async (t) => {
   const dir = t.testdir()
   cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
   const env = await gatewayEnv(dir)
   const proc = runEntry(t, 'src/gateway/server.ts', env)
   await waitForHttp(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`, PROCESS_START_TIMEOUT_MS)
-  const before = await (await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/admin/config`)).json() as { version: string, keys: { total: number } }
-  t.equal(before.keys.total, 4)
 
-  writeFileSync(join(dir, 'keys.yaml'), `keys:\n  - { id: only-one, sha256: ${'d'.repeat(64)}, plan: pro }\n`)
-  await sleep(300)
-  const unchanged = await (await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/admin/config`)).json() as { version: string }
-  t.equal(unchanged.version, before.version, 'with CONFIG_WATCH=false a file change alone does nothing')
+  t.test('it serves and reports health', async (t) => {
+    const health = await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`)
+    t.same(await health.json(), { status: 'ok' })
+    const ready = await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/readyz`)
+    t.equal(ready.status, 503, 'no backend is running, so not ready')
+    const report = await ready.json() as { status: string, checks: Record<string, { ok: boolean, error?: string }> }
+    t.equal(report.status, 'not_ready')
+    t.equal(report.checks.backend?.ok, false)
+    t.match(report.checks.backend?.error, /ECONNREFUSED/)
+    const res = await fetch(`http://127.0.0.1:${env.GATEWAY_PORT}/v1/pets`, { headers: { authorization: `Bearer ${DEMO_KEYS.free}` } })
+    t.equal(res.status, 502)
+  })
 
-  proc.child.kill('SIGHUP')
-  const configNow = async (): Promise<{ version: string }> => await (await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/admin/config`)).json() as { version: string }
-  // Deadlines of polls, not waits: the reload's parse worker can take seconds to start on a busy machine.
-  const after = await poll(async () => { const now = await configNow(); return now.version !== before.version && now }, 15_000, 50) ?? unchanged
-  t.not(after.version, before.version)
-  t.match(after, { keys: { total: 1, byPlan: { pro: 1 } } })
-  // Log lines are batched and flushed within 200 ms.
-  await poll(() => /"trigger":"SIGHUP".*"msg":"config reloaded"/.test(proc.output()), EVENT_TIMEOUT_MS)
-  t.match(proc.output(), /"trigger":"SIGHUP".*"msg":"config reloaded"/)
-  proc.child.kill('SIGTERM')
-  t.equal((await proc.exited).code, 0)
+  t.test('SIGHUP reloads its config (watching off)', async (t) => {
+    const before = await (await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/admin/config`)).json() as { version: string, keys: { total: number } }
+    t.equal(before.keys.total, 4)
+
+    writeFileSync(join(dir, 'keys.yaml'), `keys:\n  - { id: only-one, sha256: ${'d'.repeat(64)}, plan: pro }\n`)
+    await sleep(300)
+    const unchanged = await (await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/admin/config`)).json() as { version: string }
+    t.equal(unchanged.version, before.version, 'with CONFIG_WATCH=false a file change alone does nothing')
+
+    proc.child.kill('SIGHUP')
+    const configNow = async (): Promise<{ version: string }> => await (await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/admin/config`)).json() as { version: string }
+    // Deadlines of polls, not waits: the reload's parse worker can take seconds to start on a busy machine.
+    const after = await poll(async () => { const now = await configNow(); return now.version !== before.version && now }, 15_000, 50) ?? unchanged
+    t.not(after.version, before.version)
+    t.match(after, { keys: { total: 1, byPlan: { pro: 1 } } })
+    // Log lines are batched and flushed within 200 ms.
+    await poll(() => /"trigger":"SIGHUP".*"msg":"config reloaded"/.test(proc.output()), EVENT_TIMEOUT_MS)
+    t.match(proc.output(), /"trigger":"SIGHUP".*"msg":"config reloaded"/)
+  })
+
+  t.test('SIGTERM stops it with exit 0', async (t) => {
+    proc.child.kill('SIGTERM')
+    const { code } = await proc.exited
+    t.equal(code, 0)
+    t.match(proc.output(), '"msg":"stopped"')
+    t.match(proc.output(), /"store":\{"kind":"memory","nodes":\[\]\},"msg":"limiter store"/, 'one start-up line names the limiter store')
+    t.notMatch(proc.output(), DEMO_KEYS.free)
+  })
 })

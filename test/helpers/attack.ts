@@ -75,7 +75,7 @@ export interface AttackResult {
   readonly statuses: Record<number, number>
   /** Each fault as it happened: its start (Unix ms) and how long Redis was really stopped or gone. */
   readonly faults: Array<{ kind: Fault['kind'], start: number, ms: number }>
-  /** gateway_store_errors_total of each gateway at the end. */
+  /** gateway_store_errors_total of each gateway over the run (on a shared rig, this run's share). */
   readonly storeErrors: number[]
   readonly redis: RedisProcess
   readonly adminUrls: string[]
@@ -138,16 +138,23 @@ async function startBackendProcess (t: Pick<Test, 'teardown'>, root: string): Pr
   return url
 }
 
-function configDir (ban: Partial<BanPolicy>): string {
+/** The id of the rig's consumer `index`: the first is ATTACK_ID, what the single-scenario tests read in Redis. */
+export const attackConsumerId = (index: number): string => index === 0 ? ATTACK_ID : `${ATTACK_ID}-${index}`
+/** Its bearer token: ATTACK_TOKEN with its index in place of the digit after `attack_` (the same length). */
+const attackToken = (index: number): string => index === 0 ? ATTACK_TOKEN : ATTACK_TOKEN.replace('attack_0', `attack_${index}`)
+
+function configDir (ban: Partial<BanPolicy>, consumers: number): string {
   const dir = mkdtempSync(join(tmpdir(), 'petstore-attack-'))
   cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
   writeFileSync(join(dir, 'plans.yaml'), plansYaml({ ban }))
   writeFileSync(join(dir, 'keys.yaml'), [
     'keys:',
-    `  - id: ${ATTACK_ID}`,
-    `    sha256: ${createHash('sha256').update(ATTACK_TOKEN).digest('hex')}`,
-    '    plan: enterprise',
-    `    limits: { perMinute: ${ATTACK_LIMIT}, perDay: 1000000 }`,
+    ...Array.from({ length: consumers }, (_, index) => [
+      `  - id: ${attackConsumerId(index)}`,
+      `    sha256: ${createHash('sha256').update(attackToken(index)).digest('hex')}`,
+      '    plan: enterprise',
+      `    limits: { perMinute: ${ATTACK_LIMIT}, perDay: 1000000 }`
+    ]).flat(),
     ''
   ].join('\n'))
   return dir
@@ -157,7 +164,7 @@ function configDir (ban: Partial<BanPolicy>): string {
  * Writes `perSecond` admissions into each of the 60 minute buckets before `bucket`, as
  * limiter/lua/grant.lua keeps them (a bucket's field is its tag × 2^32 + units; the day's units in `c`).
  */
-async function seedHistory (redis: RedisProcess, bucket: number, perSecond: number): Promise<number[]> {
+async function seedHistory (redis: RedisProcess, consumerId: string, bucket: number, perSecond: number): Promise<number[]> {
   const fields: string[] = []
   const times: number[] = []
   for (let j = bucket - 60; j < bucket; j++) {
@@ -166,18 +173,38 @@ async function seedHistory (redis: RedisProcess, bucket: number, perSecond: numb
   }
   const total = String(60 * perSecond)
   const day = String(Math.floor((bucket - 1) * 1000 / 900_000))
-  await redis.cli('HSET', `rl:{${ATTACK_ID}}`, ...fields, 't', String(bucket - 1), 'n', total, 'o', String(bucket - 60), 'D', day, 'N', total, 'O', day, 'c', total)
-  await redis.cli('PEXPIRE', `rl:{${ATTACK_ID}}`, '86400000')
+  await redis.cli('HSET', `rl:{${consumerId}}`, ...fields, 't', String(bucket - 1), 'n', total, 'o', String(bucket - 60), 'D', day, 'N', total, 'O', day, 'c', total)
+  await redis.cli('PEXPIRE', `rl:{${consumerId}}`, '86400000')
   return times
 }
 
-export async function attack (t: Pick<Test, 'teardown'>, opts: AttackOptions): Promise<AttackResult> {
-  const burstSize = opts.burst ?? 150
-  const steady = opts.steady ?? 150
+/** What the processes of a rig share: the options of AttackOptions that are not one run's. */
+export type RigOptions = Pick<AttackOptions, 'storeOnError' | 'ban' | 'root' | 'env'>
+
+/**
+ * One redis-server, one backend and two gateway processes for `consumers` consumers (each at
+ * ATTACK_LIMIT a minute): `run` attacks one of them. Runs that share a rig, one after the other, each
+ * on its own consumer, meet what `attack` gives each on its own processes — the windows, pools,
+ * blocks and reserves are per consumer — but pay the four processes' start once.
+ */
+export interface AttackRig {
+  readonly redis: RedisProcess
+  readonly adminUrls: string[]
+  run: (opts: AttackOptions, consumer: number) => Promise<AttackResult>
+}
+
+async function storeErrorsOf (adminUrls: readonly string[]): Promise<number[]> {
+  return await Promise.all(adminUrls.map(async (adminUrl) => {
+    const scrape = parseScrape(await (await fetch(`${adminUrl}/metrics`)).text())
+    return sampleValue(scrape, 'gateway_store_errors_total') ?? 0
+  }))
+}
+
+export async function startAttackRig (t: Pick<Test, 'teardown'>, opts: RigOptions, consumers = 1): Promise<AttackRig> {
   const root = opts.root ?? REPO_ROOT
   const redis = await startRedis(t)
   const backendUrl = await startBackendProcess(t, root)
-  const dir = configDir(opts.ban ?? NEVER_BAN)
+  const dir = configDir(opts.ban ?? NEVER_BAN, consumers)
   t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
   const gateways = await Promise.all([0, 1].map(async () => {
     const { port, adminPort } = await startGatewayProcess(t, (port, adminPort) => gatewayProcessEnv({ port, adminPort, backendUrl, configDir: dir, redisUrl: redis.url },
@@ -186,20 +213,40 @@ export async function attack (t: Pick<Test, 'teardown'>, opts: AttackOptions): P
     t.teardown(async () => { await pool.close() })
     return { pool, adminUrl: `http://127.0.0.1:${adminPort}` }
   }))
+  const adminUrls = gateways.map((g) => g.adminUrl)
+  const run = async (runOpts: AttackOptions, consumer: number): Promise<AttackResult> => {
+    if (consumer < 0 || consumer >= consumers) throw new Error(`consumer ${consumer}: the rig has ${consumers}`)
+    const errorsBefore = await storeErrorsOf(adminUrls)
+    const result = await attackOnce(redis, gateways.map((g) => g.pool), runOpts, consumer)
+    const errorsAfter = await storeErrorsOf(adminUrls)
+    return { ...result, storeErrors: errorsAfter.map((n, i) => n - errorsBefore[i]!), redis, adminUrls }
+  }
+  return { redis, adminUrls, run }
+}
 
+/** One scenario on its own redis-server, backend and two gateway processes. */
+export async function attack (t: Pick<Test, 'teardown'>, opts: AttackOptions): Promise<AttackResult> {
+  const rig = await startAttackRig(t, opts)
+  return await rig.run(opts, 0)
+}
+
+async function attackOnce (redis: RedisProcess, pools: readonly Pool[], opts: AttackOptions, consumer: number): Promise<Omit<AttackResult, 'storeErrors' | 'redis' | 'adminUrls'>> {
+  const burstSize = opts.burst ?? 150
+  const steady = opts.steady ?? 150
+  const token = attackToken(consumer)
   const first = Math.ceil(clock() / 1000) * 1000 + 1_000
-  const seeded = opts.history === undefined ? [] : await seedHistory(redis, first / 1000, opts.history)
+  const seeded = opts.history === undefined ? [] : await seedHistory(redis, attackConsumerId(consumer), first / 1000, opts.history)
   const answers: Answer[] = []
   const inFlight: Array<Promise<void>> = []
   let turn = 0
   const send = (): void => {
-    const gateway = gateways[turn++ % 2]!
+    const pool = pools[turn++ % 2]!
     const sent = clock()
     inFlight.push((async () => {
       let status = 0
       let retryAfter = 0
       try {
-        const res = await gateway.pool.request({ path: '/v1/pets?limit=1', method: 'GET', headers: { authorization: `Bearer ${ATTACK_TOKEN}` } })
+        const res = await pool.request({ path: '/v1/pets?limit=1', method: 'GET', headers: { authorization: `Bearer ${token}` } })
         await res.body.dump()
         status = res.statusCode
         retryAfter = Number(res.headers['retry-after'] ?? 0)
@@ -236,11 +283,7 @@ export async function attack (t: Pick<Test, 'teardown'>, opts: AttackOptions): P
   const admitted = [...answers.filter((a) => ADMITTED(a.status)), ...seeded.map((time) => ({ send: time, recv: time }))]
   const statuses: Record<number, number> = {}
   for (const a of answers) statuses[a.status] = (statuses[a.status] ?? 0) + 1
-  const storeErrors = await Promise.all(gateways.map(async (g) => {
-    const scrape = parseScrape(await (await fetch(`${g.adminUrl}/metrics`)).text())
-    return sampleValue(scrape, 'gateway_store_errors_total') ?? 0
-  }))
-  return { answers, seeded, most: mostInAnyMinute(admitted), statuses, faults, storeErrors, redis, adminUrls: gateways.map((g) => g.adminUrl) }
+  return { answers, seeded, most: mostInAnyMinute(admitted), statuses, faults }
 }
 
 const PAUSES_AT = [2_980, 6_500, 9_990, 13_003, 16_500, 19_985]

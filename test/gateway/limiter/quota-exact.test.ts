@@ -9,15 +9,20 @@
 // processes together, STORE_PROCESSES=2 — every admission counted in Redis; runs without
 // STORE_PROCESSES, each process taking the whole allowance, saw 105–108 of 100). The answers depend on load and are printed. Every
 // refusal is quota_exceeded, a batch's tail past the month too (grant.lua decides whether the month
-// is out after counting the batch's admissions).
+// is out after counting the batch's admissions). The two strict cases share one redis-server, backend
+// and pair of gateway processes (startQuotaRig), each flood on its own consumer: the processes start
+// twice for the file, not three times.
 import t from 'tap'
-import { quotaFlood } from '../../helpers/quota-attack.js'
+import { quotaFlood, startQuotaRig } from '../../helpers/quota-attack.js'
 import { allowanceUnits, DEFAULT_OUTAGE_ALLOWANCE_PERCENT } from '../../../src/gateway/limiter/redis/outage.js'
 
 const PAUSES = [{ at: 400, ms: 300 }, { at: 1_000, ms: 800 }]
 
+// Consumer 0: minute, day and month all at 100; consumer 1: the month the only window that binds.
+const strict = await startQuotaRig(t, { limits: ['{ perMinute: 100, perDay: 100, perMonth: 100 }', '{ perMinute: 1000, perDay: 1000, perMonth: 1000 }'], policy: 'strict' })
+
 t.test('strict, perMonth 100 (minute and day 100 too): exactly 100 admissions', async (t) => {
-  const run = await quotaFlood(t, { limits: '{ perMinute: 100, perDay: 100, perMonth: 100 }', requests: 400, wave: 8, pauses: PAUSES, policy: 'strict' })
+  const run = await strict.flood({ consumer: 0, requests: 400, wave: 8, pauses: PAUSES })
   t.comment(`answers ${JSON.stringify(run.answers)}; pauses ${run.paused.join(', ')} ms; month in Redis ${run.monthInRedis}`)
   t.equal(run.paused.length, 2, 'Redis was frozen twice')
   t.equal(run.admitted, 100, 'exactly the quota')
@@ -26,7 +31,7 @@ t.test('strict, perMonth 100 (minute and day 100 too): exactly 100 admissions', 
 })
 
 t.test('strict, the month alone binds (900 of 1,000 spent before, 1,000 a minute and a day): exactly 100 more', async (t) => {
-  const run = await quotaFlood(t, { limits: '{ perMinute: 1000, perDay: 1000, perMonth: 1000 }', planted: 900, requests: 400, wave: 8, pauses: PAUSES, policy: 'strict' })
+  const run = await strict.flood({ consumer: 1, planted: 900, requests: 400, wave: 8, pauses: PAUSES })
   t.comment(`answers ${JSON.stringify(run.answers)}; pauses ${run.paused.join(', ')} ms; month in Redis ${run.monthInRedis}`)
   t.equal(run.paused.length, 2, 'Redis was frozen twice')
   t.equal(run.admitted, 100, 'exactly what was left of the quota')
