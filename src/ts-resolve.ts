@@ -15,7 +15,7 @@
 // new name (a cache cannot go stale; old entries are only dead weight), and a cache that cannot be
 // read or written is skipped. Files under node_modules are left to Node.
 import { createHash } from 'node:crypto'
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs'
 import { registerHooks, stripTypeScriptTypes } from 'node:module'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -45,14 +45,15 @@ function strippedSource (url: string, source: string): string {
     return readFileSync(cached, 'utf8')
   } catch {
     const stripped = quietly(() => stripTypeScriptTypes(source, { mode: 'strip', sourceUrl: url }))
+    // Written beside its name and renamed into place, so a process never reads another's half-written file.
+    const partial = `${cached}.${process.pid}.${process.hrtime.bigint()}`
     try {
       mkdirSync(STRIP_CACHE_DIR, { recursive: true })
-      // Written beside its name and renamed into place, so a process never reads another's half-written file.
-      const partial = `${cached}.${process.pid}.${process.hrtime.bigint()}`
       writeFileSync(partial, stripped)
       renameSync(partial, cached)
     } catch {
-      // A read-only checkout: every process strips for itself, as Node would.
+      // A read-only checkout or a full disk: every process strips for itself, as Node would.
+      rmSync(partial, { force: true })
     }
     return stripped
   }
