@@ -30,27 +30,27 @@ t.test('a source is stripped once, kept under its text\'s hash, and what is kept
   writeFileSync(join(dir, 'package.json'), '{ "type": "module" }\n')
   writeFileSync(join(dir, 'helper.ts'), helper)
   writeFileSync(join(dir, 'main.ts'), main)
-  const entries = [cacheEntry(helper), cacheEntry(main)]
+  const [helperEntry, mainEntry] = [cacheEntry(helper), cacheEntry(main)]
+  const changed = `export const greeting: string = 'changed ${nonce}'\n`
+  const changedEntry = cacheEntry(changed)
   t.teardown(() => {
     rmSync(dir, { recursive: true, force: true })
-    for (const entry of entries) rmSync(entry, { force: true })
+    for (const entry of [helperEntry, mainEntry, changedEntry]) rmSync(entry, { force: true })
   })
 
   const first = run(join(dir, 'main.ts'))
   t.equal(first.stderr, '', 'no ExperimentalWarning on the child\'s stderr')
   t.equal(first.stdout, `hello ${nonce}\n`)
   const helperUrl = pathToFileURL(join(dir, 'helper.ts')).href
-  t.equal(readFileSync(entries[0], 'utf8'), stripTypeScriptTypes(helper, { mode: 'strip', sourceUrl: helperUrl }), 'kept: Node\'s own stripping of the file, byte for byte')
-  t.ok(existsSync(entries[1]), 'the entry point is kept too')
+  t.equal(readFileSync(helperEntry, 'utf8'), stripTypeScriptTypes(helper, { mode: 'strip', sourceUrl: helperUrl }), 'kept: Node\'s own stripping of the file, byte for byte')
+  t.ok(existsSync(mainEntry), 'the entry point is kept too')
 
   // What is kept is what runs: an entry rewritten in place is what the next process prints.
-  writeFileSync(entries[0], `export const greeting = 'from the cache ${nonce}'\n`)
+  writeFileSync(helperEntry, `export const greeting = 'from the cache ${nonce}'\n`)
   t.equal(run(join(dir, 'main.ts')).stdout, `from the cache ${nonce}\n`)
 
   // A changed file has another name: the rewritten entry of its old text is never run again.
-  const changed = `export const greeting: string = 'changed ${nonce}'\n`
   writeFileSync(join(dir, 'helper.ts'), changed)
-  entries.push(cacheEntry(changed))
   t.equal(run(join(dir, 'main.ts')).stdout, `changed ${nonce}\n`)
-  t.ok(existsSync(entries[2]))
+  t.ok(existsSync(changedEntry))
 })
