@@ -2,6 +2,7 @@
 // output and stopping them in teardown.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import type { Test } from 'tap'
@@ -33,8 +34,13 @@ export function withoutProcessInfo (options: string): string {
 // (ports.ts PROCESS_START_TIMEOUT_MS): at load 20–30 its config reload plugin missed Fastify's 10 s.
 // NODE_OPTIONS: tap's, without its process-info hook (@tapjs/processinfo), which every child would
 // otherwise load and run (0.1–0.3 s of CPU a start) only to record a process whose coverage is off.
+// NODE_COMPILE_CACHE: Node keeps V8's compiled code of every module a child loads (ours and the
+// packages') in one directory under the OS's temp dir, shared by every child of every test file, and
+// checks each entry against the module's text (a changed file is compiled afresh). Only the children:
+// Node warns that the cache makes coverage less precise, and tap's own processes collect it.
 export const CHILD_ENV: Readonly<Record<string, string>> = {
   _TAPJS_PROCESSINFO_COVERAGE_: '0',
+  NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE ?? join(tmpdir(), 'petstore-gateway-compile-cache'),
   PLUGIN_TIMEOUT_MS: String(PROCESS_START_TIMEOUT_MS),
   NODE_OPTIONS: withoutProcessInfo(process.env.NODE_OPTIONS ?? '')
 }

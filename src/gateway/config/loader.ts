@@ -13,8 +13,9 @@ import { checkKeys, toMillis, type KeyEntry, type PlanState } from './check-keys
 import { parseCanonicalKeys } from './keys-fast-path.js'
 import { checkShadow, monthCoversDay, type ShadowEntry } from './limits.js'
 import { keysFileSchema, planEntrySchema, plansFileSchema, routesFileSchema } from './schema.js'
+import { onFirstUse } from '../../shared/on-first-use.js'
 import type { AnonymousPolicy, BanPolicy, ConfigSnapshot, KeyRecord, Limits, RouteRule } from './types.js'
-import { checkWebhooks, PROCESS_SECRETS, validWebhooksFile, WEBHOOKS_FILE, type SecretReader, type WebhooksConfig, type WebhooksFile } from '../webhooks/config.js'
+import { checkWebhooks, PROCESS_SECRETS, WEBHOOKS_FILE, webhooksFileValidator, type SecretReader, type WebhooksConfig, type WebhooksFile } from '../webhooks/config.js'
 
 export const CONFIG_FILES = ['plans.yaml', 'keys.yaml', 'routes.yaml'] as const
 export type ConfigFileName = typeof CONFIG_FILES[number]
@@ -59,13 +60,16 @@ export class ProblemList {
   }
 }
 
-const ajv = new Ajv({ allErrors: true, strict: true })
-const validators: Record<ConfigFileName, ValidateFunction> = {
-  'plans.yaml': ajv.compile(plansFileSchema),
-  'keys.yaml': ajv.compile(keysFileSchema),
-  'routes.yaml': ajv.compile(routesFileSchema)
-}
-const validPlanEntry = ajv.compile(planEntrySchema)
+/** The schemas' validators, compiled at the first parse: the gateway's main thread imports this module but parses in its worker. */
+const validators = onFirstUse(() => {
+  const ajv = new Ajv({ allErrors: true, strict: true })
+  const files: Record<ConfigFileName, ValidateFunction> = {
+    'plans.yaml': ajv.compile(plansFileSchema),
+    'keys.yaml': ajv.compile(keysFileSchema),
+    'routes.yaml': ajv.compile(routesFileSchema)
+  }
+  return { files, planEntry: ajv.compile(planEntrySchema) }
+})
 
 interface PlanEntry { perMinute?: number, perDay?: number, perMonth?: number, overage?: 'allow' | 'block', custom?: true, shadow?: ShadowEntry }
 interface PlansFile {
@@ -145,7 +149,7 @@ function readYaml (file: ConfigFileName | OptionalConfigFileName, text: string, 
 function readFile (file: ConfigFileName, text: string, problems: ProblemList): { data: unknown, valid: boolean } {
   const data = readYaml(file, text, problems)
   if (data === MALFORMED) return { data, valid: false }
-  const validate = validators[file]
+  const validate = validators().files[file]
   if (validate(data)) return { data, valid: true }
   for (const e of validate.errors ?? []) {
     if (e.keyword === 'propertyNames' && e.propertyName === undefined) continue
@@ -173,6 +177,7 @@ function checkDayCoversMinute (where: string, limits: Limits, problems: ProblemL
 function checkPlans (data: unknown, problems: ProblemList): Map<string, PlanState> | undefined {
   if (!isObject(data) || !isObject(data.plans)) return undefined
   const plans = new Map<string, PlanState>()
+  const validPlanEntry = validators().planEntry
   for (const [name, entry] of Object.entries(data.plans)) {
     if (!validPlanEntry(entry)) {
       plans.set(name, { kind: 'invalid' })
@@ -253,6 +258,7 @@ function readWebhooks (text: string | undefined, secrets: SecretReader, problems
   if (text === undefined) return undefined
   const data = readYaml(WEBHOOKS_FILE, text, problems)
   if (data === MALFORMED) return undefined
+  const validWebhooksFile = webhooksFileValidator()
   if (!validWebhooksFile(data)) {
     for (const e of validWebhooksFile.errors ?? []) problems.add(describe(WEBHOOKS_FILE, e))
     return undefined

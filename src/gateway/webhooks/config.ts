@@ -7,6 +7,7 @@
 import { readFileSync } from 'node:fs'
 import { isIP } from 'node:net'
 import { Ajv } from 'ajv'
+import { onFirstUse } from '../../shared/on-first-use.js'
 
 export const WEBHOOKS_FILE = 'webhooks.yaml'
 export const WEBHOOK_EVENTS = ['quota.threshold', 'quota.exceeded', 'key.banned', 'key.expiring'] as const
@@ -115,7 +116,8 @@ export interface WebhooksFile {
   keyExpiring?: { days?: number[] }
 }
 
-export const validWebhooksFile = new Ajv({ allErrors: true, strict: true }).compile<WebhooksFile>(webhooksFileSchema)
+/** webhooks.yaml's validator, compiled at the first parse (not in a gateway's main thread, which parses in its worker). */
+export const webhooksFileValidator = onFirstUse(() => new Ajv({ allErrors: true, strict: true }).compile<WebhooksFile>(webhooksFileSchema))
 
 /** 127.0.0.0/8, ::1 and `localhost`: the only hosts plain HTTP may reach. */
 export function isLoopbackHost (hostname: string): boolean {

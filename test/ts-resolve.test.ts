@@ -1,0 +1,56 @@
+// The load step of src/ts-resolve.ts: what Node's stripper makes of a source is kept in
+// node_modules/.cache/ts-strip under a name made of the Node version and the file's text, a later
+// process runs what is kept there, and a changed file gets another name (a stale entry is never run).
+import { spawnSync } from 'node:child_process'
+import { createHash, randomUUID } from 'node:crypto'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { stripTypeScriptTypes } from 'node:module'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import t from 'tap'
+import { CHILD_ENV, REPO_ROOT, TS_NODE_ARGS } from './helpers/processes.js'
+
+const CACHE_DIR = join(REPO_ROOT, 'node_modules', '.cache', 'ts-strip')
+
+function cacheEntry (source: string): string {
+  return join(CACHE_DIR, `${createHash('sha256').update(process.version).update('\0').update(source).digest('hex')}.js`)
+}
+
+function run (entry: string): { status: number | null, stdout: string, stderr: string } {
+  return spawnSync(process.execPath, [...TS_NODE_ARGS, entry], { encoding: 'utf8', timeout: 20_000, env: { ...process.env, ...CHILD_ENV } })
+}
+
+t.test('a source is stripped once, kept under its text\'s hash, and what is kept is what the next process runs', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'ts-resolve-'))
+  // A nonce in the text: this run's entries are new, whatever earlier runs left in the cache.
+  const nonce = randomUUID()
+  const helper = `export const greeting: string = 'hello ${nonce}'\n`
+  const main = `import { greeting } from './helper.js'\nconst shown: string = greeting\nconsole.log(shown)\n`
+  writeFileSync(join(dir, 'package.json'), '{ "type": "module" }\n')
+  writeFileSync(join(dir, 'helper.ts'), helper)
+  writeFileSync(join(dir, 'main.ts'), main)
+  const [helperEntry, mainEntry] = [cacheEntry(helper), cacheEntry(main)]
+  const changed = `export const greeting: string = 'changed ${nonce}'\n`
+  const changedEntry = cacheEntry(changed)
+  t.teardown(() => {
+    rmSync(dir, { recursive: true, force: true })
+    for (const entry of [helperEntry, mainEntry, changedEntry]) rmSync(entry, { force: true })
+  })
+
+  const first = run(join(dir, 'main.ts'))
+  t.equal(first.stderr, '', 'no ExperimentalWarning on the child\'s stderr')
+  t.equal(first.stdout, `hello ${nonce}\n`)
+  const helperUrl = pathToFileURL(join(dir, 'helper.ts')).href
+  t.equal(readFileSync(helperEntry, 'utf8'), stripTypeScriptTypes(helper, { mode: 'strip', sourceUrl: helperUrl }), 'kept: Node\'s own stripping of the file, byte for byte')
+  t.ok(existsSync(mainEntry), 'the entry point is kept too')
+
+  // What is kept is what runs: an entry rewritten in place is what the next process prints.
+  writeFileSync(helperEntry, `export const greeting = 'from the cache ${nonce}'\n`)
+  t.equal(run(join(dir, 'main.ts')).stdout, `from the cache ${nonce}\n`)
+
+  // A changed file has another name: the rewritten entry of its old text is never run again.
+  writeFileSync(join(dir, 'helper.ts'), changed)
+  t.equal(run(join(dir, 'main.ts')).stdout, `changed ${nonce}\n`)
+  t.ok(existsSync(changedEntry))
+})
