@@ -1,9 +1,9 @@
 // The production port (port.ts) over an ioredis client of any topology, and Node's clock and timers.
 // On a Cluster a shard is a master (`host:port`) and a batch group is a slot; scripts go by SHA
 // (ioredis defineCommand loads them again on NOSCRIPT). A grant call's keys and arguments go to ioredis as
-// one array it flattens once (not spread into a call's rest parameters and copied again), and its reply,
-// integers only, is read as Redis sent it (the Buffer variant: no copy of the reply array to convert
-// strings that are not there): per entry, what a long tail of consumers pays on every call.
+// the two arrays they are, flattened once into its command (not spread into a call's rest parameters and
+// copied again), and its reply, integers only, is read as Redis sent it (the Buffer variant: no copy of
+// the reply array to convert strings that are not there): per entry, what a long tail pays on every call.
 import { randomBytes } from 'node:crypto'
 import calculateSlot from 'cluster-key-slot'
 import { Cluster, type Redis } from 'ioredis'
@@ -12,7 +12,7 @@ import { unrefAfter } from './outage.js'
 import type { RedisPort, Runtime, Script } from './port.js'
 import { EPOCH, GRANT } from './scripts.js'
 
-type Call = (...args: Array<string | number | Array<string | number>>) => Promise<unknown>
+type Call = (...args: Array<string | number | readonly string[]>) => Promise<unknown>
 
 /** The epoch mark of a single Redis; on a Cluster, `rl:{#epoch-N}` with N picked for the shard. */
 const EPOCH_KEY = 'rl:{#epoch}'
@@ -24,15 +24,6 @@ export function nodeRuntime (): Runtime {
     turnEnd: (fn) => { setImmediate(fn) },
     randomId: () => randomBytes(8).toString('hex')
   }
-}
-
-/** EVALSHA's arguments after the SHA: the number of keys, the keys, the arguments (one array, sized once). */
-function grantArguments (keys: readonly string[], args: readonly string[]): Array<string | number> {
-  const all = new Array<string | number>(1 + keys.length + args.length)
-  all[0] = keys.length
-  for (let index = 0; index < keys.length; index++) all[1 + index] = keys[index]!
-  for (let index = 0, at = 1 + keys.length; index < args.length; index++, at++) all[at] = args[index]!
-  return all
 }
 
 function nodeName (node: Redis): string {
@@ -47,7 +38,7 @@ export function ioredisPort (client: RedisClient): RedisPort {
 
   return {
     run (script: Script, keys, args) {
-      if (script === GRANT) return commands.petstoreGrantBuffer(grantArguments(keys, args))
+      if (script === GRANT) return commands.petstoreGrantBuffer(keys.length, keys, args)
       return commands.petstoreEpoch(keys[0]!, ...args)
     },
     shards: cluster === undefined ? () => [''] : () => [...new Set(cluster.slots.map((owners) => owners[0] ?? ''))].filter((name) => name !== ''),
