@@ -9,10 +9,13 @@
 // PROFILE_WORKLOAD=hot (default) | keys | zipf: the bench's workloads (bench/lib/workloads.ts).
 // PROFILE_GATEWAY_ENV='NAME=value,NAME=value': more environment for the gateway (tracing on, say);
 // PROFILE_NAME: the results' file name instead of gateway-<target>-<workload>.
+// PROFILE_HEAP=1: also V8's sampling heap profiler, garbage included (bench/lib/heap-sampling.ts), over the
+// whole run: the top allocating frames in bytes per request join the summary (<name>.heapprofile beside it).
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { writeConfigWithKeys } from './config-load.js'
+import { summarizeAllocations, type AllocationProfile } from './lib/heap-sampling.js'
 import { parseEnvList } from './lib/env-list.js'
 import { throughput } from './lib/load.js'
 import { firstLine, freePort, REPO_ROOT, startBackend, startNode, startRedis, stop, stopAll, unboundPlans, waitForHttp } from './lib/processes.js'
@@ -262,11 +265,13 @@ async function main (): Promise<void> {
     const warmupSeconds = Number(process.env.PROFILE_WARMUP_SECONDS ?? DEFAULT_PROFILE_WARMUP_SECONDS)
     const profDir = join(work, 'prof')
     const port = await freePort()
-    const nodeArgs = ['--cpu-prof', `--cpu-prof-dir=${profDir}`]
+    const heapFile = process.env.PROFILE_HEAP === '1' ? join(work, 'allocations.heapprofile') : undefined
+    const nodeArgs = ['--cpu-prof', `--cpu-prof-dir=${profDir}`, ...(heapFile === undefined ? [] : ['--import', join(REPO_ROOT, 'bench', 'lib', 'heap-sampling.ts')])]
+    const heapEnv: Record<string, string> = heapFile === undefined ? {} : { HEAP_SAMPLING_FILE: heapFile }
     let gateway
     let url
     if (target === 'bare') {
-      gateway = startNode([join(REPO_ROOT, 'bench', 'servers', 'bare-proxy.ts'), backendUrl], { nodeArgs, stdout: 'pipe' })
+      gateway = startNode([join(REPO_ROOT, 'bench', 'servers', 'bare-proxy.ts'), backendUrl], { nodeArgs, stdout: 'pipe', env: heapEnv })
       url = `http://127.0.0.1:${(JSON.parse(await firstLine(gateway)) as { port: number }).port}/v1/pets?limit=10`
     } else {
       gateway = startNode([join(REPO_ROOT, 'src', 'gateway', 'server.ts')], {
@@ -274,14 +279,14 @@ async function main (): Promise<void> {
         env: {
           GATEWAY_HOST: '127.0.0.1', GATEWAY_PORT: String(port), ADMIN_PORT: String(await freePort()),
           BACKEND_URL: backendUrl, CONFIG_DIR: configDir, CONFIG_WATCH: 'false', LOG_LEVEL: 'info',
-          REDIS_URL: useRedis ? redis.url : '', GATEWAY_WORKERS: '1',
+          REDIS_URL: useRedis ? redis.url : '', GATEWAY_WORKERS: '1', ...heapEnv,
           ...parseEnvList(process.env.PROFILE_GATEWAY_ENV)
         }
       })
       url = `http://127.0.0.1:${port}/v1/pets?limit=10`
     }
     await waitForHttp(url)
-    await throughput({ url, seconds: warmupSeconds, connections, tokens, order })
+    const warm = await throughput({ url, seconds: warmupSeconds, connections, tokens, order })
     const run = await throughput({ url, seconds, connections, tokens, order })
     const ranUntil = performance.now()
     await stop(gateway)
@@ -300,6 +305,11 @@ async function main (): Promise<void> {
       ...summarizeProfile(profile), '',
       '| policy layer: self time, % of busy | |', '|---|---:|',
       ...[...policyShares(profile)].sort((x, y) => y[1] - x[1]).map(([k, v]) => `| ${k} | ${v.toFixed(2)} |`), '']
+    if (heapFile !== undefined) {
+      const allocations = readFileSync(heapFile, 'utf8')
+      writeFileSync(join(RESULTS_DIR, `${name}.heapprofile`), allocations)
+      md.push('## Allocations', '', ...summarizeAllocations(JSON.parse(allocations) as AllocationProfile, warm.total + run.total), '')
+    }
     writeFileSync(join(RESULTS_DIR, `${name}-profile.md`), md.join('\n'))
     process.stdout.write(md.join('\n') + '\n')
   } finally {

@@ -25,7 +25,7 @@ export function summarizeAllocations (profile: AllocationProfile, requests: numb
     for (const child of node.children) visit(child)
   }
   visit(profile.head)
-  const lines = [`Sampled allocations, garbage included: ${(total / 1e6).toFixed(1)} MB in all, ${(total / Math.max(1, requests)).toFixed(0)} bytes per request (the whole run, start-up and warm-up too).`, '',
+  const lines = [`Sampled allocations, garbage included: ${(total / 1e6).toFixed(1)} MB in all, ${(total / Math.max(1, requests)).toFixed(0)} bytes per request (the whole process's life over every request it answered: start-up is in it).`, '',
     '| bytes per request | share | allocating frame |', '|---:|---:|---|']
   for (const [site, bytes] of [...bySite].sort((a, b) => b[1] - a[1]).slice(0, top)) {
     lines.push(`| ${(bytes / Math.max(1, requests)).toFixed(0)} | ${(100 * bytes / total).toFixed(1)} % | \`${site}\` |`)
