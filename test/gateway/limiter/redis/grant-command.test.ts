@@ -24,7 +24,7 @@ t.test('EVAL first on a connection, EVALSHA after, the source again after SCRIPT
   const client = new Redis(redis.url)
   t.teardown(() => { client.disconnect() })
   const send = grantSender(client)
-  const call = async (entries: GrantEntry[]): ReturnType<typeof readGrantReply> => readGrantReply(await send(grantKeys(entries), grantArgs('test', entries)), entries.length)
+  const call = async (entries: GrantEntry[]): Promise<ReturnType<typeof readGrantReply>> => readGrantReply(await send(grantKeys(entries), grantArgs('test', entries)), entries.length)
 
   const first = await call([entry('a', 3), entry('b', 7)])
   t.equal(await calls(redis.cli, 'eval'), 1, 'the first call on the connection carries the source')
