@@ -1,4 +1,4 @@
-// CPU per request of the gateway on the in-process store, this checkout against another
+// CPU per request of the gateway (on the in-process store, or on Redis), this checkout against another
 // (BENCH_BASELINE: a detached checkout of the code before, with node_modules), read so that a shared
 // machine's load moves it least: each gateway pinned to one core (the load generator and the backend
 // on the other), its own CPU from /proc over a closed-loop load window, divided by the requests it
@@ -8,10 +8,14 @@
 //   BENCH_BASELINE=/path/to/checkout node --import ./src/ts-resolve.ts bench/gateway-cpu-ab.ts
 //   GATEWAY_AB_WORKLOADS (hot,zipf) GATEWAY_AB_ROUNDS (7) GATEWAY_AB_SECONDS (10)
 //   GATEWAY_AB_WARMUP_SECONDS (2) BENCH_CONNECTIONS (32)
+//   GATEWAY_AB_STORE=memory (default) | redis: each gateway on its own redis-server, whose CPU per
+//   request is read the same way and reported beside the gateway's (process + Redis).
+// Beside each CPU figure: its system (kernel) part, and the read + write system calls per request
+// (/proc/PID/io), which load does not move: what a store's sockets cost the gateway process.
 import { loadavg } from 'node:os'
 import { beforeAfter } from './lib/before-after.js'
 import { median, throughput } from './lib/load.js'
-import { cpuMicros } from './lib/proc-cpu.js'
+import { cpuMicros, ioCalls, systemMicros } from './lib/proc-cpu.js'
 import { DEFAULT_PATH, type Target } from './lib/targets.js'
 import { buildWorkloads, CONFIG_KEYS, selectWorkloads, type Workload } from './lib/workloads.js'
 
@@ -19,16 +23,22 @@ export const DEFAULT_AB_ROUNDS = 7
 export const DEFAULT_AB_SECONDS = 10
 export const DEFAULT_AB_WARMUP_SECONDS = 2
 
-interface RoundResult { target: string, workload: string, requests: number, cpuMicros: number, perRequest: number }
+interface RoundResult { target: string, workload: string, requests: number, cpuMicros: number, perRequest: number, redisPerRequest: number, systemPerRequest: number, syscallsPerRequest: number }
 
 async function measure (target: Target, workload: Workload, seconds: number, warmup: number, connections: number): Promise<RoundResult> {
   const url = `${target.url}${DEFAULT_PATH}`
   const load = { url, connections, tokens: workload.tokens, ...(workload.order === undefined ? {} : { order: workload.order }) }
   await throughput({ ...load, seconds: warmup })
   const before = cpuMicros(target.pid)
+  const systemBefore = systemMicros(target.pid)
+  const callsBefore = ioCalls(target.pid)
+  const redisBefore = target.redisPid === undefined ? 0 : cpuMicros(target.redisPid)
   const run = await throughput({ ...load, seconds })
   const used = cpuMicros(target.pid) - before
-  return { target: target.name, workload: workload.id, requests: run.total, cpuMicros: used, perRequest: used / Math.max(1, run.total) }
+  const system = systemMicros(target.pid) - systemBefore
+  const calls = ioCalls(target.pid) - callsBefore
+  const redisUsed = target.redisPid === undefined ? 0 : cpuMicros(target.redisPid) - redisBefore
+  return { target: target.name, workload: workload.id, requests: run.total, cpuMicros: used, perRequest: used / Math.max(1, run.total), redisPerRequest: redisUsed / Math.max(1, run.total), systemPerRequest: system / Math.max(1, run.total), syscallsPerRequest: calls / Math.max(1, run.total) }
 }
 
 async function main (): Promise<void> {
@@ -37,25 +47,35 @@ async function main (): Promise<void> {
   const warmup = Number(process.env.GATEWAY_AB_WARMUP_SECONDS ?? DEFAULT_AB_WARMUP_SECONDS)
   const connections = Number(process.env.BENCH_CONNECTIONS ?? 32)
   const workloads = buildWorkloads(selectWorkloads(process.env.GATEWAY_AB_WORKLOADS ?? 'hot,zipf'))
+  const redis = process.env.GATEWAY_AB_STORE === 'redis'
   const { runs, setup, loadAtStart } = await beforeAfter('gateway-cpu-ab', rounds, async (target) => {
     const results: Record<string, number> = {}
     for (const workload of workloads) {
       const result = await measure(target, workload, seconds, warmup, connections)
       results[workload.id] = Number(result.perRequest.toFixed(1))
       results[`${workload.id}Requests`] = result.requests
+      results[`${workload.id}System`] = Number(result.systemPerRequest.toFixed(1))
+      results[`${workload.id}Syscalls`] = Number(result.syscallsPerRequest.toFixed(2))
+      if (redis) results[`${workload.id}Redis`] = Number(result.redisPerRequest.toFixed(1))
     }
     return { target: target.name, ...results, load: Number(loadavg()[0]!.toFixed(2)) }
-  }, { keys: CONFIG_KEYS, logLevel: 'info' })
-  const lines = [`gateway on the in-process store, CPU µs per request from /proc, ${rounds} interleaved rounds of ${seconds} s (after ${warmup} s of warm-up), ${connections} connections, pinned: ${String(setup?.pinned ?? false)}; load average at start ${loadAtStart.map((x) => x.toFixed(2)).join(', ')}, at end ${loadavg().map((x) => x.toFixed(2)).join(', ')}`,
+  }, { keys: CONFIG_KEYS, logLevel: 'info', redis })
+  const lines = [`gateway on ${redis ? 'Redis (its own redis-server each)' : 'the in-process store'}, CPU µs per request from /proc, ${rounds} interleaved rounds of ${seconds} s (after ${warmup} s of warm-up), ${connections} connections, pinned: ${String(setup?.pinned ?? false)}; load average at start ${loadAtStart.map((x) => x.toFixed(2)).join(', ')}, at end ${loadavg().map((x) => x.toFixed(2)).join(', ')}`,
     '| workload | before: median (range) | after: median (range) | after − before, median of rounds (range) |', '|---|---:|---:|---:|']
-  for (const workload of workloads) {
-    const of = (name: string): number[] => runs.filter((r) => r.target === name).map((r) => Number(r[workload.id]))
+  const rows = workloads.flatMap((workload) => redis
+    ? [{ title: `${workload.id}: gateway process`, field: workload.id }, { title: `${workload.id}: its Redis`, field: `${workload.id}Redis` }]
+    : [{ title: workload.id, field: workload.id }]).flatMap((row) => row.field.endsWith('Redis')
+    ? [row]
+    : [row, { title: `${row.title}: of it system (kernel)`, field: `${row.field}System` }, { title: `${row.title}: read + write syscalls per request`, field: `${row.field}Syscalls` }])
+  for (const row of rows) {
+    const of = (name: string): number[] => runs.filter((r) => r.target === name).map((r) => Number(r[row.field]))
     const before = of('before')
     const after = of('after')
     const deltas = after.map((a, i) => a - (before[i] ?? NaN)).filter((d) => Number.isFinite(d))
-    const cell = (xs: number[]): string => xs.length === 0 ? '–' : `${median(xs).toFixed(1)} (${Math.min(...xs).toFixed(1)}–${Math.max(...xs).toFixed(1)})`
+    const digits = row.field.endsWith('Syscalls') ? 2 : 1
+    const cell = (xs: number[]): string => xs.length === 0 ? '–' : `${median(xs).toFixed(digits)} (${Math.min(...xs).toFixed(digits)}–${Math.max(...xs).toFixed(digits)})`
     const faster = deltas.filter((d) => d < 0).length
-    lines.push(`| ${workload.id} | ${cell(before)} | ${cell(after)} | ${deltas.length === 0 ? '–' : `${median(deltas).toFixed(1)} (${Math.min(...deltas).toFixed(1)} to ${Math.max(...deltas).toFixed(1)}; ${faster} of ${deltas.length} rounds lower)`} |`)
+    lines.push(`| ${row.title} | ${cell(before)} | ${cell(after)} | ${deltas.length === 0 ? '–' : `${median(deltas).toFixed(digits)} (${Math.min(...deltas).toFixed(digits)} to ${Math.max(...deltas).toFixed(digits)}; ${faster} of ${deltas.length} rounds lower)`} |`)
   }
   process.stdout.write(lines.join('\n') + '\n')
 }

@@ -9,10 +9,14 @@
 // PROFILE_WORKLOAD=hot (default) | keys | zipf: the bench's workloads (bench/lib/workloads.ts).
 // PROFILE_GATEWAY_ENV='NAME=value,NAME=value': more environment for the gateway (tracing on, say);
 // PROFILE_NAME: the results' file name instead of gateway-<target>-<workload>.
+// PROFILE_ROOT: another checkout (with node_modules) whose gateway to profile, e.g. the code before a change.
+// PROFILE_HEAP=1: also V8's sampling heap profiler, garbage included (bench/lib/heap-sampling.ts), over the
+// measured run: the top allocating frames in bytes per request join the summary (<name>.heapprofile beside it).
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { writeConfigWithKeys } from './config-load.js'
+import { compareAllocations, summarizeAllocations, type AllocationProfile } from './lib/heap-sampling.js'
 import { parseEnvList } from './lib/env-list.js'
 import { throughput } from './lib/load.js'
 import { firstLine, freePort, REPO_ROOT, startBackend, startNode, startRedis, stop, stopAll, unboundPlans, waitForHttp } from './lib/processes.js'
@@ -262,19 +266,21 @@ async function main (): Promise<void> {
     const warmupSeconds = Number(process.env.PROFILE_WARMUP_SECONDS ?? DEFAULT_PROFILE_WARMUP_SECONDS)
     const profDir = join(work, 'prof')
     const port = await freePort()
-    const nodeArgs = ['--cpu-prof', `--cpu-prof-dir=${profDir}`]
+    const heapFile = process.env.PROFILE_HEAP === '1' ? join(work, 'allocations.heapprofile') : undefined
+    const nodeArgs = ['--cpu-prof', `--cpu-prof-dir=${profDir}`, ...(heapFile === undefined ? [] : ['--import', join(REPO_ROOT, 'bench', 'lib', 'heap-sampling.ts')])]
+    const heapEnv: Record<string, string> = heapFile === undefined ? {} : { HEAP_SAMPLING_FILE: heapFile, HEAP_SAMPLING_ON: 'SIGUSR2' }
     let gateway
     let url
     if (target === 'bare') {
-      gateway = startNode([join(REPO_ROOT, 'bench', 'servers', 'bare-proxy.ts'), backendUrl], { nodeArgs, stdout: 'pipe' })
+      gateway = startNode([join(REPO_ROOT, 'bench', 'servers', 'bare-proxy.ts'), backendUrl], { nodeArgs, stdout: 'pipe', env: heapEnv })
       url = `http://127.0.0.1:${(JSON.parse(await firstLine(gateway)) as { port: number }).port}/v1/pets?limit=10`
     } else {
-      gateway = startNode([join(REPO_ROOT, 'src', 'gateway', 'server.ts')], {
+      gateway = startNode([join(process.env.PROFILE_ROOT ?? REPO_ROOT, 'src', 'gateway', 'server.ts')], {
         nodeArgs,
         env: {
           GATEWAY_HOST: '127.0.0.1', GATEWAY_PORT: String(port), ADMIN_PORT: String(await freePort()),
           BACKEND_URL: backendUrl, CONFIG_DIR: configDir, CONFIG_WATCH: 'false', LOG_LEVEL: 'info',
-          REDIS_URL: useRedis ? redis.url : '', GATEWAY_WORKERS: '1',
+          REDIS_URL: useRedis ? redis.url : '', GATEWAY_WORKERS: '1', ...heapEnv,
           ...parseEnvList(process.env.PROFILE_GATEWAY_ENV)
         }
       })
@@ -282,6 +288,7 @@ async function main (): Promise<void> {
     }
     await waitForHttp(url)
     await throughput({ url, seconds: warmupSeconds, connections, tokens, order })
+    if (heapFile !== undefined) gateway.kill('SIGUSR2') // the sampling heap profiler starts now
     const run = await throughput({ url, seconds, connections, tokens, order })
     const ranUntil = performance.now()
     await stop(gateway)
@@ -300,6 +307,11 @@ async function main (): Promise<void> {
       ...summarizeProfile(profile), '',
       '| policy layer: self time, % of busy | |', '|---|---:|',
       ...[...policyShares(profile)].sort((x, y) => y[1] - x[1]).map(([k, v]) => `| ${k} | ${v.toFixed(2)} |`), '']
+    if (heapFile !== undefined) {
+      const allocations = readFileSync(heapFile, 'utf8')
+      writeFileSync(join(RESULTS_DIR, `${name}.heapprofile`), allocations)
+      md.push('## Allocations', '', ...summarizeAllocations(JSON.parse(allocations) as AllocationProfile, run.total), '')
+    }
     writeFileSync(join(RESULTS_DIR, `${name}-profile.md`), md.join('\n'))
     process.stdout.write(md.join('\n') + '\n')
   } finally {
@@ -330,6 +342,11 @@ if (import.meta.url === `file://${process.argv[1] ?? ''}`) {
     //   node --import ./src/ts-resolve.ts bench/profile.ts ours <seconds> <requests> <file.cpuprofile>   our frames of its last <seconds>, per request
     const p = JSON.parse(readFileSync(process.argv[5] ?? '', 'utf8')) as CpuProfile
     process.stdout.write(ourFrames(profileWindow(p, 0, Number(process.argv[3]) * 1e6), Number(process.argv[4])).join('\n') + '\n')
+  } else if (process.argv[2] === 'allocations') {
+    //   node --import ./src/ts-resolve.ts bench/profile.ts allocations <requests> <before.heapprofile> <after.heapprofile> [file-substring …]
+    //   bytes per request by allocating frame, before and after (bench/lib/heap-sampling.ts profiles)
+    const read = (file: string | undefined): AllocationProfile => JSON.parse(readFileSync(file ?? '', 'utf8')) as AllocationProfile
+    process.stdout.write(compareAllocations(read(process.argv[4]), read(process.argv[5]), Number(process.argv[3]), process.argv.slice(6)).join('\n') + '\n')
   } else if (process.argv[2] === 'compare') {
     const read = (file: string | undefined): CpuProfile => JSON.parse(readFileSync(file ?? '', 'utf8')) as CpuProfile
     process.stdout.write(comparePolicyShares(read(process.argv[3]), read(process.argv[4])).join('\n') + '\n')

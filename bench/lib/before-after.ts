@@ -3,7 +3,9 @@
 // interleaved rounds (the order reversed every other round, so neither always runs on a warmer machine),
 // and the setup torn down however the run ends. The bench says what one round measures.
 import { loadavg } from 'node:os'
-import { REPO_ROOT, stop } from './processes.js'
+import { mkdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { REPO_ROOT, startRedis, stop } from './processes.js'
 import { log } from './report.js'
 import { finishBench, prepareBench, startGateway, type BenchSetup, type Target } from './targets.js'
 
@@ -16,8 +18,12 @@ export interface BeforeAfterRun {
   readonly loadAtStart: number[]
 }
 
-/** `keys`: config keys the gateways hold (2 unless a workload needs more); `logLevel`: the gateways' (warn unless given). */
-export interface BeforeAfterOptions { readonly keys?: number, readonly logLevel?: string }
+/**
+ * `keys`: config keys the gateways hold (2 unless a workload needs more); `logLevel`: the gateways' (warn unless given);
+ * `redis`: each gateway on its own redis-server (started beside the backend; its pid in the target's `redisPid`)
+ * instead of the in-process store.
+ */
+export interface BeforeAfterOptions { readonly keys?: number, readonly logLevel?: string, readonly redis?: boolean }
 
 export async function beforeAfter (name: string, rounds: number, measure: (target: Target, round: number) => Promise<Record<string, unknown>>, opts: BeforeAfterOptions = {}): Promise<BeforeAfterRun> {
   const begun = Date.now()
@@ -28,8 +34,16 @@ export async function beforeAfter (name: string, rounds: number, measure: (targe
     setup = await prepareBench(name, opts.keys ?? 2)
     const targets: Target[] = []
     const baseline = process.env.BENCH_BASELINE
-    if (baseline !== undefined && baseline !== '') targets.push(await startGateway('before', { configDir: setup.configDir, backendUrl: setup.backendUrl, cpus: setup.serverCpus, root: baseline, logLevel: opts.logLevel ?? 'warn' }))
-    targets.push(await startGateway('after', { configDir: setup.configDir, backendUrl: setup.backendUrl, cpus: setup.serverCpus, root: REPO_ROOT, logLevel: opts.logLevel ?? 'warn' }))
+    const { configDir, backendUrl, serverCpus, work } = setup
+    const start = async (targetName: string, root: string): Promise<Target> => {
+      if (opts.redis !== true) return await startGateway(targetName, { configDir, backendUrl, cpus: serverCpus, root, logLevel: opts.logLevel ?? 'warn' })
+      const dir = join(work, `redis-${targetName}`)
+      mkdirSync(dir)
+      const redis = await startRedis(dir)
+      return { ...await startGateway(targetName, { configDir, backendUrl, cpus: serverCpus, root, logLevel: opts.logLevel ?? 'warn', redisUrl: redis.url }), redisPid: redis.child.pid }
+    }
+    if (baseline !== undefined && baseline !== '') targets.push(await start('before', baseline))
+    targets.push(await start('after', REPO_ROOT))
     for (let round = 0; round < rounds; round++) {
       for (const target of round % 2 === 0 ? targets : [...targets].reverse()) {
         const measured = await measure(target, round)

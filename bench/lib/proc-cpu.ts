@@ -52,6 +52,30 @@ export function cpuMicros (pid: number | undefined): number {
   return total
 }
 
+/** Read and write system calls so far of `pid` and every live descendant (/proc/PID/io syscr + syscw; 0 where unreadable). */
+export function ioCalls (pid: number | undefined): number {
+  if (pid === undefined) return NaN
+  let total = 0
+  try {
+    const io = readFileSync(`/proc/${pid}/io`, 'utf8')
+    total += Number(/syscr: (\d+)/.exec(io)?.[1] ?? 0) + Number(/syscw: (\d+)/.exec(io)?.[1] ?? 0)
+  } catch { /* gone, or not ours to read */ }
+  for (const child of childrenOf(pid)) total += ioCalls(child)
+  return total
+}
+
+/** System (kernel) CPU µs so far of `pid` and every live descendant: its share of cpuMicros is the sockets' and the scheduler's. */
+export function systemMicros (pid: number | undefined): number {
+  if (pid === undefined) return NaN
+  let total = 0
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    total += Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[12]) * 1e6 / clockTicks()
+  } catch { /* gone */ }
+  for (const child of childrenOf(pid)) total += systemMicros(child)
+  return total
+}
+
 export function procAvailable (): boolean {
   return existsSync(`/proc/${process.pid}/stat`)
 }

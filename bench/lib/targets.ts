@@ -16,8 +16,8 @@ export const DEFAULT_PATH = '/v1/pets?limit=10'
 export const SERVER_CPUS = '0'
 export const REST_CPUS = '1'
 
-/** `pid`: the process whose CPU is the configuration's (the backend's own for "direct"). */
-export interface Target { name: string, url: string, child: ChildProcess | undefined, pid: number | undefined, adminUrl?: string }
+/** `pid`: the process whose CPU is the configuration's (the backend's own for "direct"); `redisPid`: its Redis's, when it has one of its own. */
+export interface Target { name: string, url: string, child: ChildProcess | undefined, pid: number | undefined, adminUrl?: string, redisPid?: number | undefined }
 
 /** A bench server script (bench/servers/*.ts) that prints {"port":N} once listening. */
 export async function startPrinting (name: string, script: string, args: string[], opts: { cpus?: string, nodeArgs?: string[] } = {}): Promise<Target> {

@@ -1,15 +1,17 @@
 // The production port (port.ts) over an ioredis client of any topology, and Node's clock and timers.
 // On a Cluster a shard is a master (`host:port`) and a batch group is a slot; scripts go by SHA
-// (ioredis defineCommand loads them again on NOSCRIPT).
+// (loaded again on NOSCRIPT). A grant call goes as grant-command.ts lays it out: its arguments flat once, its
+// integer reply unconverted — per entry, what a long tail of consumers pays on every call.
 import { randomBytes } from 'node:crypto'
 import calculateSlot from 'cluster-key-slot'
 import { Cluster, type Redis } from 'ioredis'
 import type { RedisClient } from '../../redis/connection.js'
+import { grantSender } from './grant-command.js'
 import { unrefAfter } from './outage.js'
 import type { RedisPort, Runtime, Script } from './port.js'
 import { EPOCH, GRANT } from './scripts.js'
 
-type Call = (...args: Array<string | number>) => Promise<unknown>
+type Call = (...args: string[]) => Promise<unknown>
 
 /** The epoch mark of a single Redis; on a Cluster, `rl:{#epoch-N}` with N picked for the shard. */
 const EPOCH_KEY = 'rl:{#epoch}'
@@ -29,13 +31,13 @@ function nodeName (node: Redis): string {
 
 export function ioredisPort (client: RedisClient): RedisPort {
   const cluster = client instanceof Cluster ? client : undefined
-  client.defineCommand('petstoreGrant', { lua: GRANT.lua })
   client.defineCommand('petstoreEpoch', { numberOfKeys: 1, lua: EPOCH.lua })
-  const commands = client as unknown as Record<'petstoreGrant' | 'petstoreEpoch', Call>
+  const commands = client as unknown as Record<'petstoreEpoch', Call>
+  const grant = grantSender(client)
 
   return {
     run (script: Script, keys, args) {
-      if (script === GRANT) return commands.petstoreGrant(keys.length, ...keys, ...args)
+      if (script === GRANT) return grant(keys, args)
       return commands.petstoreEpoch(keys[0]!, ...args)
     },
     shards: cluster === undefined ? () => [''] : () => [...new Set(cluster.slots.map((owners) => owners[0] ?? ''))].filter((name) => name !== ''),

@@ -55,17 +55,37 @@ export interface GrantReply {
 
 /** KEYS of a grant call: two per entry, the id's hash and its day ring's. */
 export function grantKeys (entries: readonly GrantEntry[]): string[] {
-  return entries.flatMap((entry) => [entry.key, entry.key + ':d'])
+  const keys = new Array<string>(entries.length * 2)
+  let position = 0
+  for (const entry of entries) {
+    keys[position++] = entry.key
+    keys[position++] = entry.key + ':d'
+  }
+  return keys
 }
 
-/** ARGV of a grant call: the holder, then three per entry. */
+/** The ban policy as an entry's second ARGV carries it ('' : none). */
+function banArg (ban: BanPolicy | null): string {
+  return ban === null ? '' : `${ban.threshold},${ban.windowSeconds * 1000},${ban.durationSeconds * 1000},${ban.maxDurationSeconds * 1000}`
+}
+
+/**
+ * ARGV of a grant call: the holder, then three per entry. The entries of a call mostly share one ban policy (the
+ * config's): its text is made once per run of entries with the same policy, not once per entry.
+ */
 export function grantArgs (holder: string, entries: readonly GrantEntry[]): string[] {
   const args = new Array<string>(1 + entries.length * 3)
   args[0] = holder
   let position = 1
+  let lastBan: BanPolicy | null = null
+  let lastBanArg = ''
   for (const entry of entries) {
+    if (entry.ban !== lastBan) {
+      lastBan = entry.ban
+      lastBanArg = banArg(entry.ban)
+    }
     args[position++] = `${entry.minuteLimit} ${entry.dayLimit} ${entry.monthLimit} ${entry.requests} ${entry.cost} ${entry.extra} ${entry.reserve} ${entry.write ? 1 : 0} ${entry.monthSoft ? 1 : 0} ${entry.blocksBucket} ${entry.blocks}`
-    args[position++] = entry.ban === null ? '' : `${entry.ban.threshold},${entry.ban.windowSeconds * 1000},${entry.ban.durationSeconds * 1000},${entry.ban.maxDurationSeconds * 1000}`
+    args[position++] = lastBanArg
     args[position++] = entry.adjustments.length === 0 ? '' : entry.adjustments.map((adjustment) => `${adjustment.minute},${adjustment.day},${adjustment.month},${adjustment.delta}`).join(';')
   }
   return args
