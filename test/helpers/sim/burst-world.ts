@@ -3,6 +3,7 @@
 // which a holder's give-back of its block reaches Redis late (docs/limiter-internals.md, "What a block could
 // strand"). Used by the burst families in test/gateway/limiter/simulation/; everything is drawn from the seed.
 import { randomInt } from 'node:crypto'
+import type { BanPolicy } from '../../../src/gateway/config/types.js'
 import { violations } from './check.js'
 import { SimProcess } from './process.js'
 import { type createLuaVm, SimRedis } from './redis-model.js'
@@ -31,7 +32,16 @@ export interface BurstLoad {
   readonly gapMs: number
   /** Boundaries with stalls, from the burst's first second on. */
   readonly seconds: number
+  /** The minute limit, drawn from [min, max) (default [60, 401)). */
+  readonly limit?: readonly [number, number]
+  /** The consumer's ban policy (default none; the real burst's Pro key: PRO_BAN). */
+  readonly ban?: BanPolicy
+  /** Now and then a message takes this much longer (ms, drawn from [min, max)), with this chance (default never). */
+  readonly slow?: { readonly chance: number, readonly ms: readonly [number, number] }
 }
+
+/** The ban policy of the plans (config/plans.yaml): more than 30 429s a minute bans the key for 15 minutes. */
+export const PRO_BAN: BanPolicy = { threshold: 30, windowSeconds: 60, durationSeconds: 900, maxDurationSeconds: 86_400 }
 
 export interface BurstOutcome {
   readonly limit: number
@@ -47,6 +57,8 @@ export interface BurstOutcome {
   /** The longest stall drawn. */
   readonly longestStall: number
   readonly refused: Record<string, number>
+  /** Bans started (a reply's ban_started). */
+  readonly bans: number
   readonly describe: string
 }
 
@@ -59,13 +71,14 @@ export async function runBurst (seed: number, vm: Awaited<ReturnType<typeof crea
   const redis = new SimRedis(world, skew, vm)
   redis.set('rl:{#epoch}', 'deployed,0')
   const net = { base: world.between(0.05, 1), jitter: world.between(0, 1), slowChance: 0, slowMs: 0 }
+  if (load.slow !== undefined) { net.slowChance = load.slow.chance; net.slowMs = world.between(load.slow.ms[0], load.slow.ms[1]) }
   const count = load.processes[0] + Math.floor(world.random() * (load.processes[1] - load.processes[0] + 1))
   const processes = Array.from({ length: count }, (_, i) => new SimProcess(world, singleRedis(redis), `p${i}`, {
     policy: 'local', timeoutMs: 250, barrierMs: 2000, offset: world.between(-1e6, 1e6), drift: world.between(-2e-4, 2e-4), net
   }))
   for (const p of processes) void p.grants.settled(0)
-  const limit = Math.floor(world.between(60, 401))
-  const ask = { limits: { perMinute: limit, perDay: limit * 10 }, ban: null, cost: 1, monthLimit: 0, overage: false }
+  const limit = Math.floor(world.between(load.limit?.[0] ?? 60, load.limit?.[1] ?? 401))
+  const ask = { limits: { perMinute: limit, perDay: limit * 10 }, ban: load.ban ?? null, cost: 1, monthLimit: 0, overage: false }
   // Spread over up to `load.spreadMs` from anywhere in a second: even over the processes, or moving from the first to the last.
   const spread = world.between(50, load.spreadMs)
   const from = start + world.between(0, 1000)
@@ -100,6 +113,7 @@ export async function runBurst (seed: number, vm: Awaited<ReturnType<typeof crea
   const found = violations(admissions, new Map([['burst', { perMinute: limit, perDay: limit * 10, perMonth: 0 }]]))
   const refused: Record<string, number> = {}
   for (const p of processes) for (const r of p.refusals) refused[r.outcome] = (refused[r.outcome] ?? 0) + 1
+  const bans = processes.reduce((n, p) => n + p.bansStarted, 0)
   return {
     limit,
     requests,
@@ -110,7 +124,8 @@ export async function runBurst (seed: number, vm: Awaited<ReturnType<typeof crea
     longestUnblockedWait: processes.reduce((n, p) => Math.max(n, p.longestUnblockedWait), 0),
     longestStall,
     refused,
-    describe: `seed ${seed}: ${requests} requests on ${limit}/min at ${count} processes over ${spread.toFixed(0)} ms (${moving ? 'moving' : 'even'}), stalls ${stalls.join(', ') || 'none'}, refused ${JSON.stringify(refused)}`
+    bans,
+    describe: `seed ${seed}: ${requests} requests on ${limit}/min at ${count} processes over ${spread.toFixed(0)} ms (${moving ? 'moving' : 'even'}), stalls ${stalls.join(', ') || 'none'}, refused ${JSON.stringify(refused)}${load.ban !== undefined ? `, ${bans} ban(s) started` : ''}`
   }
 }
 
