@@ -38,6 +38,13 @@ export interface BurstLoad {
   readonly ban?: BanPolicy
   /** Now and then a message takes this much longer (ms, drawn from [min, max)), with this chance (default never). */
   readonly slow?: { readonly chance: number, readonly ms: readonly [number, number] }
+  /** The burst starts this far into a second of Redis's clock (ms, drawn from [min, max); default anywhere). */
+  readonly startInSecond?: readonly [number, number]
+  /**
+   * One holder stalled across the end of the burst's first second: process p0's loop blocked from `start` ms relative
+   * to that end (drawn from [min, max)) for `ms` (drawn from [min, max)), its block's give-back as late as that.
+   */
+  readonly holder?: { readonly start: readonly [number, number], readonly ms: readonly [number, number] }
 }
 
 /** The ban policy of the plans (config/plans.yaml): more than 30 429s a minute bans the key for 15 minutes. */
@@ -81,7 +88,8 @@ export async function runBurst (seed: number, vm: Awaited<ReturnType<typeof crea
   const ask = { limits: { perMinute: limit, perDay: limit * 10 }, ban: load.ban ?? null, cost: 1, monthLimit: 0, overage: false }
   // Spread over up to `load.spreadMs` from anywhere in a second: even over the processes, or moving from the first to the last.
   const spread = world.between(50, load.spreadMs)
-  const from = start + world.between(0, 1000)
+  let from = start + world.between(0, 1000)
+  if (load.startInSecond !== undefined) from = Math.ceil((from + skew) / 1000) * 1000 - skew + world.between(load.startInSecond[0], load.startInSecond[1])
   const moving = world.chance(load.movingChance)
   const requests = Math.ceil(limit * 4 / 3)
   for (let i = 0; i < requests; i++) {
@@ -107,6 +115,14 @@ export async function runBurst (seed: number, vm: Awaited<ReturnType<typeof crea
       stalls.push(`p${i}@${(at - from).toFixed(0)}ms ${ms.toFixed(0)}ms`)
       world.at(at, () => { p.stall(ms) })
     }
+  }
+  if (load.holder !== undefined) {
+    const end = Math.ceil((from + skew) / 1000) * 1000 - skew
+    const at = end + world.between(load.holder.start[0], load.holder.start[1])
+    const ms = world.between(load.holder.ms[0], load.holder.ms[1])
+    longestStall = Math.max(longestStall, ms)
+    stalls.push(`p0@${(at - from).toFixed(0)}ms ${ms.toFixed(0)}ms (holder)`)
+    world.at(at, () => { processes[0]!.stall(ms) })
   }
   await world.run(from + 15_000)
   const admissions = processes.flatMap((p) => p.admissions)
