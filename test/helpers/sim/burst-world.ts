@@ -41,8 +41,9 @@ export interface BurstLoad {
   /** The burst starts this far into a second of Redis's clock (ms, drawn from [min, max); default anywhere). */
   readonly startInSecond?: readonly [number, number]
   /**
-   * One holder stalled across the end of the burst's first second: process p0's loop blocked from `start` ms relative
-   * to that end (drawn from [min, max)) for `ms` (drawn from [min, max)), its block's give-back as late as that.
+   * One holder stalled across the end of the burst's first second: process p0's loop blocked from `start` ms after the
+   * burst's first arrival (drawn from [min, max): while it holds a block) for `ms` (drawn from [min, max)), its block's
+   * give-back as late as that.
    */
   readonly holder?: { readonly start: readonly [number, number], readonly ms: readonly [number, number] }
 }
@@ -117,8 +118,7 @@ export async function runBurst (seed: number, vm: Awaited<ReturnType<typeof crea
     }
   }
   if (load.holder !== undefined) {
-    const end = Math.ceil((from + skew) / 1000) * 1000 - skew
-    const at = end + world.between(load.holder.start[0], load.holder.start[1])
+    const at = from + world.between(load.holder.start[0], load.holder.start[1])
     const ms = world.between(load.holder.ms[0], load.holder.ms[1])
     longestStall = Math.max(longestStall, ms)
     stalls.push(`p0@${(at - from).toFixed(0)}ms ${ms.toFixed(0)}ms (holder)`)
