@@ -46,6 +46,13 @@ export interface BurstLoad {
    * give-back as late as that.
    */
   readonly holder?: { readonly start: readonly [number, number], readonly ms: readonly [number, number] }
+  /**
+   * The burst in two waves instead of spread: p0's share (a fraction of the requests, drawn from [min, max)) over the
+   * first `firstOverMs` (drawn from [min, max)), the rest evenly over the other processes all at once `othersAfterMs`
+   * after the burst's start (drawn from [min, max)): p0 takes blocks its wave leaves unspent, and every refusal
+   * elsewhere comes in one call, in the burst's first second.
+   */
+  readonly waves?: { readonly share: readonly [number, number], readonly firstOverMs: readonly [number, number], readonly othersAfterMs: readonly [number, number] }
 }
 
 /** The ban policy of the plans (config/plans.yaml): more than 30 429s a minute bans the key for 15 minutes. */
@@ -93,7 +100,16 @@ export async function runBurst (seed: number, vm: Awaited<ReturnType<typeof crea
   if (load.startInSecond !== undefined) from = Math.ceil((from + skew) / 1000) * 1000 - skew + world.between(load.startInSecond[0], load.startInSecond[1])
   const moving = world.chance(load.movingChance)
   const requests = Math.ceil(limit * 4 / 3)
-  for (let i = 0; i < requests; i++) {
+  if (load.waves !== undefined) {
+    const first = Math.floor(requests * world.between(load.waves.share[0], load.waves.share[1]))
+    const over = world.between(load.waves.firstOverMs[0], load.waves.firstOverMs[1])
+    const after = world.between(load.waves.othersAfterMs[0], load.waves.othersAfterMs[1])
+    for (let i = 0; i < requests; i++) {
+      const index = i < first ? 0 : 1 + (i % (count - 1))
+      world.at(from + (i < first ? over * i / first : after), () => { processes[index]!.request('burst', ask) })
+    }
+  }
+  for (let i = 0; i < (load.waves === undefined ? requests : 0); i++) {
     const at = world.between(0, spread)
     const index = moving ? Math.min(count - 1, Math.floor(world.between(0, 1) * 0.5 + (at / spread) * count)) : i % count
     world.at(from + at, () => { processes[index]!.request('burst', ask) })

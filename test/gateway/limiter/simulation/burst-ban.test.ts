@@ -6,11 +6,12 @@
 // - `burst-ban`: heavier load than burst-stalled-holders: every loop blocked around each of the first six second ends
 //   for 100–1,200 ms (or two such stalls back to back), from 600 ms before it to 50 ms after, and now and then a
 //   message 30–100 ms slow;
-// - `burst-wait`, aimed at the wait for blocks itself: the burst inside one second (starting 0–300 ms into it, over
-//   50–400 ms), and in every schedule a holder (p0) stalled across that second's end — from 30–300 ms after the
-//   burst's first arrival, while it holds a block, for 1.3–2.4 s — while the other processes' refusals wait for its
-//   block: its give-back reaches Redis 0.3–2 s after the second's end: in any of the seconds a refusal may still
-//   wait through. The mutation gate's mutants of the wait fail here.
+// - `burst-wait`, aimed at the wait for blocks itself: the burst in two waves inside one second (starting 0–300 ms
+//   into it): p0's share (30–50 %) over 20–60 ms, so p0 holds blocks its wave leaves unspent, then the rest at once on
+//   the other processes 80–150 ms after the start, so every refusal there comes in one call of that second while p0's
+//   blocks could pay for some; and in every schedule p0 stalled from 62–78 ms after the start for 1.2–2.2 s: its
+//   give-back reaches Redis 0.2–2 s after the second's end, in any of the seconds a refusal may still wait through.
+//   A wait cut short by a second (or to one re-ask) strands those units; the mutation gate's mutants of the wait fail here.
 // Checked per schedule: (a) no rolling window over the limit, every request answered; (b) the burst admitted to its
 // limit exactly; (c) every request answered within BLOCK_HELD_BUCKETS + 1 s and GIVE_BACK_MARGIN_MS of its arrival, not
 // counting its own loop's stalls; (d) exactly one ban started (the final 429s, a third of the limit, are past the
@@ -50,8 +51,8 @@ const FAMILIES: ReadonlyArray<{ name: string, count: number, load: BurstLoad }> 
     count: longOr(100, 500),
     load: {
       processes: [2, 3],
-      spreadMs: 400,
-      movingChance: 0,
+      spreadMs: 200,
+      movingChance: 1,
       stallMs: [0, 0],
       stallStart: [0, 0],
       stallChance: 0,
@@ -61,7 +62,8 @@ const FAMILIES: ReadonlyArray<{ name: string, count: number, load: BurstLoad }> 
       limit: [150, 401],
       ban: PRO_BAN,
       startInSecond: [0, 300],
-      holder: { start: [30, 300], ms: [1300, 2400] }
+      waves: { share: [0.3, 0.5], firstOverMs: [20, 60], othersAfterMs: [80, 150] },
+      holder: { start: [62, 78], ms: [1200, 2200] }
     }
   }
 ]
