@@ -224,10 +224,13 @@ export function createCalls (deps: CallDeps) {
         // Applied or not, reserve admissions stay within min(reserve, what this call writes back + want).
         account.reserve.capInFlight(want)
         const waiting = groups.reduce((sum, group) => sum + group.length, 0)
-        const first = groups[0]
-        const entries = [entryOf(account, first?.length ?? 0, first?.[0]!.cost ?? 1, waiting > 0 ? extraWant(account, localNow, waiting) : 0, want, adjustments, true, first?.[0]!.refusedIn)]
-        for (const group of groups.slice(1)) entries.push(entryOf(account, group.length, group[0]!.cost, 0, want, [], true, group[0]!.refusedIn))
-        return entries
+        if (groups.length === 0) return [entryOf(account, 0, 1, 0, want, adjustments)]
+        // The adjustments go with the first entry (applied before any request is decided), the block with the last
+        // (granted once every request of the call is decided: granted first, it took room a later entry's requests
+        // were refused for, and they waited for blocks held elsewhere while this process held it).
+        const extra = waiting > 0 ? extraWant(account, localNow, waiting) : 0
+        const last = groups.length - 1
+        return groups.map((group, index) => entryOf(account, group.length, group[0]!.cost, index === last ? extra : 0, want, index === 0 ? adjustments : [], true, group[0]!.refusedIn))
       },
       replied (replies, info) {
         account.callEnded()

@@ -69,13 +69,21 @@ const FAMILIES: ReadonlyArray<{ name: string, count: number, load: BurstLoad }> 
 ]
 
 t.setTimeout(1_800_000) // CPU seconds, but minutes beside a CPU hog
+/**
+ * Seeds that failed once, run every time before the fresh ones. 180095931858: a call with two entries of the key (requests
+ * waiting since the last second, then new ones) granted its block with the first, before the second's requests were
+ * decided: they were refused and waited for blocks held elsewhere while this process held 19 unspent units (335 of 336).
+ */
+const REGRESSION: Readonly<Record<string, readonly number[]>> = { 'burst-ban': [180095931858] }
+
 const vm = await createLuaVm()
 const only = process.env.SIM_FAMILIES ?? process.env.SIM_FAMILY
 const stopWhenCaught = process.env.SIM_STOP_WHEN_CAUGHT === '1'
 for (const family of FAMILIES) {
   if (only !== undefined && only !== '' && !only.split(',').includes(family.name)) continue
   const count = Number(process.env.SIM_COUNT ?? family.count)
-  const seeds = burstSeeds(count, (line) => { t.comment(`${family.name}: ${line}`) })
+  const fresh = burstSeeds(count, (line) => { t.comment(`${family.name}: ${line}`) })
+  const seeds = process.env.SIM_SEED !== undefined || process.env.SIM_SEEDS_FROM !== undefined ? fresh : [...(REGRESSION[family.name] ?? []), ...fresh]
   const started = performance.now()
   const cpuStarted = process.cpuUsage()
   let run = 0
