@@ -16,15 +16,16 @@
 -- ARGV[1]     the caller's holder id
 -- ARGV[3i-1]  'minuteLimit dayLimit monthLimit requests cost extra reserve write soft mb mine waited' (monthLimit 0:
 --             none; write 0: a read, changing nothing; soft 1: the month never refuses; mine: the blocks the caller
---             still holds in minute bucket mb, 0 once it gave them back; waited: the minute bucket of these requests'
---             first refusal, a provisional one — they wait for blocks held elsewhere — or 0: asked for the first time)
+--             still holds in minute bucket mb, 0 once it gave them back; waited: the minute bucket since which these
+--             requests ask again — their first refusal, a provisional one (they wait for blocks held elsewhere), or the
+--             reply that admitted them too late to spend — or 0: asked for the first time)
 -- ARGV[3i]    ban policy 'threshold,windowMs,durationMs,maxMs', or '' (never banned)
 -- ARGV[3i+1]  adjustments 'minuteBucket,dayBucket,month,delta;…', applied first (bucket 0: none); a delta ending in
 --             'a' writes back an outage-allowance admission (not spent from the caller's reserve)
 -- Reply: { now, then per entry: outcome (0 ok, 1 rate_limited, 2 banned), admitted, the rejected request that started a
---          ban (1-based; 0 none; the first `spared` rejected are provisional or spared and never start one), extra, the caller's reserve, every reserve, then for minute, day, month: units, reset
---          ms, retry ms (0 unless rejected); ban's end; the blocks other processes hold (those of the last
---          BLOCK_HELD_BUCKETS minute buckets not yet given back) }
+--          ban (1-based; 0 none; the first rejected ones, provisional or spared, never do), extra, the caller's reserve,
+--          every reserve, then for minute, day, month: units, reset ms, retry ms (0 unless rejected); ban's end; the
+--          blocks other processes hold (those of the last BLOCK_HELD_BUCKETS minute buckets not yet given back) }
 -- A refusal is provisional while blocks held elsewhere could pay for it and the blocks it first saw can still be held
 -- (bucket < waited + BLOCK_HELD_BUCKETS: the client's wait, src/gateway/limiter/redis/calls.ts waitsForBlocks): it is
 -- not counted toward a ban, and an entry of waited requests is decided by its windows even when a ban started since
@@ -143,7 +144,8 @@ local function parse_request (index)
   return {
     minute_limit = minute_limit + 0, day_limit = day_limit + 0, month_limit = month_limit + 0, requests = requests + 0,
     cost = cost + 0, extra = extra + 0, want = want + 0, write = write == '1', soft = soft == '1',
-    own_bucket = floor(own_bucket), own_blocks = own_blocks + 0, waited = floor(waited), policy = ARGV[argv + 1], adjustments = ARGV[argv + 2]
+    own_bucket = floor(own_bucket), own_blocks = own_blocks + 0, waited = floor(waited),
+    policy = ARGV[argv + 1], adjustments = ARGV[argv + 2]
   }
 end
 

@@ -35,8 +35,9 @@ export interface GrantEntry {
   readonly requests: number, readonly cost: number, readonly extra: number, readonly reserve: number, readonly write: boolean
   readonly blocksBucket: number, readonly blocks: number // blocks the caller still holds in that minute bucket (0 once given back)
   /**
-   * The minute bucket of these requests' first refusal, a provisional one (they wait for blocks held elsewhere: calls.ts
-   * waitsForBlocks); 0 or absent: asked for the first time. Such an entry is decided by its windows even under a ban
+   * The minute bucket since which these requests ask again: their first refusal, a provisional one (they wait for blocks
+   * held elsewhere: calls.ts waitsForBlocks), or the reply that admitted them too late to spend; 0 or absent: asked for
+   * the first time. Such an entry is decided by its windows even under a ban
    * that started since, and its refusals count toward a ban only once final (grant.lua).
    */
   readonly waited?: number
