@@ -14,7 +14,7 @@ import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 
 /** Changing a script changes its SHA: review the new script, then update the pin. */
 const PINNED_SHAS = {
-  grant: '8848c1074239fcb455c504d8e3e14eece21028a5',
+  grant: 'ed41d156f0286025e1c7665e9d2a6527fdb3c6db',
   epoch: '284dc9dc3d585ead4cdc8fabf40c553403b7b142'
 }
 

@@ -3,6 +3,7 @@
 // which a holder's give-back of its block reaches Redis late (docs/limiter-internals.md, "What a block could
 // strand"). Used by the burst families in test/gateway/limiter/simulation/; everything is drawn from the seed.
 import { randomInt } from 'node:crypto'
+import type { BanPolicy } from '../../../src/gateway/config/types.js'
 import { violations } from './check.js'
 import { SimProcess } from './process.js'
 import { type createLuaVm, SimRedis } from './redis-model.js'
@@ -31,7 +32,31 @@ export interface BurstLoad {
   readonly gapMs: number
   /** Boundaries with stalls, from the burst's first second on. */
   readonly seconds: number
+  /** The minute limit, drawn from [min, max) (default [60, 401)). */
+  readonly limit?: readonly [number, number]
+  /** The consumer's ban policy (default none; the real burst's Pro key: PRO_BAN). */
+  readonly ban?: BanPolicy
+  /** Now and then a message takes this much longer (ms, drawn from [min, max)), with this chance (default never). */
+  readonly slow?: { readonly chance: number, readonly ms: readonly [number, number] }
+  /** The burst starts this far into a second of Redis's clock (ms, drawn from [min, max); default anywhere). */
+  readonly startInSecond?: readonly [number, number]
+  /**
+   * One holder stalled across the end of the burst's first second: process p0's loop blocked from `start` ms after the
+   * burst's first arrival (drawn from [min, max): while it holds a block) for `ms` (drawn from [min, max)), its block's
+   * give-back as late as that.
+   */
+  readonly holder?: { readonly start: readonly [number, number], readonly ms: readonly [number, number] }
+  /**
+   * The burst in two waves instead of spread: p0's share (a fraction of the requests, drawn from [min, max)) over the
+   * first `firstOverMs` (drawn from [min, max)), the rest evenly over the other processes all at once `othersAfterMs`
+   * after the burst's start (drawn from [min, max)): p0 takes blocks its wave leaves unspent, and every refusal
+   * elsewhere comes in one call, in the burst's first second.
+   */
+  readonly waves?: { readonly share: readonly [number, number], readonly firstOverMs: readonly [number, number], readonly othersAfterMs: readonly [number, number] }
 }
+
+/** The ban policy of the plans (config/plans.yaml): more than 30 429s a minute bans the key for 15 minutes. */
+export const PRO_BAN: BanPolicy = { threshold: 30, windowSeconds: 60, durationSeconds: 900, maxDurationSeconds: 86_400 }
 
 export interface BurstOutcome {
   readonly limit: number
@@ -47,6 +72,8 @@ export interface BurstOutcome {
   /** The longest stall drawn. */
   readonly longestStall: number
   readonly refused: Record<string, number>
+  /** Bans started (a reply's ban_started). */
+  readonly bans: number
   readonly describe: string
 }
 
@@ -59,19 +86,30 @@ export async function runBurst (seed: number, vm: Awaited<ReturnType<typeof crea
   const redis = new SimRedis(world, skew, vm)
   redis.set('rl:{#epoch}', 'deployed,0')
   const net = { base: world.between(0.05, 1), jitter: world.between(0, 1), slowChance: 0, slowMs: 0 }
+  if (load.slow !== undefined) { net.slowChance = load.slow.chance; net.slowMs = world.between(load.slow.ms[0], load.slow.ms[1]) }
   const count = load.processes[0] + Math.floor(world.random() * (load.processes[1] - load.processes[0] + 1))
   const processes = Array.from({ length: count }, (_, i) => new SimProcess(world, singleRedis(redis), `p${i}`, {
     policy: 'local', timeoutMs: 250, barrierMs: 2000, offset: world.between(-1e6, 1e6), drift: world.between(-2e-4, 2e-4), net
   }))
   for (const p of processes) void p.grants.settled(0)
-  const limit = Math.floor(world.between(60, 401))
-  const ask = { limits: { perMinute: limit, perDay: limit * 10 }, ban: null, cost: 1, monthLimit: 0, overage: false }
+  const limit = Math.floor(world.between(load.limit?.[0] ?? 60, load.limit?.[1] ?? 401))
+  const ask = { limits: { perMinute: limit, perDay: limit * 10 }, ban: load.ban ?? null, cost: 1, monthLimit: 0, overage: false }
   // Spread over up to `load.spreadMs` from anywhere in a second: even over the processes, or moving from the first to the last.
   const spread = world.between(50, load.spreadMs)
-  const from = start + world.between(0, 1000)
+  let from = start + world.between(0, 1000)
+  if (load.startInSecond !== undefined) from = Math.ceil((from + skew) / 1000) * 1000 - skew + world.between(load.startInSecond[0], load.startInSecond[1])
   const moving = world.chance(load.movingChance)
   const requests = Math.ceil(limit * 4 / 3)
-  for (let i = 0; i < requests; i++) {
+  if (load.waves !== undefined) {
+    const first = Math.floor(requests * world.between(load.waves.share[0], load.waves.share[1]))
+    const over = world.between(load.waves.firstOverMs[0], load.waves.firstOverMs[1])
+    const after = world.between(load.waves.othersAfterMs[0], load.waves.othersAfterMs[1])
+    for (let i = 0; i < requests; i++) {
+      const index = i < first ? 0 : 1 + (i % (count - 1))
+      world.at(from + (i < first ? over * i / first : after), () => { processes[index]!.request('burst', ask) })
+    }
+  }
+  for (let i = 0; i < (load.waves === undefined ? requests : 0); i++) {
     const at = world.between(0, spread)
     const index = moving ? Math.min(count - 1, Math.floor(world.between(0, 1) * 0.5 + (at / spread) * count)) : i % count
     world.at(from + at, () => { processes[index]!.request('burst', ask) })
@@ -95,11 +133,19 @@ export async function runBurst (seed: number, vm: Awaited<ReturnType<typeof crea
       world.at(at, () => { p.stall(ms) })
     }
   }
+  if (load.holder !== undefined) {
+    const at = from + world.between(load.holder.start[0], load.holder.start[1])
+    const ms = world.between(load.holder.ms[0], load.holder.ms[1])
+    longestStall = Math.max(longestStall, ms)
+    stalls.push(`p0@${(at - from).toFixed(0)}ms ${ms.toFixed(0)}ms (holder)`)
+    world.at(at, () => { processes[0]!.stall(ms) })
+  }
   await world.run(from + 15_000)
   const admissions = processes.flatMap((p) => p.admissions)
   const found = violations(admissions, new Map([['burst', { perMinute: limit, perDay: limit * 10, perMonth: 0 }]]))
   const refused: Record<string, number> = {}
   for (const p of processes) for (const r of p.refusals) refused[r.outcome] = (refused[r.outcome] ?? 0) + 1
+  const bans = processes.reduce((n, p) => n + p.bansStarted, 0)
   return {
     limit,
     requests,
@@ -110,7 +156,8 @@ export async function runBurst (seed: number, vm: Awaited<ReturnType<typeof crea
     longestUnblockedWait: processes.reduce((n, p) => Math.max(n, p.longestUnblockedWait), 0),
     longestStall,
     refused,
-    describe: `seed ${seed}: ${requests} requests on ${limit}/min at ${count} processes over ${spread.toFixed(0)} ms (${moving ? 'moving' : 'even'}), stalls ${stalls.join(', ') || 'none'}, refused ${JSON.stringify(refused)}`
+    bans,
+    describe: `seed ${seed}: ${requests} requests on ${limit}/min at ${count} processes over ${spread.toFixed(0)} ms (${moving ? 'moving' : 'even'}), stalls ${stalls.join(', ') || 'none'}, refused ${JSON.stringify(refused)}${load.ban !== undefined ? `, ${bans} ban(s) started` : ''}`
   }
 }
 

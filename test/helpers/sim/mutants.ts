@@ -169,6 +169,20 @@ export const MUTANTS: readonly Mutant[] = [
     file: `${LIMITER}/redis/reserve.ts`,
     find: 'export const RESERVE_COVER_MS = 62_000',
     replace: 'export const RESERVE_COVER_MS = 2_000'
+  },
+  {
+    name: 'wait-one-bucket-short',
+    bug: 'a refusal stops waiting for blocks held elsewhere a second early (waitsForBlocks: refusedIn + BLOCK_HELD_BUCKETS - 1)',
+    file: `${LIMITER}/redis/calls.ts`,
+    find: 'return bucket < refusedIn + BLOCK_HELD_BUCKETS',
+    replace: 'return bucket < refusedIn + BLOCK_HELD_BUCKETS - 1'
+  },
+  {
+    name: 'provisional-refusal-counted',
+    bug: 'grant.lua counts a refusal that waits for blocks held elsewhere toward the ban (not spared)',
+    file: `${LIMITER}/lua/grant.lua`,
+    find: 'local elsewhere = (waited == 0 or minute_bucket < waited + BLOCK_HELD_BUCKETS) and account.elsewhere or 0',
+    replace: 'local elsewhere = 0'
   }
 ]
 

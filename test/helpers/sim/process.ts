@@ -77,6 +77,8 @@ export class SimProcess implements Owner {
   readonly admissions: Admission[] = []
   /** Requests refused (any outcome but `ok`), at the virtual instant of the answer. */
   readonly refusals: Array<{ readonly consumer: string, readonly t: number, readonly outcome: string }> = []
+  /** Bans this process's requests started (a `ban_started` answer). */
+  bansStarted = 0
   /** Requests answered: by outcome (`ok`, `rate_limited`, `key_banned`, `unavailable`). */
   readonly outcomes = new Map<string, number>()
   /** Requests still waiting for an answer. */
@@ -153,6 +155,7 @@ export class SimProcess implements Owner {
     }
     this.grants.consume(id, ask).then((result) => {
       answered()
+      if (result.outcome === 'ban_started') this.bansStarted++
       const outcome = result.outcome === 'ban_started' ? 'key_banned' : result.outcome
       this.outcomes.set(outcome, (this.outcomes.get(outcome) ?? 0) + 1)
       if (result.outcome === 'ok') this.admissions.push({ consumer: id, t: this.world.now, redisT: this.topology.node(this.topology.nodeOf(limiterKey(id))).time(), cost: ask.cost, via: sourceOf(result), process: this.name })

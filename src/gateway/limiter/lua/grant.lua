@@ -2,7 +2,9 @@
 -- a ban without counting; else apply the adjustments, count in every window (minute, day, month) the units of the
 -- requests that fit, each whole or not at all, plus `extra` the process spends until the minute bucket ends (a block),
 -- and set its reserve (kept back from everyone else, spent only while Redis does not answer). A request that does not
--- fit is a 429, counted under the ban policy unless the month refused it. Layout and proof: docs/limiter-internals.md.
+-- fit is a 429, counted under the ban policy unless the month refused it or it is provisional (it waits for blocks held
+-- elsewhere: counted only once final, and a ban that starts meanwhile does not answer it). Layout and proof:
+-- docs/limiter-internals.md.
 -- KEYS[2i-1]  rl:{id}    t, n, o minute ring (newest bucket, units in window, oldest bucket with units), '0'..'60' its
 --                        buckets; D, N, O, c the day ring's (c: bucket D's units); Q, q month, units; b, e, l ban end,
 --                        last ban's end, level; k recent 429s 'ms:n,…'; r reserves 'holder,units,untilMs;…'; p blocks
@@ -12,16 +14,23 @@
 --                        their holder calls again: its write-backs count what it spent)
 -- KEYS[2i]    rl:{id}:d  the day ring's buckets before D, '0'..'96'
 -- ARGV[1]     the caller's holder id
--- ARGV[3i-1]  'minuteLimit dayLimit monthLimit requests cost extra reserve write soft mb mine' (monthLimit 0: none;
---             write 0: a read, changing nothing; soft 1: the month never refuses; mine: the blocks the caller still holds
---             in minute bucket mb, 0 once it gave them back)
+-- ARGV[3i-1]  'minuteLimit dayLimit monthLimit requests cost extra reserve write soft mb mine waited' (monthLimit 0:
+--             none; write 0: a read, changing nothing; soft 1: the month never refuses; mine: the blocks the caller
+--             still holds in minute bucket mb, 0 once it gave them back; waited: the minute bucket since which these
+--             requests ask again — their first refusal, a provisional one (they wait for blocks held elsewhere), or the
+--             reply that admitted them too late to spend — or 0: asked for the first time)
 -- ARGV[3i]    ban policy 'threshold,windowMs,durationMs,maxMs', or '' (never banned)
 -- ARGV[3i+1]  adjustments 'minuteBucket,dayBucket,month,delta;…', applied first (bucket 0: none); a delta ending in
 --             'a' writes back an outage-allowance admission (not spent from the caller's reserve)
 -- Reply: { now, then per entry: outcome (0 ok, 1 rate_limited, 2 banned), admitted, the rejected request that started a
---          ban (1-based; 0 none), extra, the caller's reserve, every reserve, then for minute, day, month: units, reset
---          ms, retry ms (0 unless rejected); ban's end; the blocks other processes hold (those of the last
---          BLOCK_HELD_BUCKETS minute buckets not yet given back) }
+--          ban (1-based; 0 none; the first rejected ones, provisional or spared, never do), extra, the caller's reserve,
+--          every reserve, then for minute, day, month: units, reset ms, retry ms (0 unless rejected); ban's end; the
+--          blocks other processes hold (those of the last BLOCK_HELD_BUCKETS minute buckets not yet given back) }
+-- A refusal is provisional while blocks held elsewhere could pay for it and the blocks it first saw can still be held
+-- (bucket < waited + BLOCK_HELD_BUCKETS: the client's wait, src/gateway/limiter/redis/calls.ts waitsForBlocks): it is
+-- not counted toward a ban, and an entry of waited requests is decided by its windows even when a ban started since
+-- their first refusal (no ban was in force then: a banned key's entries are refused uncounted), adding nothing to
+-- the ban's count while it is in force.
 -- A write never lowers the caller's reserve below min(its reserve less what the call writes back, `reserve` asked):
 -- applied or not, the caller knows what it may spend. A bucket's field holds tag × scale + units (tag: its index mod
 -- `mod`), so a stale field reads as empty. Numbers are floored and written with %d or %.0f: the same under Lua 5.1
@@ -130,12 +139,13 @@ local calendar = { month = -1, ends = 0 }
 -- Entry `index`'s request (ARGV[3i-1..3i+1]).
 local function parse_request (index)
   local argv = 3 * index - 1
-  local minute_limit, day_limit, month_limit, requests, cost, extra, want, write, soft, own_bucket, own_blocks =
-    string.match(ARGV[argv], '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d) (%d) (%-?%d+) (%d+)$')
+  local minute_limit, day_limit, month_limit, requests, cost, extra, want, write, soft, own_bucket, own_blocks, waited =
+    string.match(ARGV[argv], '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d) (%d) (%-?%d+) (%d+) (%d+)$')
   return {
     minute_limit = minute_limit + 0, day_limit = day_limit + 0, month_limit = month_limit + 0, requests = requests + 0,
     cost = cost + 0, extra = extra + 0, want = want + 0, write = write == '1', soft = soft == '1',
-    own_bucket = floor(own_bucket), own_blocks = own_blocks + 0, policy = ARGV[argv + 1], adjustments = ARGV[argv + 2]
+    own_bucket = floor(own_bucket), own_blocks = own_blocks + 0, waited = floor(waited),
+    policy = ARGV[argv + 1], adjustments = ARGV[argv + 2]
   }
 end
 
@@ -282,8 +292,11 @@ local function grant (account)
   room = room - admitted * cost
   local granted = max(0, min(request.extra, floor(room / share)))
   room = room - granted
-  -- Requests refused only because units are kept back or pooled elsewhere (the window is not full) are no abuse.
-  account.spared = min(requests - admitted, floor(max(0, room + account.others + keep + account.elsewhere) / cost))
+  -- Requests refused only because units are kept back or pooled elsewhere (the window is not full) are no abuse: those
+  -- blocks held elsewhere could pay for are provisional while the blocks they first saw can still be held.
+  local waited = request.waited
+  local elsewhere = (waited == 0 or minute_bucket < waited + BLOCK_HELD_BUCKETS) and account.elsewhere or 0
+  account.spared = min(requests - admitted, floor(max(0, room + account.others + keep + elsewhere) / cost))
   local reserve = keep
   if request.want > keep then reserve = keep + max(0, min(request.want - keep, floor(room / share))) end
   local add = admitted * cost + granted
@@ -297,9 +310,15 @@ local function grant (account)
   account.admitted, account.granted, account.reserve, account.room = admitted, granted, reserve, room
 end
 
--- The caller's blocks: those it says it still holds (in a bucket not yet BLOCK_HELD_BUCKETS seconds old), and this grant's.
+-- Blocks granted to the caller per key by this call's entries so far: a later entry of the same key (another cost, or
+-- requests waiting since another bucket) says what the caller held before the call, and must keep them.
+local granted_in_call = {}
+
+-- The caller's blocks: those it says it still holds (in a bucket not yet BLOCK_HELD_BUCKETS seconds old), and this call's.
 local function record_own_blocks (account)
-  local own_bucket, own_blocks, granted = account.request.own_bucket, account.request.own_blocks, account.granted
+  local granted = account.granted + (granted_in_call[account.key] or 0)
+  granted_in_call[account.key] = granted
+  local own_bucket, own_blocks = account.request.own_bucket, account.request.own_blocks
   if own_bucket <= minute_bucket - BLOCK_HELD_BUCKETS then own_blocks = 0 end
   if granted > 0 and own_bucket ~= minute_bucket then
     if own_blocks > 0 then account.blocks[#account.blocks + 1] = fmt('%s,%d,%d', CALLER, own_bucket, own_blocks) end
@@ -380,9 +399,15 @@ local function decide (index)
   local key, day_key, request = KEYS[2 * index - 1], KEYS[2 * index], parse_request(index)
   local stored = read_stored(key)
   local ban_until = (stored.ban_end or 0) + 0
-  if request.write and request.policy ~= '' and ban_until > now then
-    return { 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, ban_until, 0 }
-  end
+  -- A ban answers new requests without counting them, and grants a banned key no block. What the entry settles is
+  -- applied still (a give-back may pay for requests waiting since before the ban began; a write-back must count), and
+  -- requests waiting since before it (waited) are decided by their windows.
+  local banned = request.write and request.policy ~= '' and ban_until > now
+  local answer_banned = banned and request.waited == 0
+  local banned_reply = { 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, ban_until, 0 }
+  if answer_banned and request.adjustments == '' then return banned_reply end
+  if banned then request.extra = 0 end
+  if answer_banned then request.requests = 0 end
   local account = {
     key = key, request = request, stored = stored, ban_until = ban_until,
     minute = load_minute(key, stored), day = load_day(day_key, stored), month = load_month(key, request),
@@ -404,12 +429,13 @@ local function decide (index)
   -- A month out of room (this call's admissions counted) refuses: quota_exceeded, no abuse either.
   account.quota_out = account.month.on and not request.soft and request.month_limit - account.month.units < request.cost
   if request.write and account.admitted + account.spared < request.requests and request.policy ~= ''
-    and not account.quota_out then
+    and not account.quota_out and not banned then
     count_rejections(account)
   end
   if request.write and (account.changed or account.reserves_changed or account.blocks_now ~= stored.blocks) then
     write_account(account)
   end
+  if answer_banned then return banned_reply end
   return reply_of(account)
 end
 

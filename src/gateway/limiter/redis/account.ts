@@ -23,7 +23,9 @@ export const ALLOWANCE_UNSEEN_RATE = 5
 
 /**
  * A request waiting for a grant call; `attempts`: calls whose units came too late to spend for it; `refusedIn`: the minute
- * bucket (Redis's clock) of its first refusal while blocks were held elsewhere (it waits for them: calls.ts waitsForBlocks).
+ * bucket (Redis's clock) of its first refusal while blocks were held elsewhere (it waits for them: calls.ts waitsForBlocks),
+ * or of the reply that admitted it too late to spend: it asks again since then, and a ban begun meanwhile does not
+ * answer it (grant.lua `waited`).
  */
 export interface Waiting { readonly cost: number, readonly resolve: (result: ConsumeResult) => void, readonly reject: (err: Error) => void, attempts: number, refusedIn?: number }
 
@@ -206,8 +208,8 @@ function usedSeen (view: GrantReply, windowReply: WindowReply): number {
 }
 
 /** One grant entry of `account`: its limits and ban policy, with what this call asks and settles. */
-export function entryOf (account: Account, requests: number, cost: number, extra: number, reserve: number, adjustments: GrantEntry['adjustments'], write = true): GrantEntry {
-  return { key: account.key, minuteLimit: account.limits.perMinute, dayLimit: account.limits.perDay, monthLimit: account.monthLimit, monthSoft: account.monthSoft, requests, cost, extra, reserve, write, ban: account.ban, adjustments, blocksBucket: account.pool.bucket, blocks: account.pool.granted }
+export function entryOf (account: Account, requests: number, cost: number, extra: number, reserve: number, adjustments: GrantEntry['adjustments'], write = true, waited = 0): GrantEntry {
+  return { key: account.key, minuteLimit: account.limits.perMinute, dayLimit: account.limits.perDay, monthLimit: account.monthLimit, monthSoft: account.monthSoft, requests, cost, extra, reserve, write, ban: account.ban, adjustments, blocksBucket: account.pool.bucket, blocks: account.pool.granted, waited }
 }
 
 // The answers in the store contract's shape: what the last reply said of the windows, less the units this process

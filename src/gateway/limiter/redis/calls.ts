@@ -149,7 +149,8 @@ export function createCalls (deps: CallDeps) {
     const retry: Waiting[] = []
     // Blocks other processes hold (granted in the last BLOCK_HELD_BUCKETS seconds, not given back yet) may come back:
     // that many refusals ask again when this second ends — while the blocks they saw can still be held (limiter-internals.md).
-    let pooledElsewhere = reply.bannedAt === 0 ? reply.pooled : 0
+    // They are provisional: not counted toward a ban, and a ban this reply starts does not answer them (grant.lua).
+    let pooledElsewhere = reply.pooled
     const bucket = Math.floor(redisNow / MINUTE_BUCKET_MS)
     let margin = 1 // after the bucket ends; a refusal waiting for blocks also gives their holders time to give back
     group.forEach((request, index) => {
@@ -157,6 +158,7 @@ export function createCalls (deps: CallDeps) {
         if (account.spendPool(request.cost, clock, received)) {
           request.resolve(consumeResult(account, 'ok', redisNow, 'store'))
         } else if (++request.attempts < MAX_ATTEMPTS) {
+          request.refusedIn ??= bucket // asks again since this bucket: a ban begun meanwhile does not answer it
           retry.push(request)
         } else {
           outage(account, request, received)
@@ -170,9 +172,11 @@ export function createCalls (deps: CallDeps) {
         retry.push(request)
         return
       }
-      // The 429 that crossed the threshold starts the ban; those after it find the ban in force.
+      // The 429 that crossed the threshold starts the ban; those after it find the ban in force, as does the final
+      // refusal of a request that waited for blocks while a ban began (decided by its windows: bannedUntil, no bannedAt).
       const nth = index - reply.admitted + 1
-      const outcome = reply.bannedAt === 0 || nth < reply.bannedAt ? 'rate_limited' : nth === reply.bannedAt ? 'ban_started' : 'key_banned'
+      const outcome = reply.bannedAt === 0 ? (reply.bannedUntil > 0 ? 'key_banned' : 'rate_limited')
+        : nth < reply.bannedAt ? 'rate_limited' : nth === reply.bannedAt ? 'ban_started' : 'key_banned'
       request.resolve(consumeResult(account, outcome, redisNow, 'store', outcome === 'rate_limited' ? 0 : reply.bannedUntil))
     })
     account.requeue(retry)
@@ -205,8 +209,9 @@ export function createCalls (deps: CallDeps) {
         account.pool.expire(clockOf(account), localNow)
         drain(account, localNow)
         groups = []
+        // One entry per cost, and per first refusal for requests waiting for blocks (grant.lua decides them by it).
         for (const request of account.takeWaiting()) {
-          const group = groups.find((group) => group[0]!.cost === request.cost)
+          const group = groups.find((group) => group[0]!.cost === request.cost && group[0]!.refusedIn === request.refusedIn)
           if (group === undefined) groups.push([request])
           else group.push(request)
         }
@@ -219,10 +224,13 @@ export function createCalls (deps: CallDeps) {
         // Applied or not, reserve admissions stay within min(reserve, what this call writes back + want).
         account.reserve.capInFlight(want)
         const waiting = groups.reduce((sum, group) => sum + group.length, 0)
-        const first = groups[0]
-        const entries = [entryOf(account, first?.length ?? 0, first?.[0]!.cost ?? 1, waiting > 0 ? extraWant(account, localNow, waiting) : 0, want, adjustments)]
-        for (const group of groups.slice(1)) entries.push(entryOf(account, group.length, group[0]!.cost, 0, want, []))
-        return entries
+        if (groups.length === 0) return [entryOf(account, 0, 1, 0, want, adjustments)]
+        // The adjustments go with the first entry (applied before any request is decided), the block with the last
+        // (granted once every request of the call is decided: granted first, it took room a later entry's requests
+        // were refused for, and they waited for blocks held elsewhere while this process held it).
+        const extra = waiting > 0 ? extraWant(account, localNow, waiting) : 0
+        const last = groups.length - 1
+        return groups.map((group, index) => entryOf(account, group.length, group[0]!.cost, index === last ? extra : 0, want, index === 0 ? adjustments : [], true, group[0]!.refusedIn))
       },
       replied (replies, info) {
         account.callEnded()

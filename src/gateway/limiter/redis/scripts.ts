@@ -34,6 +34,13 @@ export interface GrantEntry {
   readonly minuteLimit: number, readonly dayLimit: number, readonly monthLimit: number, readonly monthSoft: boolean
   readonly requests: number, readonly cost: number, readonly extra: number, readonly reserve: number, readonly write: boolean
   readonly blocksBucket: number, readonly blocks: number // blocks the caller still holds in that minute bucket (0 once given back)
+  /**
+   * The minute bucket since which these requests ask again: their first refusal, a provisional one (they wait for blocks
+   * held elsewhere: calls.ts waitsForBlocks), or the reply that admitted them too late to spend; 0 or absent: asked for
+   * the first time. Such an entry is decided by its windows even under a ban
+   * that started since, and its refusals count toward a ban only once final (grant.lua).
+   */
+  readonly waited?: number
   readonly ban: BanPolicy | null
   readonly adjustments: readonly Adjustment[]
 }
@@ -84,7 +91,7 @@ export function grantArgs (holder: string, entries: readonly GrantEntry[]): stri
       lastBan = entry.ban
       lastBanArg = banArg(entry.ban)
     }
-    args[position++] = `${entry.minuteLimit} ${entry.dayLimit} ${entry.monthLimit} ${entry.requests} ${entry.cost} ${entry.extra} ${entry.reserve} ${entry.write ? 1 : 0} ${entry.monthSoft ? 1 : 0} ${entry.blocksBucket} ${entry.blocks}`
+    args[position++] = `${entry.minuteLimit} ${entry.dayLimit} ${entry.monthLimit} ${entry.requests} ${entry.cost} ${entry.extra} ${entry.reserve} ${entry.write ? 1 : 0} ${entry.monthSoft ? 1 : 0} ${entry.blocksBucket} ${entry.blocks} ${entry.waited ?? 0}`
     args[position++] = lastBanArg
     args[position++] = entry.adjustments.length === 0 ? '' : entry.adjustments.map((adjustment) => `${adjustment.minute},${adjustment.day},${adjustment.month},${adjustment.delta}`).join(';')
   }
