@@ -14,7 +14,7 @@ import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 
 /** Changing a script changes its SHA: review the new script, then update the pin. */
 const PINNED_SHAS = {
-  grant: 'ed41d156f0286025e1c7665e9d2a6527fdb3c6db',
+  grant: '2fa3867097f472ccc8cc7045d1b914c216cc535f',
   epoch: '284dc9dc3d585ead4cdc8fabf40c553403b7b142'
 }
 

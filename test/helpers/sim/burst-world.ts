@@ -4,6 +4,7 @@
 // strand"). Used by the burst families in test/gateway/limiter/simulation/; everything is drawn from the seed.
 import { randomInt } from 'node:crypto'
 import type { BanPolicy } from '../../../src/gateway/config/types.js'
+import { BLOCK_HELD_BUCKETS } from '../../../src/gateway/limiter/redis/layout.js'
 import { violations } from './check.js'
 import { SimProcess } from './process.js'
 import { type createLuaVm, SimRedis } from './redis-model.js'
@@ -74,6 +75,12 @@ export interface BurstOutcome {
   readonly refused: Record<string, number>
   /** Bans started (a reply's ban_started). */
   readonly bans: number
+  /**
+   * Units given back once their bucket was BLOCK_HELD_BUCKETS seconds old (a holder stalled past its block's lifetime):
+   * no refusal waits that long for them, so a burst may be short by as many (an upper bound: it also counts the
+   * give-back of requests admitted too late to spend, which ask again).
+   */
+  readonly lateGiveBack: number
   readonly describe: string
 }
 
@@ -85,6 +92,20 @@ export async function runBurst (seed: number, vm: Awaited<ReturnType<typeof crea
   const skew = world.between(-300, 300)
   const redis = new SimRedis(world, skew, vm)
   redis.set('rl:{#epoch}', 'deployed,0')
+  // Give-backs that reach Redis once their bucket is BLOCK_HELD_BUCKETS seconds old: past the block's lifetime, so past
+  // every wait for it (a holder stalled that long). Each adjustment 'minuteBucket,dayBucket,month,delta' of a grant
+  // call with a negative delta gives back units counted in that second.
+  let lateGiveBack = 0
+  redis.onScript = (_script, _keys, args, reply) => {
+    const redisNow = Array.isArray(reply) ? Number(reply[0]) : NaN
+    if (!Number.isFinite(redisNow)) return
+    const bucket = Math.floor(redisNow / 1000)
+    for (const arg of args) {
+      for (const match of arg.matchAll(/(?:^|;)(\d+),\d+,\d+,-(\d+)(?=;|$)/g)) {
+        if (Number(match[1]) <= bucket - BLOCK_HELD_BUCKETS) lateGiveBack += Number(match[2])
+      }
+    }
+  }
   const net = { base: world.between(0.05, 1), jitter: world.between(0, 1), slowChance: 0, slowMs: 0 }
   if (load.slow !== undefined) { net.slowChance = load.slow.chance; net.slowMs = world.between(load.slow.ms[0], load.slow.ms[1]) }
   const count = load.processes[0] + Math.floor(world.random() * (load.processes[1] - load.processes[0] + 1))
@@ -157,7 +178,8 @@ export async function runBurst (seed: number, vm: Awaited<ReturnType<typeof crea
     longestStall,
     refused,
     bans,
-    describe: `seed ${seed}: ${requests} requests on ${limit}/min at ${count} processes over ${spread.toFixed(0)} ms (${moving ? 'moving' : 'even'}), stalls ${stalls.join(', ') || 'none'}, refused ${JSON.stringify(refused)}${load.ban !== undefined ? `, ${bans} ban(s) started` : ''}`
+    lateGiveBack,
+    describe: `seed ${seed}: ${requests} requests on ${limit}/min at ${count} processes over ${spread.toFixed(0)} ms (${moving ? 'moving' : 'even'}), stalls ${stalls.join(', ') || 'none'}, refused ${JSON.stringify(refused)}${load.ban !== undefined ? `, ${bans} ban(s) started` : ''}${lateGiveBack > 0 ? `, ${lateGiveBack} units given back past the block's lifetime` : ''}`
   }
 }
 

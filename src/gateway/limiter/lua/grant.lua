@@ -297,8 +297,13 @@ local function grant (account)
   local waited = request.waited
   local elsewhere = (waited == 0 or minute_bucket < waited + BLOCK_HELD_BUCKETS) and account.elsewhere or 0
   account.spared = min(requests - admitted, floor(max(0, room + account.others + keep + elsewhere) / cost))
+  -- A reserve grows only while the room left is at least twice the want: the caller asked for at most a quarter of the
+  -- room it last saw, so less than twice means others took more than half of it since — the consumer races its limit,
+  -- and a reserve started now would be kept back from their refusals (what it holds it keeps).
   local reserve = keep
-  if request.want > keep then reserve = keep + max(0, min(request.want - keep, floor(room / share))) end
+  if request.want > keep and room >= 2 * request.want then
+    reserve = keep + max(0, min(request.want - keep, floor(room / share)))
+  end
   local add = admitted * cost + granted
   if add > 0 then
     minute.newest_units, minute.units, minute.oldest = minute.newest_units + add, minute.units + add, minute.oldest or minute.newest

@@ -225,12 +225,15 @@ export function createCalls (deps: CallDeps) {
         account.reserve.capInFlight(want)
         const waiting = groups.reduce((sum, group) => sum + group.length, 0)
         if (groups.length === 0) return [entryOf(account, 0, 1, 0, want, adjustments)]
-        // The adjustments go with the first entry (applied before any request is decided), the block with the last
-        // (granted once every request of the call is decided: granted first, it took room a later entry's requests
-        // were refused for, and they waited for blocks held elsewhere while this process held it).
+        // The adjustments go with the first entry (applied before any request is decided), the block and a reserve's
+        // growth with the last (granted once every request of the call is decided: granted first, either took room a
+        // later entry's requests were refused for — the block while they waited for blocks held elsewhere, the reserve
+        // kept back from them for good). An earlier entry keeps at most the reserve held: min(want, held) keeps
+        // every entry's floor at min(held less the write-backs, want), the cap above.
         const extra = waiting > 0 ? extraWant(account, localNow, waiting) : 0
         const last = groups.length - 1
-        return groups.map((group, index) => entryOf(account, group.length, group[0]!.cost, index === last ? extra : 0, want, index === 0 ? adjustments : [], true, group[0]!.refusedIn))
+        const held = Math.min(want, account.reserve.units)
+        return groups.map((group, index) => entryOf(account, group.length, group[0]!.cost, index === last ? extra : 0, index === last ? want : held, index === 0 ? adjustments : [], true, group[0]!.refusedIn))
       },
       replied (replies, info) {
         account.callEnded()

@@ -13,7 +13,9 @@
 //   give-back reaches Redis 0.2–2 s after the second's end, in any of the seconds a refusal may still wait through.
 //   A wait cut short by a second (or to one re-ask) strands those units; the mutation gate's mutants of the wait fail here.
 // Checked per schedule: (a) no rolling window over the limit, every request answered; (b) the burst admitted to its
-// limit exactly; (c) every request answered within BLOCK_HELD_BUCKETS + 1 s and GIVE_BACK_MARGIN_MS of its arrival, not
+// limit exactly — unless a holder stalled past its block's lifetime: units given back once their bucket is
+// BLOCK_HELD_BUCKETS seconds old come back after every wait for them ended (the wait's bound), so then at least the
+// limit less those units (burst-world's lateGiveBack, an upper bound); (c) every request answered within BLOCK_HELD_BUCKETS + 1 s and GIVE_BACK_MARGIN_MS of its arrival, not
 // counting its own loop's stalls; (d) exactly one ban started (the final 429s, a third of the limit, are past the
 // threshold: a flood is still banned); (e) at least `threshold` requests answered rate_limited: the ban starts only
 // once the clients received more 429s than the threshold (exactly that many unless a reserve kept back the room some
@@ -73,8 +75,13 @@ t.setTimeout(1_800_000) // CPU seconds, but minutes beside a CPU hog
  * Seeds that failed once, run every time before the fresh ones. 180095931858: a call with two entries of the key (requests
  * waiting since the last second, then new ones) granted its block with the first, before the second's requests were
  * decided: they were refused and waited for blocks held elsewhere while this process held 19 unspent units (335 of 336).
+ * 663102004427: a call with two entries (13 requests admitted too late to spend, then 118 new ones) grew its reserve
+ * with the first: 12 units kept back from the second's requests, refused for them (spared, answered 429) while that
+ * entry's other refusals started the ban, so the reserve went to nobody (267 of 279). 881000000188, 881000000281: another
+ * process started a reserve mid-burst from a view stale by more than half the room, kept back from the burst's final
+ * refusals (162 of 173, 210 of 216).
  */
-const REGRESSION: Readonly<Record<string, readonly number[]>> = { 'burst-ban': [180095931858] }
+const REGRESSION: Readonly<Record<string, readonly number[]>> = { 'burst-ban': [180095931858, 663102004427, 881000000188, 881000000281] }
 
 const vm = await createLuaVm()
 const only = process.env.SIM_FAMILIES ?? process.env.SIM_FAMILY
@@ -89,6 +96,7 @@ for (const family of FAMILIES) {
   let run = 0
   let failed = 0
   let short = 0
+  let shortPastLifetime = 0
   let fewest = 1
   let longestUnblocked = 0
   for (const seed of seeds) {
@@ -97,12 +105,13 @@ for (const family of FAMILIES) {
     run++
     longestUnblocked = Math.max(longestUnblocked, r.longestUnblockedWait)
     if (r.admitted < r.limit) short++
+    if (r.admitted < r.limit && r.lateGiveBack > 0) shortPastLifetime++
     fewest = Math.min(fewest, r.admitted / r.limit)
     const rateLimited = r.refused.rate_limited ?? 0
     const problems = [
       r.over > 0 ? `(a) ${r.over} over the limit` : '',
       r.unanswered > 0 ? `(a) ${r.unanswered} requests never answered` : '',
-      r.admitted < r.limit ? `(b) ${r.admitted} of ${r.limit} admitted` : '',
+      r.admitted < r.limit - r.lateGiveBack ? `(b) ${r.admitted} of ${r.limit} admitted${r.lateGiveBack > 0 ? ` (at least ${r.limit - r.lateGiveBack}: ${r.lateGiveBack} given back past the block's lifetime)` : ''}` : '',
       r.longestUnblockedWait > WAIT_BOUND_MS ? `(c) a request waited ${r.longestUnblockedWait.toFixed(0)} ms with its loop running (bound ${WAIT_BOUND_MS})` : '',
       r.bans !== 1 ? `(d) ${r.bans} bans started (one expected: ${r.requests - r.admitted} refused)` : '',
       rateLimited < PRO_BAN.threshold ? `(e) ${rateLimited} answered rate_limited before the ban (the threshold: ${PRO_BAN.threshold})` : ''
@@ -116,5 +125,5 @@ for (const family of FAMILIES) {
   const cpu = process.cpuUsage(cpuStarted)
   const result = { family: family.name, base: seeds[0], run, count, failed, regressionRun: 0, regressionFailed: 0, seconds: (performance.now() - started) / 1000, cpuSeconds: (cpu.user + cpu.system) / 1e6, stoppedEarly: run < seeds.length }
   t.comment(`sim-result ${JSON.stringify(result)}`)
-  t.equal(failed, 0, `${family.name}: ${run} schedules, ${short} short of the limit (fewest ${(fewest * 100).toFixed(1)} %), longest wait ${longestUnblocked.toFixed(0)} ms with the loop running (bound ${WAIT_BOUND_MS})`)
+  t.equal(failed, 0, `${family.name}: ${run} schedules, ${short} short of the limit (${shortPastLifetime} of them with units given back past the block's lifetime; fewest ${(fewest * 100).toFixed(1)} %), longest wait ${longestUnblocked.toFixed(0)} ms with the loop running (bound ${WAIT_BOUND_MS})`)
 }
