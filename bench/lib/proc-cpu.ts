@@ -44,36 +44,47 @@ function childrenOf (pid: number): number[] {
   return out
 }
 
-/** CPU µs used so far by `pid` and every live descendant (a cluster primary and its workers). */
-export function cpuMicros (pid: number | undefined): number {
+/** `own` summed over `pid` and every live descendant (a cluster primary and its workers); NaN without a pid. */
+function overTree (pid: number | undefined, own: (pid: number) => number): number {
   if (pid === undefined) return NaN
-  let total = ownMicros(pid)
-  for (const child of childrenOf(pid)) total += cpuMicros(child)
+  let total = own(pid)
+  for (const child of childrenOf(pid)) total += overTree(child, own)
   return total
 }
 
-/** Read and write system calls so far of `pid` and every live descendant (/proc/PID/io syscr + syscw; 0 where unreadable). */
-export function ioCalls (pid: number | undefined): number {
-  if (pid === undefined) return NaN
-  let total = 0
+/** Read and write system calls so far of one process (/proc/PID/io syscr + syscw; 0 where unreadable). */
+function ownIoCalls (pid: number): number {
   try {
     const io = readFileSync(`/proc/${pid}/io`, 'utf8')
-    total += Number(/syscr: (\d+)/.exec(io)?.[1] ?? 0) + Number(/syscw: (\d+)/.exec(io)?.[1] ?? 0)
-  } catch { /* gone, or not ours to read */ }
-  for (const child of childrenOf(pid)) total += ioCalls(child)
-  return total
+    return Number(/syscr: (\d+)/.exec(io)?.[1] ?? 0) + Number(/syscw: (\d+)/.exec(io)?.[1] ?? 0)
+  } catch {
+    return 0 // gone, or not ours to read
+  }
 }
 
-/** System (kernel) CPU µs so far of `pid` and every live descendant: its share of cpuMicros is the sockets' and the scheduler's. */
-export function systemMicros (pid: number | undefined): number {
-  if (pid === undefined) return NaN
-  let total = 0
+/** System (kernel) CPU µs so far of one process: its share of the CPU is the sockets' and the scheduler's. */
+function ownSystemMicros (pid: number): number {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    total += Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[12]) * 1e6 / clockTicks()
-  } catch { /* gone */ }
-  for (const child of childrenOf(pid)) total += systemMicros(child)
-  return total
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[12]) * 1e6 / clockTicks()
+  } catch {
+    return 0 // gone
+  }
+}
+
+/** CPU µs used so far by `pid` and every live descendant. */
+export function cpuMicros (pid: number | undefined): number {
+  return overTree(pid, ownMicros)
+}
+
+/** Read and write system calls so far of `pid` and every live descendant. */
+export function ioCalls (pid: number | undefined): number {
+  return overTree(pid, ownIoCalls)
+}
+
+/** System (kernel) CPU µs so far of `pid` and every live descendant. */
+export function systemMicros (pid: number | undefined): number {
+  return overTree(pid, ownSystemMicros)
 }
 
 export function procAvailable (): boolean {
