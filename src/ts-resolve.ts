@@ -10,8 +10,10 @@
 // Stripping is also the largest part of starting a process on the sources (about 0.4 s of CPU of a
 // gateway's 2 s, Node's wasm stripper on 600 kB of our .ts), and the tests start hundreds of them: the
 // load step keeps what Node's own stripper (module.stripTypeScriptTypes, the same one) made of each
-// of our files in node_modules/.cache/, named by a hash of the Node version and the file's text, so the
-// text Node compiles is byte for byte what it would have stripped itself. A file that changes gets a
+// of our files in node_modules/.cache/, named by a hash of the Node version, the file's URL and its text (the
+// stripped text ends with its own `//# sourceURL=`: an entry of another checkout's identical file would make V8
+// count this one's coverage and stack frames under that path), so the text Node compiles is byte for byte what
+// it would have stripped itself. A file that changes gets a
 // new name (a cache cannot go stale; old entries are only dead weight), and a cache that cannot be
 // read or written is skipped. Files under node_modules are left to Node.
 import { createHash } from 'node:crypto'
@@ -39,7 +41,7 @@ function quietly<T> (make: () => T): T {
 
 /** What Node's stripper makes of `source` (the file at `url`), from the cache when it was made before. */
 function strippedSource (url: string, source: string): string {
-  const name = createHash('sha256').update(process.version).update('\0').update(source).digest('hex')
+  const name = createHash('sha256').update(process.version).update('\0').update(url).update('\0').update(source).digest('hex')
   const cached = join(STRIP_CACHE_DIR, `${name}.js`)
   try {
     return readFileSync(cached, 'utf8')

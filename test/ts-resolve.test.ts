@@ -1,6 +1,7 @@
 // The load step of src/ts-resolve.ts: what Node's stripper makes of a source is kept in
-// node_modules/.cache/ts-strip under a name made of the Node version and the file's text, a later
-// process runs what is kept there, and a changed file gets another name (a stale entry is never run).
+// node_modules/.cache/ts-strip under a name made of the Node version, the file's URL and its text, a later
+// process runs what is kept there, a changed file gets another name (a stale entry is never run), and the same
+// text at another path (another checkout) gets its own entry naming its own path.
 import { spawnSync } from 'node:child_process'
 import { createHash, randomUUID } from 'node:crypto'
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -13,8 +14,9 @@ import { CHILD_ENV, REPO_ROOT, TS_NODE_ARGS } from './helpers/processes.js'
 
 const CACHE_DIR = join(REPO_ROOT, 'node_modules', '.cache', 'ts-strip')
 
-function cacheEntry (source: string): string {
-  return join(CACHE_DIR, `${createHash('sha256').update(process.version).update('\0').update(source).digest('hex')}.js`)
+function cacheEntry (path: string, source: string): string {
+  const url = pathToFileURL(path).href
+  return join(CACHE_DIR, `${createHash('sha256').update(process.version).update('\0').update(url).update('\0').update(source).digest('hex')}.js`)
 }
 
 function run (entry: string): { status: number | null, stdout: string, stderr: string } {
@@ -30,12 +32,14 @@ t.test('a source is stripped once, kept under its text\'s hash, and what is kept
   writeFileSync(join(dir, 'package.json'), '{ "type": "module" }\n')
   writeFileSync(join(dir, 'helper.ts'), helper)
   writeFileSync(join(dir, 'main.ts'), main)
-  const [helperEntry, mainEntry] = [cacheEntry(helper), cacheEntry(main)]
+  const [helperEntry, mainEntry] = [cacheEntry(join(dir, 'helper.ts'), helper), cacheEntry(join(dir, 'main.ts'), main)]
   const changed = `export const greeting: string = 'changed ${nonce}'\n`
-  const changedEntry = cacheEntry(changed)
+  const changedEntry = cacheEntry(join(dir, 'helper.ts'), changed)
+  const other = mkdtempSync(join(tmpdir(), 'ts-resolve-other-'))
+  const otherEntry = cacheEntry(join(other, 'helper.ts'), helper)
   t.teardown(() => {
-    rmSync(dir, { recursive: true, force: true })
-    for (const entry of [helperEntry, mainEntry, changedEntry]) rmSync(entry, { force: true })
+    for (const made of [dir, other]) rmSync(made, { recursive: true, force: true })
+    for (const entry of [helperEntry, mainEntry, changedEntry, otherEntry]) rmSync(entry, { force: true })
   })
 
   const first = run(join(dir, 'main.ts'))
@@ -44,6 +48,16 @@ t.test('a source is stripped once, kept under its text\'s hash, and what is kept
   const helperUrl = pathToFileURL(join(dir, 'helper.ts')).href
   t.equal(readFileSync(helperEntry, 'utf8'), stripTypeScriptTypes(helper, { mode: 'strip', sourceUrl: helperUrl }), 'kept: Node\'s own stripping of the file, byte for byte')
   t.ok(existsSync(mainEntry), 'the entry point is kept too')
+
+  // The same text in another checkout: its own entry, whose sourceURL is its own path (V8 counts coverage and
+  // stack frames by it), not the first checkout's.
+  writeFileSync(join(other, 'package.json'), '{ "type": "module" }\n')
+  writeFileSync(join(other, 'helper.ts'), helper)
+  writeFileSync(join(other, 'main.ts'), main)
+  t.equal(run(join(other, 'main.ts')).stdout, `hello ${nonce}\n`)
+  const otherUrl = pathToFileURL(join(other, 'helper.ts')).href
+  t.equal(readFileSync(otherEntry, 'utf8'), stripTypeScriptTypes(helper, { mode: 'strip', sourceUrl: otherUrl }), 'the other checkout\'s file has an entry of its own')
+  t.match(readFileSync(otherEntry, 'utf8'), otherUrl, 'naming its own path')
 
   // What is kept is what runs: an entry rewritten in place is what the next process prints.
   writeFileSync(helperEntry, `export const greeting = 'from the cache ${nonce}'\n`)

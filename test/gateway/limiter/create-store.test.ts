@@ -40,7 +40,9 @@ t.test('an unreachable Redis errors fast instead of hanging', async (t) => {
   // A connection refused on loopback is at once; the bound only has to tell it from a hang, on a busy machine too.
   const rejectedMs = Date.now() - started
   t.ok(rejectedMs < 2_000, `rejected in ${rejectedMs} ms, not left hanging`)
-  t.ok(errors.length > 0, 'connection errors reach the handler')
+  // The call fails once its 100 ms wait for readiness ends; the connection's own error (its attempt refused) can come
+  // after that on a loaded machine (a paired suite run saw none yet). Awaited, not assumed.
+  t.ok(await poll(() => errors.length > 0, EVENT_TIMEOUT_MS), `connection errors reach the handler (${errors.length})`)
   t.ok(health.errors() > 0, 'and the failed call is counted')
   await store.close()
 })
