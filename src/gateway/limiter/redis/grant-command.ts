@@ -48,9 +48,9 @@ export function grantSender (client: Redis | Cluster): (keys: readonly string[],
     for (let index = 0, at = 2 + keys.length; index < args.length; index++, at++) flat[at] = args[index]!
     return dispatch(new GrantCommand(flat, loaded)).catch((err: unknown) => {
       if (!(err instanceof Error) || !err.message.includes('NOSCRIPT')) throw err
-      // Redis lost its scripts: every connection sends the source again, this call first.
+      // Redis lost its scripts: every connection sends the source again, this call first (a socket not in the new
+      // set: toWritable puts the source in its first argument).
       loaded.sockets = new WeakSet()
-      flat[0] = GRANT.sha
       return dispatch(new GrantCommand(flat, loaded))
     })
   }
