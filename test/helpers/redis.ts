@@ -2,7 +2,7 @@
 // a 3-master Cluster made with `redis-cli --cluster create`, each on free loopback ports, killed in
 // teardown. No persistence: every test starts from an empty Redis.
 import { spawn, execFile, type ChildProcess } from 'node:child_process'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
@@ -13,10 +13,25 @@ import { isFree } from './ports.js'
 const run = promisify(execFile)
 const CLUSTER_BUS_OFFSET = 10_000
 
-/** A free port below 55536 whose cluster bus port (+10000) is free too. */
+/**
+ * The ports Redis may take: below the kernel's ephemeral range (where `freePort()`'s listen(0) and every outgoing
+ * connection take theirs), the cluster bus port (+10000) too, so only another Redis of the tests can take the same one.
+ */
+export function redisPortRange (): { low: number, high: number } {
+  let ephemeralLow = 32_768
+  try {
+    ephemeralLow = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || ephemeralLow
+  } catch {
+    // not Linux: the usual low end
+  }
+  return { low: 10_000, high: Math.max(12_000, ephemeralLow - CLUSTER_BUS_OFFSET) }
+}
+
+/** A port whose cluster bus port (+10000) is free too; another test's Redis may still take it first (startOnFreePort retries). */
 async function freeRedisPort (): Promise<number> {
+  const { low, high } = redisPortRange()
   for (;;) {
-    const port = 20_000 + Math.floor(Math.random() * 30_000)
+    const port = low + Math.floor(Math.random() * (high - low))
     if (await isFree(port) && await isFree(port + CLUSTER_BUS_OFFSET)) return port
   }
 }
@@ -58,10 +73,32 @@ function serverArgs (port: number, extra: string[]): string[] {
   return ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no', ...extra]
 }
 
+/**
+ * Starts redis-server on `port` and waits until it answers as itself (its pid: another test's Redis may hold the
+ * port); rejects as soon as it exits instead (its port was taken).
+ */
 async function startServer (port: number, extra: string[], cwd: string): Promise<ChildProcess> {
   const child = spawn('redis-server', serverArgs(port, extra), { cwd, stdio: 'ignore' })
-  await until(`redis-server :${port}`, async () => (await redisCli(port, 'PING')) === 'PONG')
+  const gone = (): boolean => child.exitCode !== null || child.signalCode !== null
+  const ours = async (): Promise<boolean> => (await redisCli(port, 'INFO', 'server')).includes(`process_id:${child.pid ?? -1}\r`)
+  await until(`redis-server :${port}`, async () => gone() || await ours())
+  if (gone()) throw new Error(`redis-server :${port} exited (${child.signalCode ?? child.exitCode}) before it answered`)
   return child
+}
+
+/**
+ * A redis-server on a free port. Between the check that a port is free and the server's bind, another test file's
+ * Redis can take it: the server then exits at once, and another port is tried.
+ */
+export async function startOnFreePort (argsFor: (port: number) => string[], cwd: string, choosePort: () => Promise<number> = freeRedisPort): Promise<{ port: number, child: ChildProcess }> {
+  for (let attempt = 1; ; attempt++) {
+    const port = await choosePort()
+    try {
+      return { port, child: await startServer(port, argsFor(port), cwd) }
+    } catch (err) {
+      if (attempt >= 5) throw err
+    }
+  }
 }
 
 async function stopServer (child: ChildProcess | undefined): Promise<void> {
@@ -74,9 +111,10 @@ async function stopServer (child: ChildProcess | undefined): Promise<void> {
 }
 
 export async function startRedis (t: Pick<Test, 'teardown'>, extra: string[] = [], opts: { fresh?: boolean } = {}): Promise<RedisProcess> {
-  const port = await freeRedisPort()
   const dir = mkdtempSync(join(tmpdir(), 'petstore-redis-'))
-  let child: ChildProcess | undefined = await startServer(port, extra, dir)
+  const started = await startOnFreePort(() => extra, dir)
+  const port = started.port
+  let child: ChildProcess | undefined = started.child
   if (opts.fresh !== true) await redisCli(port, 'SET', 'rl:{#epoch}', DEPLOYED_EPOCH)
   t.teardown(async () => {
     await stopServer(child)
@@ -112,9 +150,9 @@ export async function startRedisCluster (t: Test, size = 3, extra: string[] = []
     rmSync(dir, { recursive: true, force: true })
   })
   for (let i = 0; i < size; i++) {
-    const port = await freeRedisPort()
+    const { port, child } = await startOnFreePort((port) => ['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', '2000', ...extra], dir)
     ports.push(port)
-    children.push(await startServer(port, ['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', '2000', ...extra], dir))
+    children.push(child)
   }
   const nodes = ports.map((p) => `127.0.0.1:${p}`)
   await run('redis-cli', ['--cluster', 'create', ...nodes, '--cluster-replicas', '0', '--cluster-yes'])
