@@ -3,13 +3,13 @@
 -- requests that fit, each whole or not at all, plus `extra` the process spends until the minute bucket ends (a block),
 -- and set its reserve (kept back from everyone else, spent only while Redis does not answer). A request that does not
 -- fit is a 429, counted under the ban policy unless the month refused it or it is provisional (it waits for blocks held
--- elsewhere: counted only once final, and a ban that starts meanwhile does not answer it). Layout and proof:
--- docs/limiter-internals.md.
+-- elsewhere: counted only once final, and a ban that starts meanwhile does not answer it); one refused while reserves
+-- kept back room that could pay for it is counted once that room is spent. Layout and proof: docs/limiter-internals.md.
 -- KEYS[2i-1]  rl:{id}    t, n, o minute ring (newest bucket, units in window, oldest bucket with units), '0'..'60' its
 --                        buckets; D, N, O, c the day ring's (c: bucket D's units); Q, q month, units; b, e, l ban end,
---                        last ban's end, level; k recent 429s 'ms:n,…'; r reserves 'holder,units,untilMs;…'; p blocks
---                        held 'holder,minuteBucket,units;…' (granted in the last BLOCK_HELD_BUCKETS minute buckets, not
---                        given back yet); x expiry (Unix ms); L lapsed
+--                        last ban's end, level; k recent 429s 'ms:n,…' ('ms:ns': spared for reserves, pending); r
+--                        reserves 'holder,units,untilMs;…'; p blocks held 'holder,minuteBucket,units;…' (granted in the
+--                        last BLOCK_HELD_BUCKETS minute buckets, not given back yet); x expiry (Unix ms); L lapsed
 --                        reserves charged to the day and month 'holder,units,dayBucket,month;…' (taken back when
 --                        their holder calls again: its write-backs count what it spent)
 -- KEYS[2i]    rl:{id}:d  the day ring's buckets before D, '0'..'96'
@@ -366,9 +366,9 @@ local function count_rejections (account)
     if event.spared and converted > 0 then
       local counted = min(converted, count)
       converted, count, recent = converted - counted, count - counted, recent + counted
-      written[#written + 1] = event.at .. ':' .. counted
+      written[#written + 1] = fmt('%s:%d', event.at, counted)
     end
-    if count > 0 then written[#written + 1] = event.at .. ':' .. count .. (event.spared and 's' or '') end
+    if count > 0 then written[#written + 1] = fmt('%s:%d%s', event.at, count, event.spared and 's' or '') end
   end
   if rejected > 0 and recent + rejected > threshold then
     account.banned_at = account.spared + max(1, threshold - recent + 1)
