@@ -19,7 +19,7 @@
 // counting its own loop's stalls; (d) exactly one ban started (the final 429s, a third of the limit, are past the
 // threshold: a flood is still banned); (e) at least `threshold` requests answered rate_limited: the ban starts only
 // once the clients received more 429s than the threshold (exactly that many unless a reserve kept back the room some
-// were refused for: those are answered 429 and not counted, decisions.md §3). Seeds fresh every run (printed), SIM_SEED=<seed> replays one;
+// were refused for: those are answered 429 and counted once that room is spent, decisions.md §3). Seeds fresh every run (printed), SIM_SEED=<seed> replays one;
 // TEST_LONG runs 5 times as many. Each family ends with a `# sim-result` line for the mutation gate (mutants.ts).
 import t from 'tap'
 import { BLOCK_HELD_BUCKETS } from '../../../../src/gateway/limiter/redis/layout.js'
