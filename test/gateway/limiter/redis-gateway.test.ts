@@ -14,7 +14,7 @@ import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 
 /** Changing a script changes its SHA: review the new script, then update the pin. */
 const PINNED_SHAS = {
-  grant: '2fa3867097f472ccc8cc7045d1b914c216cc535f',
+  grant: 'a065c68c6aeae9d3f3082b89a1719ef99332ea66',
   epoch: '284dc9dc3d585ead4cdc8fabf40c553403b7b142'
 }
 

@@ -3,13 +3,13 @@
 -- requests that fit, each whole or not at all, plus `extra` the process spends until the minute bucket ends (a block),
 -- and set its reserve (kept back from everyone else, spent only while Redis does not answer). A request that does not
 -- fit is a 429, counted under the ban policy unless the month refused it or it is provisional (it waits for blocks held
--- elsewhere: counted only once final, and a ban that starts meanwhile does not answer it). Layout and proof:
--- docs/limiter-internals.md.
+-- elsewhere: counted only once final, and a ban that starts meanwhile does not answer it); one refused while reserves
+-- kept back room that could pay for it is counted once that room is spent. Layout and proof: docs/limiter-internals.md.
 -- KEYS[2i-1]  rl:{id}    t, n, o minute ring (newest bucket, units in window, oldest bucket with units), '0'..'60' its
 --                        buckets; D, N, O, c the day ring's (c: bucket D's units); Q, q month, units; b, e, l ban end,
---                        last ban's end, level; k recent 429s 'ms:n,…'; r reserves 'holder,units,untilMs;…'; p blocks
---                        held 'holder,minuteBucket,units;…' (granted in the last BLOCK_HELD_BUCKETS minute buckets, not
---                        given back yet); x expiry (Unix ms); L lapsed
+--                        last ban's end, level; k recent 429s 'ms:n,…' ('ms:ns': spared for reserves, pending); r
+--                        reserves 'holder,units,untilMs;…'; p blocks held 'holder,minuteBucket,units;…' (granted in the
+--                        last BLOCK_HELD_BUCKETS minute buckets, not given back yet); x expiry (Unix ms); L lapsed
 --                        reserves charged to the day and month 'holder,units,dayBucket,month;…' (taken back when
 --                        their holder calls again: its write-backs count what it spent)
 -- KEYS[2i]    rl:{id}:d  the day ring's buckets before D, '0'..'96'
@@ -296,7 +296,9 @@ local function grant (account)
   -- blocks held elsewhere could pay for are provisional while the blocks they first saw can still be held.
   local waited = request.waited
   local elsewhere = (waited == 0 or minute_bucket < waited + BLOCK_HELD_BUCKETS) and account.elsewhere or 0
-  account.spared = min(requests - admitted, floor(max(0, room + account.others + keep + elsewhere) / cost))
+  account.payable = floor(max(0, room + account.others + keep + elsewhere) / cost)
+  account.spared = min(requests - admitted, account.payable)
+  account.provisional = min(requests - admitted, floor(elsewhere / cost))
   -- A reserve grows only while the room left is at least twice the want: the caller asked for at most a quarter of the
   -- room it last saw, so less than twice means others took more than half of it since — the consumer races its limit,
   -- and a reserve started now would be kept back from their refusals (what it holds it keeps).
@@ -334,27 +336,51 @@ local function record_own_blocks (account)
 end
 
 -- The rejected requests count as 429s: banned once more than `threshold` fall in the window, each ban within
--- ESCALATION_MS of the last one's end a level longer.
+-- ESCALATION_MS of the last one's end a level longer. The provisional ones (they wait for blocks held elsewhere) come
+-- first and are not counted. A refusal spared otherwise (answered 429 now while reserves kept back room that could
+-- have paid for it) is recorded pending ('ms:ns'): excused while the window could still pay for it — the room left,
+-- the reserves kept back and the blocks held elsewhere, older pending ones first — and counted from the first call
+-- with a refusal that finds that spent (the holder spent its reserve, or handed it back and it was admitted).
 local function count_rejections (account)
   local request = account.request
   local threshold, window, base_ms, max_ms = string.match(request.policy, '^(%d+),(%d+),(%d+),(%d+)$')
   threshold, window, base_ms, max_ms = threshold + 0, window + 0, base_ms + 0, max_ms + 0
   local stored = redis.call('HMGET', account.key, FIELD.recent_rejections, FIELD.last_ban_end, FIELD.ban_level)
   local last_end, level = (stored[2] or 0) + 0, (stored[3] or -1) + 0
-  local recent, events = 0, {}
-  for at, count in string.gmatch(stored[1] or '', '(%d+):(%d+)') do
-    if at + 0 > now - window then recent, events[#events + 1] = recent + count, at .. ':' .. count end
+  local refused, provisional = request.requests - account.admitted, account.provisional
+  local excusable = max(0, account.payable - provisional) -- what the window could still pay for, past the provisional
+  local recent, pending, events = 0, 0, {}
+  for at, count, spared in string.gmatch(stored[1] or '', '(%d+):(%d+)(s?)') do
+    if at + 0 > now - window then
+      events[#events + 1] = { at = at, count = count + 0, spared = spared == 's' }
+      if spared == 's' then pending = pending + count else recent = recent + count end
+    end
   end
-  local rejected = request.requests - account.admitted - account.spared
-  if recent + rejected > threshold then
+  local converted = max(0, pending - excusable)
+  local spared_now = min(refused - provisional, excusable - (pending - converted))
+  account.spared = provisional + spared_now
+  local rejected = refused - account.spared
+  local written = {}
+  for _, event in ipairs(events) do
+    local count = event.count
+    if event.spared and converted > 0 then
+      local counted = min(converted, count)
+      converted, count, recent = converted - counted, count - counted, recent + counted
+      written[#written + 1] = fmt('%s:%d', event.at, counted)
+    end
+    if count > 0 then written[#written + 1] = fmt('%s:%d%s', event.at, count, event.spared and 's' or '') end
+  end
+  if rejected > 0 and recent + rejected > threshold then
     account.banned_at = account.spared + max(1, threshold - recent + 1)
     level = now - last_end < ESCALATION_MS and level + 1 or 0
     account.ban_until, account.changed = now + (level < 40 and min(base_ms * 2 ^ level, max_ms) or max_ms), true
     redis.call('HSET', account.key, FIELD.ban_end, fmt('%.0f', account.ban_until), FIELD.last_ban_end,
       fmt('%.0f', account.ban_until), FIELD.ban_level, level, FIELD.recent_rejections, '')
   else
-    events[#events + 1] = fmt('%.0f:%d', now, rejected)
-    redis.call('HSET', account.key, FIELD.recent_rejections, table.concat(events, ','))
+    if rejected > 0 then written[#written + 1] = fmt('%.0f:%d', now, rejected) end
+    if spared_now > 0 then written[#written + 1] = fmt('%.0f:%ds', now, spared_now) end
+    local value = table.concat(written, ',')
+    if value ~= (stored[1] or '') then redis.call('HSET', account.key, FIELD.recent_rejections, value) end
   end
 end
 
@@ -418,7 +444,7 @@ local function decide (index)
     minute = load_minute(key, stored), day = load_day(day_key, stored), month = load_month(key, request),
     written = 0, changed = false, lapsed = {}, lapsed_changed = false, kept = {}, reserves_changed = false,
     others = 0, holders = 0, mine = 0, blocks = {}, elsewhere = 0,
-    admitted = 0, granted = 0, spared = 0, banned_at = 0
+    admitted = 0, granted = 0, payable = 0, spared = 0, provisional = 0, banned_at = 0
   }
   apply_adjustments(account)
   take_back_lapsed(account)
@@ -433,7 +459,7 @@ local function decide (index)
   account.blocks_now = request.write and table.concat(account.blocks, ';') or stored.blocks
   -- A month out of room (this call's admissions counted) refuses: quota_exceeded, no abuse either.
   account.quota_out = account.month.on and not request.soft and request.month_limit - account.month.units < request.cost
-  if request.write and account.admitted + account.spared < request.requests and request.policy ~= ''
+  if request.write and account.admitted < request.requests and request.policy ~= ''
     and not account.quota_out and not banned then
     count_rejections(account)
   end

@@ -48,7 +48,7 @@ export function createGrants (opts: GrantsOptions) {
   const shards = createShards({ ...opts, reseed })
   const batcher = createBatcher(port, runtime, shards, holder, opts.timeoutMs)
   const allowance = opts.allowance ?? { share: DEFAULT_OUTAGE_ALLOWANCE_PERCENT / 100, processes: DEFAULT_STORE_PROCESSES }
-  const { clockOf, up, call, next, outage } = createCalls({ runtime, policy, allowance, shards, batcher, onBan: (id, until) => { opts.onBan?.(id, until) }, onOutageAdmission: opts.onOutageAdmission })
+  const { clockOf, up, call, callForWaiting, next, outage } = createCalls({ runtime, policy, allowance, shards, batcher, onBan: (id, until) => { opts.onBan?.(id, until) }, onOutageAdmission: opts.onOutageAdmission })
   let closed = false
   let cancelSweep = runtime.after(SWEEP_MS, function tick () {
     sweep()
@@ -128,7 +128,7 @@ export function createGrants (opts: GrantsOptions) {
       return new Promise((resolve, reject) => {
         if (!up(account) && !reseeding.has(account)) return outage(account, { cost, resolve, reject, attempts: 0 }, localNow)
         account.wait({ cost, resolve, reject, attempts: 0 })
-        if (up(account) && !account.calling) call(account)
+        if (up(account) && !account.calling) callForWaiting(account)
       })
     },
     /** Drops what this process holds for `id` (its state in Redis was reset). */
