@@ -166,8 +166,8 @@ async function main (): Promise<void> {
     }
     const lines = [
       `grant.lua per entry, medians of ${ROUNDS} interleaved rounds of ${ENTRIES_PER_MEASURE} entries (baseline: ${BASELINE})`,
-      '| key | entries/call | script µs/entry before → after | redis-server CPU µs/entry before → after | commands inside the script per entry before → after |',
-      '|---|---:|---:|---:|---|'
+      '| key | entries/call | redis-server CPU µs/entry before → after | paired after − before (rounds lower) | script µs/entry before → after | commands inside the script per entry before → after |',
+      '|---|---:|---:|---:|---:|---|'
     ]
     for (const kind of KINDS) {
       for (const size of SIZES) {
@@ -179,7 +179,9 @@ async function main (): Promise<void> {
         const evalAfter = median(after.map((run) => run.evalUsPerEntry))
         const cpuBefore = median(before.map((run) => run.cpuUsPerEntry))
         const cpuAfter = median(after.map((run) => run.cpuUsPerEntry))
-        lines.push(`| ${kind} | ${size} | ${evalBefore.toFixed(1)} → ${evalAfter.toFixed(1)} | ${cpuBefore.toFixed(1)} → ${cpuAfter.toFixed(1)} | ${inner(before)} → ${inner(after)} |`)
+        const paired = after.map((run, round) => run.cpuUsPerEntry - before[round]!.cpuUsPerEntry)
+        const lower = paired.filter((difference) => difference < 0).length
+        lines.push(`| ${kind} | ${size} | ${cpuBefore.toFixed(1)} → ${cpuAfter.toFixed(1)} | ${median(paired).toFixed(1)} (${lower} of ${paired.length}) | ${evalBefore.toFixed(1)} → ${evalAfter.toFixed(1)} | ${inner(before)} → ${inner(after)} |`)
       }
     }
     process.stdout.write(lines.join('\n') + '\n')
