@@ -14,7 +14,7 @@ import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 
 /** Changing a script changes its SHA: review the new script, then update the pin. */
 const PINNED_SHAS = {
-  grant: 'c1a7a9ea22fba2853f58b24472e28127a84d0ab1',
+  grant: '4f69ca801b206c20ca2568a468a0e390579012b7',
   epoch: '284dc9dc3d585ead4cdc8fabf40c553403b7b142'
 }
 

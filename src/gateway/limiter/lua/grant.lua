@@ -85,8 +85,9 @@ end
 -- units in the window, oldest bucket with units, stored_newest (the newest bucket the hash held) }.
 
 -- Adds delta to a bucket of the ring: into the newest (a bucket ahead of Redis's clock is counted now: later, so
--- safe), or read, changed and written back; a bucket out of the window is skipped.
-local function adjust (ring, bucket, delta)
+-- safe), or read, changed and written back; a bucket out of the window is skipped. `known`: the bucket's field as the
+-- entry already read it (false: missing; nil: not read).
+local function adjust (ring, bucket, delta, known)
   local shape = ring.shape
   if bucket >= ring.newest then
     local value = max(0, ring.newest_units + delta)
@@ -94,7 +95,8 @@ local function adjust (ring, bucket, delta)
     return
   end
   if bucket <= ring.newest - shape.slots or bucket <= 0 then return end
-  local stored = read(ring.key, bucket, bucket, shape)[bucket]
+  local stored
+  if known ~= nil then stored = units(known, bucket, shape) else stored = read(ring.key, bucket, bucket, shape)[bucket] end
   local value = max(0, stored + delta)
   redis.call('HSET', ring.key, slot_name(bucket, shape), fmt('%d', (bucket % shape.mod) * shape.scale + value))
   ring.units, ring.oldest = ring.units + value - stored, min(ring.oldest or bucket, bucket)
@@ -164,23 +166,22 @@ local function parse_request (index)
   }
 end
 
--- The fields of rl:{id} an entry reads, in one HMGET (false: missing); the month's too when it has a month quota.
+-- The fields of rl:{id} an entry reads, in one HMGET (false: missing): the month's too when it has a month quota, and
+-- the minute bucket of its first adjustment (a give-back's: usually the last second's), which adjust would read.
 local function read_stored (key, request)
-  local values
-  if request.month_limit > 0 then
-    values = redis.call('HMGET', key, FIELD.minute_newest, FIELD.minute_units, FIELD.minute_oldest,
-      slot_name(minute_bucket, MR), FIELD.day_newest, FIELD.day_units, FIELD.day_oldest, FIELD.day_newest_units,
-      FIELD.ban_end, FIELD.reserves, FIELD.expiry, FIELD.blocks, FIELD.lapsed_reserves, FIELD.month, FIELD.month_units)
-  else
-    values = redis.call('HMGET', key, FIELD.minute_newest, FIELD.minute_units, FIELD.minute_oldest,
-      slot_name(minute_bucket, MR), FIELD.day_newest, FIELD.day_units, FIELD.day_oldest, FIELD.day_newest_units,
-      FIELD.ban_end, FIELD.reserves, FIELD.expiry, FIELD.blocks, FIELD.lapsed_reserves)
-  end
+  local names = { FIELD.minute_newest, FIELD.minute_units, FIELD.minute_oldest, slot_name(minute_bucket, MR),
+    FIELD.day_newest, FIELD.day_units, FIELD.day_oldest, FIELD.day_newest_units, FIELD.ban_end, FIELD.reserves,
+    FIELD.expiry, FIELD.blocks, FIELD.lapsed_reserves }
+  if request.month_limit > 0 then names[14], names[15] = FIELD.month, FIELD.month_units end
+  local adjusted = request.adjustments ~= '' and string.match(request.adjustments, '^(%d+),')
+  if adjusted then adjusted = floor(adjusted); names[#names + 1] = slot_name(adjusted, MR) end
+  local values = redis.call('HMGET', key, unpack(names))
   return {
     minute_newest = values[1], minute_units = values[2], minute_oldest = values[3], minute_bucket_units = values[4],
     day_newest = values[5], day_units = values[6], day_oldest = values[7], day_newest_units = values[8],
     ban_end = values[9], reserves = values[10], expiry = values[11], blocks = values[12] or '',
-    lapsed_reserves = values[13] or '', month = values[14], month_units = values[15]
+    lapsed_reserves = values[13] or '', month = values[14], month_units = values[15],
+    adjusted_bucket = adjusted, adjusted_value = adjusted and values[#names]
   }
 end
 
@@ -230,10 +231,15 @@ end
 -- reserve shrinks by as much; the outage allowance's ('a') does not.
 local function apply_adjustments (account)
   if account.request.adjustments == '' then return end
+  local stored, first = account.stored, true
   for minute, day, month, delta, kind in string.gmatch(account.request.adjustments, '(%d+),(%d+),(%d+),(-?%d+)(a?)') do
     minute, day, month, delta = floor(minute), floor(day), floor(month), delta + 0
     if delta > 0 and kind == '' then account.written = account.written + delta end
-    adjust(account.minute, minute, delta)
+    -- The first adjustment's minute bucket was read with the entry's fields, and nothing has written it since.
+    local known = nil
+    if first and minute == stored.adjusted_bucket then known = stored.adjusted_value end
+    first = false
+    adjust(account.minute, minute, delta, known)
     adjust(account.day, day, delta)
     if account.month.on and month > 0 and month >= calendar.month then
       account.month.units = max(0, account.month.units + delta)
@@ -247,14 +253,14 @@ end
 local function take_back_lapsed (account)
   if account.stored.lapsed_reserves == '' then return end
   local day, month = account.day, account.month
-  for holder, reserved, lapsed_day, lapsed_month in string.gmatch(account.stored.lapsed_reserves, '([^,;]+),(%d+),(%d+),(%d+)') do
+  for item, holder, reserved, lapsed_day, lapsed_month in string.gmatch(account.stored.lapsed_reserves, '(([^,;]+),(%d+),(%d+),(%d+))') do
     reserved, lapsed_day, lapsed_month = reserved + 0, floor(lapsed_day), floor(lapsed_month)
     if holder == CALLER and account.request.write then
       adjust(day, lapsed_day, -reserved)
       if month.on and lapsed_month == calendar.month then month.units = max(0, month.units - reserved) end
       account.lapsed_changed, account.changed = true, true
     elseif lapsed_day > day.newest - DR.slots then
-      account.lapsed[#account.lapsed + 1] = fmt('%s,%d,%d,%d', holder, reserved, lapsed_day, lapsed_month)
+      account.lapsed[#account.lapsed + 1] = item -- as written: 'holder,units,dayBucket,month' with %d
     else account.lapsed_changed = true end
   end
 end
@@ -265,7 +271,7 @@ end
 local function settle_reserves (account)
   if not account.stored.reserves or account.stored.reserves == '' then return end
   local day, month, write = account.day, account.month, account.request.write
-  for holder, reserved, until_ms in string.gmatch(account.stored.reserves, '([^,;]+),(%d+),(%d+)') do
+  for item, holder, reserved, until_ms in string.gmatch(account.stored.reserves, '(([^,;]+),(%d+),(%d+))') do
     reserved, until_ms = reserved + 0, until_ms + 0
     if until_ms <= now and holder == CALLER and write then account.reserves_changed = true
     elseif until_ms <= now then
@@ -276,7 +282,7 @@ local function settle_reserves (account)
       account.lapsed_changed = true
     elseif holder == CALLER and write then account.mine, account.reserves_changed = reserved, true
     else
-      account.kept[#account.kept + 1] = fmt('%s,%d,%d', holder, reserved, until_ms)
+      account.kept[#account.kept + 1] = item -- as written: 'holder,units,untilMs' with %d
       account.others = account.others + reserved
       if holder ~= CALLER then account.holders = account.holders + 1 end
     end
@@ -299,10 +305,10 @@ end
 local function read_blocks (account)
   if account.stored.blocks == '' then return end
   local write = account.request.write
-  for holder, held_bucket, held in string.gmatch(account.stored.blocks, '([^,;]+),(%-?%d+),(%d+)') do
+  for item, holder, held_bucket, held in string.gmatch(account.stored.blocks, '(([^,;]+),(%-?%d+),(%d+))') do
     held_bucket, held = floor(held_bucket), held + 0
     if held_bucket > minute_bucket - BLOCK_HELD_BUCKETS and not (write and holder == CALLER) then
-      account.blocks[#account.blocks + 1] = fmt('%s,%d,%d', holder, held_bucket, held)
+      account.blocks[#account.blocks + 1] = item -- as written: 'holder,minuteBucket,units' with %d
       if holder ~= CALLER then account.elsewhere = account.elsewhere + held end
     end
   end
