@@ -148,3 +148,23 @@ function move (from, to, key)
   SPACES[from][key] = nil
   return ''
 end
+
+-- A keyspace as text, keys and fields in order with their expiries (two keyspaces compared: bench/grant-equivalence.ts).
+function dump (space, at)
+  data, now = SPACES[space], tonumber(at)
+  local keys, out = {}, {}
+  for key in pairs(data) do if live(key) then keys[#keys + 1] = key end end
+  table.sort(keys)
+  for _, key in ipairs(keys) do
+    local e = data[key]
+    out[#out + 1] = key .. ' x=' .. tostring(e.x)
+    if e.v ~= nil then out[#out + 1] = '  =' .. e.v end
+    if e.h ~= nil then
+      local fields = {}
+      for field in pairs(e.h) do fields[#fields + 1] = field end
+      table.sort(fields)
+      for _, field in ipairs(fields) do out[#out + 1] = '  ' .. field .. '=' .. e.h[field] end
+    end
+  end
+  return table.concat(out, '\n')
+end

@@ -179,6 +179,11 @@ export class SimRedis {
     return out === '' ? undefined : out.slice(1)
   }
 
+  /** The whole keyspace as text, keys and fields sorted, with expiries (to compare two keyspaces). */
+  dump (): string {
+    return callModel(this.vm, 'dump', this.id, String(this.time()))
+  }
+
   /** Sets a string key (a test's setup: an epoch mark from before). */
   set (key: string, value: string): void {
     callModel(this.vm, 'set', this.id, key, value)

@@ -33,8 +33,10 @@
 -- the ban's count while it is in force.
 -- A write never lowers the caller's reserve below min(its reserve less what the call writes back, `reserve` asked):
 -- applied or not, the caller knows what it may spend. A bucket's field holds tag × scale + units (tag: its index mod
--- `mod`), so a stale field reads as empty. Numbers are floored and written with %d or %.0f: the same under Lua 5.1
--- (Redis) and 5.4 (the simulator).
+-- `mod`), so a stale field reads as empty. Numbers are floored and written with %d: the same under Lua 5.1 (Redis)
+-- and 5.4 (the simulator). Cost (docs/performance.md, bench/grant-cost.ts): in Redis's Lua, turning a number into
+-- text is the dearest step — '' .. n and %.0f ~2 µs, %d ~1 µs, a number argument of redis.call ~1.5 µs (Redis
+-- prints it with %.17g) — so field names are made once per call and values written as %d text.
 -- The fields of rl:{id}, as src/gateway/limiter/redis/layout.ts names them (a test checks they are the same).
 local FIELD = {
   minute_newest = 't', minute_units = 'n', minute_oldest = 'o',
@@ -43,8 +45,8 @@ local FIELD = {
   ban_end = 'b', last_ban_end = 'e', ban_level = 'l', recent_rejections = 'k',
   reserves = 'r', blocks = 'p', expiry = 'x', lapsed_reserves = 'L'
 }
-local MR = { ms = 1000.0, slots = 61, mod = 2 ^ 20, scale = 2 ^ 32 }
-local DR = { ms = 900000.0, slots = 97, mod = 2 ^ 13, scale = 2 ^ 40 }
+local MR = { ms = 1000.0, slots = 61, mod = 2 ^ 20, scale = 2 ^ 32, names = {} }
+local DR = { ms = 900000.0, slots = 97, mod = 2 ^ 13, scale = 2 ^ 40, names = {} }
 local ESCALATION_MS, RESERVE_TTL_MS = 86400000, 120000
 local BLOCK_HELD_BUCKETS = 3
 local floor, min, max, fmt = math.floor, math.min, math.max, string.format
@@ -53,6 +55,14 @@ local CALLER = ARGV[1]
 local clock = redis.call('TIME')
 local now = clock[1] * 1000.0 + floor(clock[2] / 1000)
 local minute_bucket, day_bucket = floor(now / MR.ms), floor(now / DR.ms)
+
+-- The field of bucket `bucket` in ring `shape` ('0'..'60', '0'..'96'), its text made once per call (shape.names).
+local function slot_name (bucket, shape)
+  local slot = bucket % shape.slots
+  local name = shape.names[slot]
+  if not name then name = fmt('%d', slot); shape.names[slot] = name end
+  return name
+end
 
 -- Units of bucket `bucket` of ring `shape` in a field value (0 when the value is another bucket's, or missing).
 local function units (value, bucket, shape)
@@ -64,7 +74,7 @@ end
 -- The units of buckets from..to of ring `shape` (a table bucket → units), read in one HMGET.
 local function read (key, from, to, shape)
   local names, out = {}, {}
-  for bucket = from, to do names[#names + 1] = '' .. bucket % shape.slots end
+  for bucket = from, to do names[#names + 1] = slot_name(bucket, shape) end
   if #names == 0 then return out end
   local values = redis.call('HMGET', key, unpack(names))
   for bucket = from, to do out[bucket] = units(values[bucket - from + 1], bucket, shape) end
@@ -75,8 +85,9 @@ end
 -- units in the window, oldest bucket with units, stored_newest (the newest bucket the hash held) }.
 
 -- Adds delta to a bucket of the ring: into the newest (a bucket ahead of Redis's clock is counted now: later, so
--- safe), or read, changed and written back; a bucket out of the window is skipped.
-local function adjust (ring, bucket, delta)
+-- safe), or read, changed and written back; a bucket out of the window is skipped. `known`: the bucket's field as the
+-- entry already read it (false: missing; nil: not read).
+local function adjust (ring, bucket, delta, known)
   local shape = ring.shape
   if bucket >= ring.newest then
     local value = max(0, ring.newest_units + delta)
@@ -84,18 +95,24 @@ local function adjust (ring, bucket, delta)
     return
   end
   if bucket <= ring.newest - shape.slots or bucket <= 0 then return end
-  local stored = read(ring.key, bucket, bucket, shape)[bucket]
+  local stored
+  if known ~= nil then stored = units(known, bucket, shape) else stored = read(ring.key, bucket, bucket, shape)[bucket] end
   local value = max(0, stored + delta)
-  redis.call('HSET', ring.key, '' .. bucket % shape.slots, (bucket % shape.mod) * shape.scale + value)
+  redis.call('HSET', ring.key, slot_name(bucket, shape), fmt('%d', (bucket % shape.mod) * shape.scale + value))
   ring.units, ring.oldest = ring.units + value - stored, min(ring.oldest or bucket, bucket)
 end
 
 -- The ring moved on to `bucket` from its newest `last`: what left the window leaves its units and oldest bucket.
-local function slide (ring, bucket, last)
+-- `at_bucket`: the value of bucket `bucket`'s field as the entry read it (false: missing; nil: not read) — the field
+-- of bucket `bucket - slots` too, so the common slide of one bucket needs no read of its own.
+local function slide (ring, bucket, last, at_bucket)
   local shape, oldest = ring.shape, ring.oldest
   if not oldest or oldest > bucket - shape.slots then return end
   if last <= bucket - shape.slots then ring.units, ring.oldest = 0, nil; return end
-  for _, stored in pairs(read(ring.key, oldest, bucket - shape.slots, shape)) do ring.units = ring.units - stored end
+  if oldest == bucket - shape.slots and at_bucket ~= nil then ring.units = ring.units - units(at_bucket, oldest, shape)
+  else
+    for _, stored in pairs(read(ring.key, oldest, bucket - shape.slots, shape)) do ring.units = ring.units - stored end
+  end
   ring.oldest = bucket - shape.slots + 1
 end
 
@@ -149,16 +166,22 @@ local function parse_request (index)
   }
 end
 
--- The fields of rl:{id} an entry reads, in one HMGET (false: missing).
-local function read_stored (key)
-  local values = redis.call('HMGET', key, FIELD.minute_newest, FIELD.minute_units, FIELD.minute_oldest,
-    '' .. minute_bucket % MR.slots, FIELD.day_newest, FIELD.day_units, FIELD.day_oldest, FIELD.day_newest_units,
-    FIELD.ban_end, FIELD.reserves, FIELD.expiry, FIELD.blocks, FIELD.lapsed_reserves)
+-- The fields of rl:{id} an entry reads, in one HMGET (false: missing): the month's too when it has a month quota, and
+-- the minute bucket of its first adjustment (a give-back's: usually the last second's), which adjust would read.
+local function read_stored (key, request)
+  local names = { FIELD.minute_newest, FIELD.minute_units, FIELD.minute_oldest, slot_name(minute_bucket, MR),
+    FIELD.day_newest, FIELD.day_units, FIELD.day_oldest, FIELD.day_newest_units, FIELD.ban_end, FIELD.reserves,
+    FIELD.expiry, FIELD.blocks, FIELD.lapsed_reserves }
+  if request.month_limit > 0 then names[14], names[15] = FIELD.month, FIELD.month_units end
+  local adjusted = request.adjustments ~= '' and string.match(request.adjustments, '^(%d+),')
+  if adjusted then adjusted = floor(adjusted); names[#names + 1] = slot_name(adjusted, MR) end
+  local values = redis.call('HMGET', key, unpack(names))
   return {
     minute_newest = values[1], minute_units = values[2], minute_oldest = values[3], minute_bucket_units = values[4],
     day_newest = values[5], day_units = values[6], day_oldest = values[7], day_newest_units = values[8],
     ban_end = values[9], reserves = values[10], expiry = values[11], blocks = values[12] or '',
-    lapsed_reserves = values[13] or ''
+    lapsed_reserves = values[13] or '', month = values[14], month_units = values[15],
+    adjusted_bucket = adjusted, adjusted_value = adjusted and values[#names]
   }
 end
 
@@ -172,8 +195,8 @@ local function load_minute (key, stored)
   if minute_bucket == ring.stored_newest then ring.newest_units = units(stored.minute_bucket_units, minute_bucket, MR)
   elseif minute_bucket < ring.stored_newest then
     ring.newest = ring.stored_newest
-    ring.newest_units = units(redis.call('HGET', key, '' .. ring.stored_newest % MR.slots), ring.stored_newest, MR)
-  else slide(ring, minute_bucket, ring.stored_newest) end
+    ring.newest_units = units(redis.call('HGET', key, slot_name(ring.stored_newest, MR)), ring.stored_newest, MR)
+  else slide(ring, minute_bucket, ring.stored_newest, stored.minute_bucket_units) end
   return ring
 end
 
@@ -188,30 +211,35 @@ local function load_day (day_key, stored)
   if day_bucket <= last then ring.newest, ring.newest_units = last, (stored.day_newest_units or 0) + 0
   else
     if (stored.day_newest_units or 0) + 0 > 0 and last > day_bucket - DR.slots then
-      ring.moved = { '' .. last % DR.slots, (last % DR.mod) * DR.scale + stored.day_newest_units }
+      ring.moved = { slot_name(last, DR), fmt('%d', (last % DR.mod) * DR.scale + stored.day_newest_units) }
     end
     slide(ring, day_bucket, last) -- bucket `last` is in its field, never read: last > day_bucket - DR.slots here
   end
   return ring
 end
 
--- The month's units (on: the entry has a month quota).
-local function load_month (key, request)
+-- The month's units (on: the entry has a month quota; read with the entry's other fields).
+local function load_month (stored, request)
   local month = { on = request.month_limit > 0, units = 0 }
   if not month.on then return month end
   if calendar.month < 0 then calendar.month, calendar.ends = month_of(now) end
-  local stored = redis.call('HMGET', key, FIELD.month, FIELD.month_units)
-  if stored[1] and floor(stored[1]) == calendar.month then month.units = stored[2] + 0 end
+  if stored.month and floor(stored.month) == calendar.month then month.units = stored.month_units + 0 end
   return month
 end
 
 -- Adjustments (rare). What they add was admitted from the caller's reserve (or is a re-seed, when it has none): its
 -- reserve shrinks by as much; the outage allowance's ('a') does not.
 local function apply_adjustments (account)
+  if account.request.adjustments == '' then return end
+  local stored, first = account.stored, true
   for minute, day, month, delta, kind in string.gmatch(account.request.adjustments, '(%d+),(%d+),(%d+),(-?%d+)(a?)') do
     minute, day, month, delta = floor(minute), floor(day), floor(month), delta + 0
     if delta > 0 and kind == '' then account.written = account.written + delta end
-    adjust(account.minute, minute, delta)
+    -- The first adjustment's minute bucket was read with the entry's fields, and nothing has written it since.
+    local known = nil
+    if first and minute == stored.adjusted_bucket then known = stored.adjusted_value end
+    first = false
+    adjust(account.minute, minute, delta, known)
     adjust(account.day, day, delta)
     if account.month.on and month > 0 and month >= calendar.month then
       account.month.units = max(0, account.month.units + delta)
@@ -223,15 +251,16 @@ end
 -- Lapsed reserves: the caller's charge is taken back (what it spent comes in its write-backs); others' stay charged
 -- while their day bucket is in the window (a crashed holder's may be spent).
 local function take_back_lapsed (account)
+  if account.stored.lapsed_reserves == '' then return end
   local day, month = account.day, account.month
-  for holder, reserved, lapsed_day, lapsed_month in string.gmatch(account.stored.lapsed_reserves, '([^,;]+),(%d+),(%d+),(%d+)') do
+  for item, holder, reserved, lapsed_day, lapsed_month in string.gmatch(account.stored.lapsed_reserves, '(([^,;]+),(%d+),(%d+),(%d+))') do
     reserved, lapsed_day, lapsed_month = reserved + 0, floor(lapsed_day), floor(lapsed_month)
     if holder == CALLER and account.request.write then
       adjust(day, lapsed_day, -reserved)
       if month.on and lapsed_month == calendar.month then month.units = max(0, month.units - reserved) end
       account.lapsed_changed, account.changed = true, true
     elseif lapsed_day > day.newest - DR.slots then
-      account.lapsed[#account.lapsed + 1] = fmt('%s,%d,%d,%d', holder, reserved, lapsed_day, lapsed_month)
+      account.lapsed[#account.lapsed + 1] = item -- as written: 'holder,units,dayBucket,month' with %d
     else account.lapsed_changed = true end
   end
 end
@@ -240,8 +269,9 @@ end
 -- spent it before the minute window let go of it) and noted as lapsed, then dropped. The caller's own that expired
 -- is dropped uncharged: this call's write-backs count what it spent.
 local function settle_reserves (account)
+  if not account.stored.reserves or account.stored.reserves == '' then return end
   local day, month, write = account.day, account.month, account.request.write
-  for holder, reserved, until_ms in string.gmatch(account.stored.reserves or '', '([^,;]+),(%d+),(%d+)') do
+  for item, holder, reserved, until_ms in string.gmatch(account.stored.reserves, '(([^,;]+),(%d+),(%d+))') do
     reserved, until_ms = reserved + 0, until_ms + 0
     if until_ms <= now and holder == CALLER and write then account.reserves_changed = true
     elseif until_ms <= now then
@@ -252,7 +282,7 @@ local function settle_reserves (account)
       account.lapsed_changed = true
     elseif holder == CALLER and write then account.mine, account.reserves_changed = reserved, true
     else
-      account.kept[#account.kept + 1] = fmt('%s,%d,%.0f', holder, reserved, until_ms)
+      account.kept[#account.kept + 1] = item -- as written: 'holder,units,untilMs' with %d
       account.others = account.others + reserved
       if holder ~= CALLER then account.holders = account.holders + 1 end
     end
@@ -273,11 +303,12 @@ end
 -- until then). The caller says what it holds itself (0 once given back); others' entries stay until their bucket is
 -- BLOCK_HELD_BUCKETS seconds old.
 local function read_blocks (account)
+  if account.stored.blocks == '' then return end
   local write = account.request.write
-  for holder, held_bucket, held in string.gmatch(account.stored.blocks, '([^,;]+),(%-?%d+),(%d+)') do
+  for item, holder, held_bucket, held in string.gmatch(account.stored.blocks, '(([^,;]+),(%-?%d+),(%d+))') do
     held_bucket, held = floor(held_bucket), held + 0
     if held_bucket > minute_bucket - BLOCK_HELD_BUCKETS and not (write and holder == CALLER) then
-      account.blocks[#account.blocks + 1] = fmt('%s,%d,%d', holder, held_bucket, held)
+      account.blocks[#account.blocks + 1] = item -- as written: 'holder,minuteBucket,units' with %d
       if holder ~= CALLER then account.elsewhere = account.elsewhere + held end
     end
   end
@@ -312,7 +343,7 @@ local function grant (account)
     day.newest_units, day.units, day.oldest = day.newest_units + add, day.units + add, day.oldest or day.newest
     month.units, account.changed = month.units + add, true
   end
-  if reserve > 0 then account.kept[#account.kept + 1] = fmt('%s,%d,%.0f', CALLER, reserve, now + RESERVE_TTL_MS) end
+  if reserve > 0 then account.kept[#account.kept + 1] = fmt('%s,%d,%d', CALLER, reserve, now + RESERVE_TTL_MS) end
   account.reserves_changed = account.reserves_changed or reserve ~= account.mine
   account.admitted, account.granted, account.reserve, account.room = admitted, granted, reserve, room
 end
@@ -384,67 +415,100 @@ local function count_rejections (account)
   end
 end
 
--- Writes what changed. Kept until every window lets go of what it holds: the day ring's newest bucket, a reserve's
--- end, a ban's escalation memory (its end + ESCALATION_MS), the month's end.
+-- Writes what changed (a count the hash holds already is not written again). Kept until every window lets go of what
+-- it holds: the day ring's newest bucket, a reserve's end, a ban's escalation memory (its end + ESCALATION_MS), the
+-- month's end.
 local function write_account (account)
   local minute, day, month, stored = account.minute, account.day, account.month, account.stored
-  local fields = { '' .. minute.newest % MR.slots, (minute.newest % MR.mod) * MR.scale + minute.newest_units,
-    FIELD.minute_units, minute.units, FIELD.day_units, day.units, FIELD.day_newest_units, day.newest_units }
-  local function set (name, value) fields[#fields + 1], fields[#fields + 2] = name, value end
-  if stored.minute_newest == false or minute.newest ~= minute.stored_newest or day.newest ~= day.stored_newest then
-    set(FIELD.minute_newest, minute.newest); set(FIELD.minute_oldest, minute.oldest or minute.newest)
-    set(FIELD.day_newest, day.newest); set(FIELD.day_oldest, day.oldest or day.newest)
+  local fields = { slot_name(minute.newest, MR), fmt('%d', (minute.newest % MR.mod) * MR.scale + minute.newest_units) }
+  local count = 2
+  if minute.units ~= (stored.minute_units or -1) + 0 then
+    fields[count + 1], fields[count + 2], count = FIELD.minute_units, fmt('%d', minute.units), count + 2
   end
-  if month.on then set(FIELD.month, calendar.month); set(FIELD.month_units, month.units) end
-  if account.reserves_changed then set(FIELD.reserves, table.concat(account.kept, ';')) end
-  if account.lapsed_changed then set(FIELD.lapsed_reserves, table.concat(account.lapsed, ';')) end
-  if account.blocks_now ~= stored.blocks then set(FIELD.blocks, account.blocks_now) end
+  if day.units ~= (stored.day_units or -1) + 0 then
+    fields[count + 1], fields[count + 2], count = FIELD.day_units, fmt('%d', day.units), count + 2
+  end
+  if day.newest_units ~= (stored.day_newest_units or -1) + 0 then
+    fields[count + 1], fields[count + 2], count = FIELD.day_newest_units, fmt('%d', day.newest_units), count + 2
+  end
+  if stored.minute_newest == false or minute.newest ~= minute.stored_newest or day.newest ~= day.stored_newest then
+    fields[count + 1], fields[count + 2] = FIELD.minute_newest, fmt('%d', minute.newest)
+    fields[count + 3], fields[count + 4] = FIELD.minute_oldest, fmt('%d', minute.oldest or minute.newest)
+    fields[count + 5], fields[count + 6] = FIELD.day_newest, fmt('%d', day.newest)
+    fields[count + 7], fields[count + 8], count = FIELD.day_oldest, fmt('%d', day.oldest or day.newest), count + 8
+  end
+  if month.on then
+    fields[count + 1], fields[count + 2] = FIELD.month, fmt('%d', calendar.month)
+    fields[count + 3], fields[count + 4], count = FIELD.month_units, fmt('%d', month.units), count + 4
+  end
+  if account.reserves_changed then
+    fields[count + 1], fields[count + 2], count = FIELD.reserves, table.concat(account.kept, ';'), count + 2
+  end
+  if account.lapsed_changed then
+    fields[count + 1], fields[count + 2], count = FIELD.lapsed_reserves, table.concat(account.lapsed, ';'), count + 2
+  end
+  if account.blocks_now ~= stored.blocks then fields[count + 1], fields[count + 2], count = FIELD.blocks, account.blocks_now, count + 2 end
   local expiry = (day.newest + DR.slots) * DR.ms
   if #account.kept > 0 then expiry = max(expiry, now + RESERVE_TTL_MS) end
   if account.ban_until > 0 then expiry = max(expiry, account.ban_until + ESCALATION_MS) end
   if month.on and month.units > 0 then expiry = max(expiry, calendar.ends) end
   local grow = expiry > (stored.expiry or 0) + 0
-  if grow then set(FIELD.expiry, fmt('%.0f', expiry)) end
+  local expiry_text = grow and fmt('%d', expiry)
+  if grow then fields[count + 1], fields[count + 2] = FIELD.expiry, expiry_text end
   redis.call('HSET', account.key, unpack(fields))
   if day.moved then redis.call('HSET', day.key, day.moved[1], day.moved[2]) end
   if grow then
-    redis.call('PEXPIREAT', account.key, fmt('%.0f', expiry))
-    redis.call('PEXPIREAT', day.key, fmt('%.0f', expiry))
+    redis.call('PEXPIREAT', account.key, expiry_text)
+    redis.call('PEXPIREAT', day.key, expiry_text)
   end
 end
 
--- The entry's 17 reply values (the header's Reply).
+-- The call's reply (the header's Reply): Redis time, then each entry's 17 values, added in place.
+local reply = { now }
+
+-- A banned key's 17 reply values: banned, nothing counted, the ban's end.
+local function reply_banned (ban_until)
+  local at = #reply
+  for position = at + 1, at + 15 do reply[position] = 0 end
+  reply[at + 1], reply[at + 16], reply[at + 17] = 2, ban_until, 0
+end
+
+-- The entry's 17 reply values.
 local function reply_of (account)
   local request, minute, day, month = account.request, account.minute, account.day, account.month
   local held, refused, cost = account.others + account.reserve, account.admitted < request.requests, request.cost
-  local quota_out = account.quota_out
-  return { refused and 1 or 0, account.admitted, account.banned_at, account.granted, account.reserve, held,
-    minute.units, reset_of(minute), refused and retry_of(minute, minute.units + held + cost - request.minute_limit) or 0,
-    day.units, reset_of(day), refused and retry_of(day, day.units + held + cost - request.day_limit) or 0,
-    month.units, calendar.ends, refused and quota_out and calendar.ends or 0,
-    account.ban_until > now and account.ban_until or 0, account.elsewhere }
+  local quota_out, at = account.quota_out, #reply
+  reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4], reply[at + 5], reply[at + 6] =
+    refused and 1 or 0, account.admitted, account.banned_at, account.granted, account.reserve, held
+  reply[at + 7], reply[at + 8], reply[at + 9] =
+    minute.units, reset_of(minute), refused and retry_of(minute, minute.units + held + cost - request.minute_limit) or 0
+  reply[at + 10], reply[at + 11], reply[at + 12] =
+    day.units, reset_of(day), refused and retry_of(day, day.units + held + cost - request.day_limit) or 0
+  reply[at + 13], reply[at + 14], reply[at + 15] = month.units, calendar.ends, refused and quota_out and calendar.ends or 0
+  reply[at + 16], reply[at + 17] = account.ban_until > now and account.ban_until or 0, account.elsewhere
 end
 
--- One entry: answer a ban without counting; else read the account, apply what the caller sends, grant, write.
+-- One entry: answer a ban without counting; else read the account, apply what the caller sends, grant, write; its
+-- reply values go into `reply`.
 local function decide (index)
   local key, day_key, request = KEYS[2 * index - 1], KEYS[2 * index], parse_request(index)
-  local stored = read_stored(key)
+  local stored = read_stored(key, request)
   local ban_until = (stored.ban_end or 0) + 0
   -- A ban answers new requests without counting them, and grants a banned key no block. What the entry settles is
   -- applied still (a give-back may pay for requests waiting since before the ban began; a write-back must count), and
   -- requests waiting since before it (waited) are decided by their windows.
   local banned = request.write and request.policy ~= '' and ban_until > now
   local answer_banned = banned and request.waited == 0
-  local banned_reply = { 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, ban_until, 0 }
-  if answer_banned and request.adjustments == '' then return banned_reply end
+  if answer_banned and request.adjustments == '' then return reply_banned(ban_until) end
   if banned then request.extra = 0 end
   if answer_banned then request.requests = 0 end
   local account = {
     key = key, request = request, stored = stored, ban_until = ban_until,
-    minute = load_minute(key, stored), day = load_day(day_key, stored), month = load_month(key, request),
+    minute = load_minute(key, stored), day = load_day(day_key, stored), month = load_month(stored, request),
     written = 0, changed = false, lapsed = {}, lapsed_changed = false, kept = {}, reserves_changed = false,
     others = 0, holders = 0, mine = 0, blocks = {}, elsewhere = 0,
-    admitted = 0, granted = 0, payable = 0, spared = 0, provisional = 0, banned_at = 0
+    admitted = 0, granted = 0, payable = 0, spared = 0, provisional = 0, banned_at = 0,
+    keep = 0, room = 0, reserve = 0, blocks_now = false, quota_out = false -- set below (declared: no table growth)
   }
   apply_adjustments(account)
   take_back_lapsed(account)
@@ -466,13 +530,9 @@ local function decide (index)
   if request.write and (account.changed or account.reserves_changed or account.blocks_now ~= stored.blocks) then
     write_account(account)
   end
-  if answer_banned then return banned_reply end
-  return reply_of(account)
+  if answer_banned then return reply_banned(ban_until) end
+  reply_of(account)
 end
 
-local reply = { now }
-for index = 1, floor(#KEYS / 2) do
-  local entry = decide(index)
-  for position = 1, 17 do reply[#reply + 1] = entry[position] end
-end
+for index = 1, floor(#KEYS / 2) do decide(index) end
 return reply
