@@ -7,9 +7,11 @@
 //   moving between them, so every minute window slides at the limit for minutes;
 // - `recovery`: Redis killed (data kept or lost) and links reset while traffic at the limit goes on,
 //   so requests meet the shard on both sides of the recovery barrier;
-// - `calendar`: a month's end (or its last day's start) crossed at a month limit, hard or soft; or a
-//   day window sliding: a consumer that used its day comes back 24 h later, around the instant its
-//   first requests leave the window;
+// - `calendar`: a rolling day sliding into a month's last day under a hard month (the day, the month's
+//   last day and the month's limit binding in one schedule); a month's end (or its last day's start)
+//   crossed at a month limit, hard or soft; or a day window sliding at any hour: a consumer that used
+//   its day comes back 24 h later, around the instant its first requests leave the window. A leap
+//   year's February now and then (function `calendar`, below);
 // - `clock`: Redis's clock drifts at a realistic rate (under the 1,000 ppm the bound allows) and steps
 //   forward or back; a forward step is outside the invariant, so those schedules check its stated
 //   bound (every window by Redis's clock, shortened by the step: docs/limiter-internals.md);
@@ -127,41 +129,7 @@ export function makeTimingSchedule (w: World, family: TimingFamily, drawnStart: 
     faults.push(...lightFaults(w, start, duration, processes, int(w, 0, 2)))
     return { ...base, processes, consumers, arrivals, faults, duration }
   }
-  if (family === 'calendar') {
-    const processes = int(w, 2, 3)
-    const drawn = new Date(drawnStart)
-    const monthEnd = Date.UTC(drawn.getUTCFullYear(), drawn.getUTCMonth() + 1, 1)
-    if (w.chance(0.5)) {
-      // A month's end, or its last day's start, crossed at month limits (hard or soft), the month half
-      // used a few minutes before. Checked by Redis's clock: it decides which month a request is in.
-      const crossing = w.chance(0.5) ? monthEnd : monthEnd - DAY_MS
-      const start = crossing - w.between(5 * 60_000, 10 * 60_000)
-      const consumers = Array.from({ length: int(w, 1, 3) }, (_, i): Consumer => {
-        const perMonth = int(w, 10, 80)
-        return { id: `m${i}`, perMinute: int(w, 10, 60), perDay: perMonth * int(w, 1, 3), perMonth, overage: w.chance(0.3), ban: null }
-      })
-      const arrivals: Arrival[] = []
-      consumers.forEach((c, i) => {
-        arrivals.push(...stream(w, i, start, start + 20_000, Math.min(c.perMinute, c.perMonth * w.between(0.3, 0.9)) / 20, processes))
-        arrivals.push(...stream(w, i, crossing - w.between(10_000, 40_000), crossing + w.between(10_000, 40_000), w.between(1, 3) * c.perMinute / 60, processes))
-      })
-      return { ...base, processes, consumers, arrivals, faults: lightFaults(w, start, crossing - start, processes, int(w, 0, 2)), duration: crossing + 45_000 - start, start, checkBy: { clock: 'redis', slackMs: 0 } }
-    }
-    // A day window sliding: the day used at the start, then bursts every 20–90 s around the instant,
-    // 24 h later, when the first requests leave the rolling day (the 15-minute bucket they are in ends a little later).
-    const start = drawnStart
-    const perDay = int(w, 10, 40)
-    const c: Consumer = { id: 'day', perMinute: perDay + int(w, 0, perDay), perDay, perMonth: w.chance(0.3) ? perDay * 5 : 0, overage: true, ban: null }
-    const arrivals = stream(w, 0, start, start + w.between(1000, 5000), perDay * w.between(0.5, 1.2) / 3, processes)
-    for (let t = start + DAY_MS - 16 * 60_000 + w.between(0, 30_000); t < start + DAY_MS + 16 * 60_000; t += w.between(20_000, 90_000)) {
-      const size = int(w, 1, Math.ceil(perDay / 3))
-      for (let i = 0; i < size; i++) arrivals.push({ t: t + w.between(0, 500), process: int(w, 0, processes - 1), consumer: 0, cost: 1 })
-    }
-    // The processes stop after the first burst and new ones start 20 min before the second phase (a
-    // deployment overnight; no data is lost, so their ledgers are not needed): the day in between costs nothing to simulate.
-    const faults: Fault[] = Array.from({ length: processes }, (_, p) => ({ kind: 'crash' as const, at: start + 8_000, process: p, restartAfter: DAY_MS - 28 * 60_000 }))
-    return { ...base, seasoned: true, processes, consumers: [c], arrivals, faults, duration: DAY_MS + 17 * 60_000, checkBy: { clock: 'redis', slackMs: 0 } }
-  }
+  if (family === 'calendar') return calendar(w, base, drawnStart)
   // long-outage: a consumer busy on process 0 holds a reserve; then that process is cut off (or Redis
   // pauses or dies, data kept) for 60–150 s, longer than the reserve's cover, while the traffic goes on
   // and the other processes bring the consumer to its limit.
@@ -172,9 +140,13 @@ export function makeTimingSchedule (w: World, family: TimingFamily, drawnStart: 
   const kind = w.random()
   const partition = kind < 0.45
   const slow = kind >= 0.45 && kind < 0.7
-  // Cut off, the consumer's traffic there may slow to a trickle, so its reserve (10 s of its busy rate) would
-  // last past the cover; the cut then outlasts the reserve itself (Redis drops it 120 s after its last renewal).
-  const trickle = partition && w.chance(0.5) ? w.between(0.15, 0.5) : undefined
+  // Cut off, the consumer's traffic there may slow to a trickle, so its reserve would last past the cover; the
+  // cut then outlasts the reserve itself (Redis drops it 120 s after its last renewal). Aimed (29 Nov): the
+  // reserve is a quarter of the room (redis/calls.ts), so before such a cut process 0 runs at 30–70 % of the
+  // limit (at 2–4/s it used the room itself and held next to nothing), and the trickle (0.05–0.25/s) spends
+  // under half of it in the cover's 58 s: units are left to spend in the minute after the cover, where a
+  // reserve spent past its cover shows. 70 % of the partitions (was 50 %; the trickle 0.15–0.5/s).
+  const trickle = partition && w.chance(0.7) ? w.between(0.05, 0.25) : undefined
   const outageAt = start + w.between(8_000, 20_000)
   const outageMs = trickle === undefined ? w.between(60_000, 150_000) : w.between(125_000, 180_000)
   const end = outageAt + outageMs + w.between(30_000, 70_000)
@@ -190,7 +162,7 @@ export function makeTimingSchedule (w: World, family: TimingFamily, drawnStart: 
   // Now and then the consumer goes quiet on process 0 just before Redis stalls: the sweep's call that hands its
   // reserve back meets the stalled Redis (in flight, applied or not), and the consumer comes back during the outage.
   const quiet = !partition && !slow && w.chance(0.5) ? outageAt - w.between(1_500, 2_000) : undefined
-  const rate0 = w.between(2, 4)
+  const rate0 = trickle === undefined ? w.between(2, 4) : w.between(0.3, 0.7) * perMinute / 60
   const arrivals = quiet !== undefined
     ? [...stream(w, 0, start, quiet, rate0, processes, 0), ...stream(w, 0, outageAt + w.between(300, 3_000), end, rate0, processes, 0)]
     : trickle !== undefined
@@ -208,6 +180,72 @@ export function makeTimingSchedule (w: World, family: TimingFamily, drawnStart: 
     : w.chance(0.5) ? { kind: 'pause', at: outageAt, ms: outageMs } : { kind: 'kill', at: outageAt, ms: outageMs, keepData: true }]
   if (!partition) for (let p = 1; p < processes; p++) arrivals.push(...stream(w, 0, outageAt, outageAt + outageMs, w.between(1, 3), processes, p))
   return { ...base, processes, consumers, arrivals, faults, duration: end - start }
+}
+
+/** A leap year's February (the sim's own year, 2030, has none), where a leap day is crossed. */
+const LEAP_FEBRUARY = { year: 2032, month: 1 }
+
+/**
+ * `calendar`, aimed at the instants a calendar bug shows at (a month's end, its last day's start, a rolling
+ * day's end; for the first two kinds below, a leap year's February in 30 % of the schedules), each check by Redis's clock (it decides which
+ * month a request is in). Three kinds:
+ * - 45 %, a rolling day sliding into a month's last day: a consumer with a hard month of 1.2–1.8 × its day
+ *   (85 %; soft otherwise) uses its day 17 min–12 h into the month's second-to-last day, and comes back 24 h
+ *   later, in the last day, in bursts around the instant those units leave the rolling day. The day, the
+ *   month's last day and a hard month all bind in one schedule: the day window is held exactly as it slides,
+ *   and the month's room is what is left of it, not a new month's;
+ * - 35 %, a month's end or its last day's start crossed at month limits (hard or soft), the month half used
+ *   minutes before;
+ * - 20 %, a day window sliding at any hour: a consumer that used its day comes back 24 h later, around the
+ *   instant its first requests leave the window.
+ * Before 29 Nov only the last two (half each, drawn in 2030): a month's last day was crossed at a hard month
+ * with a day above it in about one schedule in eight, so the family needed 40 schedules (docs/development.md).
+ */
+function calendar (w: World, base: Omit<Schedule, 'processes' | 'consumers' | 'arrivals' | 'faults' | 'duration'>, drawnStart: number): Schedule {
+  const processes = int(w, 2, 3)
+  const kind = w.random()
+  const drawn = new Date(drawnStart)
+  const leap = w.chance(0.3)
+  const monthEnd = leap
+    ? Date.UTC(LEAP_FEBRUARY.year, LEAP_FEBRUARY.month + 1, 1)
+    : Date.UTC(drawn.getUTCFullYear(), drawn.getUTCMonth() + 1, 1)
+  const lastDayStart = monthEnd - DAY_MS
+  if (kind < 0.35) {
+    // A month's end, or its last day's start, crossed at month limits (hard or soft), the month half
+    // used a few minutes before.
+    const crossing = w.chance(0.5) ? monthEnd : lastDayStart
+    const start = crossing - w.between(5 * 60_000, 10 * 60_000)
+    const consumers = Array.from({ length: int(w, 1, 3) }, (_, i): Consumer => {
+      const perMonth = int(w, 10, 80)
+      return { id: `m${i}`, perMinute: int(w, 10, 60), perDay: perMonth * int(w, 1, 3), perMonth, overage: w.chance(0.3), ban: null }
+    })
+    const arrivals: Arrival[] = []
+    consumers.forEach((c, i) => {
+      arrivals.push(...stream(w, i, start, start + 20_000, Math.min(c.perMinute, c.perMonth * w.between(0.3, 0.9)) / 20, processes))
+      arrivals.push(...stream(w, i, crossing - w.between(10_000, 40_000), crossing + w.between(10_000, 40_000), w.between(1, 3) * c.perMinute / 60, processes))
+    })
+    return { ...base, processes, consumers, arrivals, faults: lightFaults(w, start, crossing - start, processes, int(w, 0, 2)), duration: crossing + 45_000 - start, start, checkBy: { clock: 'redis', slackMs: 0 } }
+  }
+  // A day window sliding: the day used at the start, then bursts every 20–90 s around the instant, 24 h
+  // later, when the first requests leave the rolling day (the 15-minute bucket they are in ends a little
+  // later). Into a month's last day (its second-to-last day used), or at any hour of the drawn day.
+  const intoLastDay = kind < 0.8
+  const start = intoLastDay ? lastDayStart - DAY_MS + w.between(17 * 60_000, 12 * 3_600_000) : drawnStart
+  const perDay = int(w, 10, 40)
+  const hardMonth = w.chance(0.85)
+  const c: Consumer = intoLastDay
+    ? { id: 'day', perMinute: perDay + int(w, 0, perDay), perDay, perMonth: Math.floor(perDay * w.between(1.2, 1.8)), overage: !hardMonth, ban: null }
+    : { id: 'day', perMinute: perDay + int(w, 0, perDay), perDay, perMonth: w.chance(0.3) ? perDay * 5 : 0, overage: true, ban: null }
+  const firstMs = w.between(1000, 5000)
+  const arrivals = stream(w, 0, start, start + firstMs, intoLastDay ? perDay * w.between(1, 2) / (firstMs / 1000) : perDay * w.between(0.5, 1.2) / 3, processes)
+  for (let t = start + DAY_MS - 16 * 60_000 + w.between(0, 30_000); t < start + DAY_MS + 16 * 60_000; t += w.between(20_000, 90_000)) {
+    const size = int(w, 1, Math.ceil(perDay / 3))
+    for (let i = 0; i < size; i++) arrivals.push({ t: t + w.between(0, 500), process: int(w, 0, processes - 1), consumer: 0, cost: 1 })
+  }
+  // The processes stop after the first burst and new ones start 20 min before the second phase (a
+  // deployment overnight; no data is lost, so their ledgers are not needed): the day in between costs nothing to simulate.
+  const faults: Fault[] = Array.from({ length: processes }, (_, p) => ({ kind: 'crash' as const, at: start + 8_000, process: p, restartAfter: DAY_MS - 28 * 60_000 }))
+  return { ...base, seasoned: true, processes, consumers: [c], arrivals, faults, duration: DAY_MS + 17 * 60_000, start, checkBy: { clock: 'redis', slackMs: 0 } }
 }
 
 /** Redis's drift and the processes' (each drawn in the range): Redis faster by 800–990 ppm of process time, under the 1,000 the bound allows. */

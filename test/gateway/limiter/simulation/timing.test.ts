@@ -21,7 +21,7 @@ await runFamilies(t, 'test/gateway/limiter/simulation/timing.test.ts', [
   { family: 'reseed-edge', count: 12, longCount: 60 },
   { family: 'reserve-edge', count: 12, longCount: 60 },
   { family: 'drift-edge', count: 5, longCount: 50 },
-  { family: 'calendar', count: 40, longCount: 200 },
+  { family: 'calendar', count: 20, longCount: 200 },
   { family: 'long-outage', count: 50, longCount: 200 },
   { family: 'clock', count: 10, longCount: 200 }
 ])
