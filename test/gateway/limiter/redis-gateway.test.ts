@@ -14,7 +14,7 @@ import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 
 /** Changing a script changes its SHA: review the new script, then update the pin. */
 const PINNED_SHAS = {
-  grant: '996fa5dba3e52b5dbc1151be9184bbd8664c20de',
+  grant: '1396f87197ae8341317018998e30f7d95a0471f8',
   epoch: '284dc9dc3d585ead4cdc8fabf40c553403b7b142'
 }
 

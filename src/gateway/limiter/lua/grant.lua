@@ -172,7 +172,8 @@ local function read_stored (key, request)
   local names = { FIELD.minute_newest, FIELD.minute_units, FIELD.minute_oldest, slot_name(minute_bucket, MR),
     FIELD.day_newest, FIELD.day_units, FIELD.day_oldest, FIELD.day_newest_units, FIELD.ban_end, FIELD.reserves,
     FIELD.expiry, FIELD.blocks, FIELD.lapsed_reserves }
-  if request.month_limit > 0 then names[14], names[15] = FIELD.month, FIELD.month_units end
+  local month_on = request.month_limit > 0
+  if month_on then names[14], names[15] = FIELD.month, FIELD.month_units end
   local adjusted = request.adjustments ~= '' and string.match(request.adjustments, '^(%d+),')
   if adjusted then adjusted = floor(adjusted); names[#names + 1] = slot_name(adjusted, MR) end
   local values = redis.call('HMGET', key, unpack(names))
@@ -180,7 +181,7 @@ local function read_stored (key, request)
     minute_newest = values[1], minute_units = values[2], minute_oldest = values[3], minute_bucket_units = values[4],
     day_newest = values[5], day_units = values[6], day_oldest = values[7], day_newest_units = values[8],
     ban_end = values[9], reserves = values[10], expiry = values[11], blocks = values[12] or '',
-    lapsed_reserves = values[13] or '', month = values[14], month_units = values[15],
+    lapsed_reserves = values[13] or '', month = month_on and values[14], month_units = month_on and values[15],
     adjusted_bucket = adjusted, adjusted_value = adjusted and values[#names]
   }
 end
