@@ -45,11 +45,11 @@ t.test('every key a grant call writes expires, at the hash\'s recorded expiry', 
   }
 
   /**
-   * After `label`'s call: every key of the test's consumers has an expiry in the future, and a consumer's day hash
-   * expires when its hash does, at the hash's `x`. Prints what it found.
+   * After `label`'s call: every key of consumer `id` (of every consumer of the test: '') has an expiry in the future,
+   * and a consumer's day hash expires when its hash does, at the hash's `x`. Prints what it found.
    */
-  const everyKeyExpires = async (t: Test, label: string): Promise<void> => {
-    const keys = (await client.keys(`${PREFIX}*`)).sort()
+  const everyKeyExpires = async (t: Test, label: string, id: string): Promise<void> => {
+    const keys = (await client.keys(id === '' ? `${PREFIX}*` : `${PREFIX}${id}}*`)).sort()
     const without: string[] = []
     const mismatched: string[] = []
     for (const key of keys) {
@@ -68,7 +68,7 @@ t.test('every key a grant call writes expires, at the hash\'s recorded expiry', 
     const first = await call('A', entry('first'))
     t.equal(first.reply.admitted, 1)
     t.equal(await client.exists(`${PREFIX}first}`), 1, 'the hash was written')
-    await everyKeyExpires(t, 'first request')
+    await everyKeyExpires(t, 'first request', 'first')
   })
 
   await t.test('a block given back into the last second', async (t) => {
@@ -79,7 +79,7 @@ t.test('every key a grant call writes expires, at the hash\'s recorded expiry', 
     const back = await call('A', entry('giveback', { adjustments: [at(granted.now, -15)] }))
     t.ok(Math.floor(back.now / MINUTE_BUCKET_MS) > Math.floor(granted.now / MINUTE_BUCKET_MS), 'given back a second later')
     t.equal(back.reply.minute.used, 1 + 20 - 15 + 1, 'the minute keeps what was spent')
-    await everyKeyExpires(t, 'give-back into the last second')
+    await everyKeyExpires(t, 'give-back into the last second', 'giveback')
   })
 
   await t.test('write-backs after an outage: from the reserve and from the outage allowance', async (t) => {
@@ -92,7 +92,7 @@ t.test('every key a grant call writes expires, at the hash\'s recorded expiry', 
       const back = await call('A', entry(id, { requests: 0, reserve: 40, adjustments }), allowance)
       t.equal(back.reply.day.used, 1 + 2 + 3, `the day counts them (${allowance ? "'a'" : 'reserve'})`)
       t.equal(await client.exists(`${PREFIX}${id}}:d`), 1, 'the past day bucket went into the day hash')
-      await everyKeyExpires(t, `write-back ${allowance ? "with kind 'a'" : 'from the reserve'}`)
+      await everyKeyExpires(t, `write-back ${allowance ? "with kind 'a'" : 'from the reserve'}`, id)
     }
   })
 
@@ -108,7 +108,7 @@ t.test('every key a grant call writes expires, at the hash\'s recorded expiry', 
     t.equal(await client.exists(`${PREFIX}${id}}:d`), 0, 'no day hash was made')
     await call('A', entry('read-new', { requests: 0, write: false }))
     t.equal(await client.exists(`${PREFIX}read-new}`), 0, 'a read of a new consumer makes no key')
-    await everyKeyExpires(t, 'read-only calls')
+    await everyKeyExpires(t, 'read-only calls', id)
   })
 
   await t.test('a banned key\'s give-back and write-back into a day bucket in the past', async (t) => {
@@ -117,15 +117,15 @@ t.test('every key a grant call writes expires, at the hash\'s recorded expiry', 
     const first = await call('A', entry(id, ban))
     const refused = await call('A', entry(id, { ...ban, requests: 3 }))
     t.ok(refused.reply.bannedUntil > first.now + 86_400_000, 'banned for a week: the hash is kept past the day window')
-    await everyKeyExpires(t, 'the ban')
+    await everyKeyExpires(t, 'the ban', id)
     const lastDayBucket = first.now - 16 * 60_000
     const back = await call('B', entry(id, { ...ban, requests: 0, adjustments: [at(lastDayBucket, -1)] }))
     t.equal(back.reply.outcome, 'key_banned')
-    await everyKeyExpires(t, 'a banned key\'s give-back into the last day bucket')
+    await everyKeyExpires(t, 'a banned key\'s give-back into the last day bucket', id)
     const written = await call('B', entry(id, { ...ban, requests: 0, adjustments: [at(lastDayBucket, 2)] }))
     t.equal(written.reply.outcome, 'key_banned')
     t.equal(await client.exists(`${PREFIX}${id}}:d`), 1, 'the day hash was written')
-    await everyKeyExpires(t, 'a banned key\'s write-back into the last day bucket')
+    await everyKeyExpires(t, 'a banned key\'s write-back into the last day bucket', id)
   })
 
   await t.test('a month quota: a write-back into the last day bucket, and the day ring moving on', async (t) => {
@@ -135,7 +135,7 @@ t.test('every key a grant call writes expires, at the hash\'s recorded expiry', 
     t.equal(first.reply.month.used, 1)
     await call('A', entry(id, { ...quota, requests: 0, adjustments: [at(first.now - 16 * 60_000, 2, true)] }))
     t.equal(await client.exists(`${PREFIX}${id}}:d`), 1, 'the day hash was written')
-    await everyKeyExpires(t, 'a month quota\'s write-back into the last day bucket')
+    await everyKeyExpires(t, 'a month quota\'s write-back into the last day bucket', id)
 
     // The day ring as the last call of the previous day bucket left it (its newest bucket that one): the next call
     // moves that bucket's units into the day hash. With a ban's week-long memory the hash's expiry does not grow.
@@ -149,7 +149,7 @@ t.test('every key a grant call writes expires, at the hash\'s recorded expiry', 
     // A write-back of this day bucket (the ring moves on; nothing written into the past bucket itself).
     await call('B', entry(moving, { ...ban, requests: 0, adjustments: [at(start.now, 1)] }))
     t.equal(await client.exists(`${PREFIX}${moving}}:d`), 1, 'the moved bucket went into the day hash')
-    await everyKeyExpires(t, 'the day ring moving on under a ban\'s memory')
+    await everyKeyExpires(t, 'the day ring moving on under a ban\'s memory', moving)
   })
 
   await t.test('a day hash gone while its hash lives on, written again', async (t) => {
@@ -159,7 +159,7 @@ t.test('every key a grant call writes expires, at the hash\'s recorded expiry', 
     await client.del(`${PREFIX}${id}}:d`)
     await call('A', entry(id, { requests: 0, adjustments: [at(first.now - 16 * 60_000, 1)] }))
     t.equal(await client.exists(`${PREFIX}${id}}:d`), 1, 'the day hash was made again')
-    await everyKeyExpires(t, 'the day hash made again')
+    await everyKeyExpires(t, 'the day hash made again', id)
   })
 
   await t.test('Redis lost its data: the re-seed makes both keys', async (t) => {
@@ -167,13 +167,17 @@ t.test('every key a grant call writes expires, at the hash\'s recorded expiry', 
     const { now } = await call('A', entry('reseed-clock', { requests: 0 }))
     await call('A', entry(id, { requests: 0, adjustments: [at(now - 16 * 60_000, 3), at(now - 2_000, 4)] }))
     t.equal(await client.exists(`${PREFIX}${id}}`, `${PREFIX}${id}}:d`), 2, 'both keys were made')
-    await everyKeyExpires(t, 'a re-seed')
+    await everyKeyExpires(t, 'a re-seed', id)
   })
 
   await t.test('the first call refuses, counted toward a ban: a request larger than the limit', async (t) => {
     const refused = await call('A', entry('refused', { minuteLimit: 3, cost: 5, ban: { ...LONG_BAN, threshold: 10 } }))
     t.same([refused.reply.outcome, refused.reply.admitted], ['rate_limited', 0])
     t.match(await client.hget(`${PREFIX}refused}`, FIELD.recentRejections), /^\d+:1$/, 'the 429 was recorded')
-    await everyKeyExpires(t, 'a first call that only records a refusal')
+    await everyKeyExpires(t, 'a first call that only records a refusal', 'refused')
+  })
+
+  await t.test('at the end, every key of every consumer', async (t) => {
+    await everyKeyExpires(t, 'all calls', '')
   })
 })
