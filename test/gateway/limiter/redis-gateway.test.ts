@@ -14,7 +14,7 @@ import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 
 /** Changing a script changes its SHA: review the new script, then update the pin. */
 const PINNED_SHAS = {
-  grant: '99d6b8912b844e8de107c31347b58407f8e389b6',
+  grant: 'a5a34282e3b4f2edba15f766a617fe5ffa5a19af',
   epoch: '284dc9dc3d585ead4cdc8fabf40c553403b7b142'
 }
 

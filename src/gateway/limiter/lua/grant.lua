@@ -98,6 +98,9 @@ local function adjust (ring, bucket, delta, known)
     return
   end
   if bucket <= ring.newest - shape.slots or bucket <= 0 then return end
+  -- The day bucket moving into the day hash in this call: its units are in ring.moved, not in the hash yet (written
+  -- here, adjusted, instead of by write_account, which would overwrite this write with the units before it).
+  if ring.moved and bucket == ring.moved_bucket then known, ring.moved = ring.moved[2], nil end
   local stored
   if known ~= nil then stored = units(known, bucket, shape) else stored = read(ring.key, bucket, bucket, shape)[bucket] end
   local value = max(0, stored + delta)
@@ -206,7 +209,7 @@ local function load_minute (key, stored)
 end
 
 -- The day ring at this call's bucket: the newest bucket's units move from their field into the day hash as it ends
--- (ring.moved: the field and value to write).
+-- (ring.moved: the field and value to write; ring.moved_bucket: that bucket).
 local function load_day (day_key, stored)
   local ring = { key = day_key, shape = DR, newest = day_bucket, newest_units = 0, units = 0, oldest = nil,
     stored_newest = day_bucket }
@@ -216,7 +219,7 @@ local function load_day (day_key, stored)
   if day_bucket <= last then ring.newest, ring.newest_units = last, (stored.day_newest_units or 0) + 0
   else
     if (stored.day_newest_units or 0) + 0 > 0 and last > day_bucket - DR.slots then
-      ring.moved = { slot_name(last, DR), fmt('%d', (last % DR.mod) * DR.scale + stored.day_newest_units) }
+      ring.moved, ring.moved_bucket = { slot_name(last, DR), fmt('%d', (last % DR.mod) * DR.scale + stored.day_newest_units) }, last
     end
     slide(ring, day_bucket, last) -- bucket `last` is in its field, never read: last > day_bucket - DR.slots here
   end
