@@ -14,7 +14,7 @@ import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 
 /** Changing a script changes its SHA: review the new script, then update the pin. */
 const PINNED_SHAS = {
-  grant: '1396f87197ae8341317018998e30f7d95a0471f8',
+  grant: 'a5a34282e3b4f2edba15f766a617fe5ffa5a19af',
   epoch: '284dc9dc3d585ead4cdc8fabf40c553403b7b142'
 }
 

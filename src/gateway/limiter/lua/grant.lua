@@ -13,6 +13,8 @@
 --                        reserves charged to the day and month 'holder,units,dayBucket,month;…' (taken back when
 --                        their holder calls again: its write-backs count what it spent)
 -- KEYS[2i]    rl:{id}:d  the day ring's buckets before D, '0'..'96'
+--                        Both keys expire at x: a call that writes either one sets its expiry in that call
+--                        (write_account), so neither outlives the windows of a consumer that never comes back.
 -- ARGV[1]     the caller's holder id
 -- ARGV[3i-1]  'minuteLimit dayLimit monthLimit requests cost extra reserve write soft mb mine waited' (monthLimit 0:
 --             none; write 0: a read, changing nothing; soft 1: the month never refuses; mine: the blocks the caller
@@ -82,7 +84,8 @@ local function read (key, from, to, shape)
 end
 
 -- A ring as one entry sees it: { key, shape (MR or DR), newest bucket, newest_units (the newest bucket's units),
--- units in the window, oldest bucket with units, stored_newest (the newest bucket the hash held) }.
+-- units in the window, oldest bucket with units, stored_newest (the newest bucket the hash held), written (adjust
+-- wrote a bucket of it: its key needs its expiry) }.
 
 -- Adds delta to a bucket of the ring: into the newest (a bucket ahead of Redis's clock is counted now: later, so
 -- safe), or read, changed and written back; a bucket out of the window is skipped. `known`: the bucket's field as the
@@ -95,10 +98,14 @@ local function adjust (ring, bucket, delta, known)
     return
   end
   if bucket <= ring.newest - shape.slots or bucket <= 0 then return end
+  -- The day bucket moving into the day hash in this call: its units are in ring.moved, not in the hash yet (written
+  -- here, adjusted, instead of by write_account, which would overwrite this write with the units before it).
+  if ring.moved and bucket == ring.moved_bucket then known, ring.moved = ring.moved[2], nil end
   local stored
   if known ~= nil then stored = units(known, bucket, shape) else stored = read(ring.key, bucket, bucket, shape)[bucket] end
   local value = max(0, stored + delta)
   redis.call('HSET', ring.key, slot_name(bucket, shape), fmt('%d', (bucket % shape.mod) * shape.scale + value))
+  ring.written = true
   ring.units, ring.oldest = ring.units + value - stored, min(ring.oldest or bucket, bucket)
 end
 
@@ -202,7 +209,7 @@ local function load_minute (key, stored)
 end
 
 -- The day ring at this call's bucket: the newest bucket's units move from their field into the day hash as it ends
--- (ring.moved: the field and value to write).
+-- (ring.moved: the field and value to write; ring.moved_bucket: that bucket).
 local function load_day (day_key, stored)
   local ring = { key = day_key, shape = DR, newest = day_bucket, newest_units = 0, units = 0, oldest = nil,
     stored_newest = day_bucket }
@@ -212,7 +219,7 @@ local function load_day (day_key, stored)
   if day_bucket <= last then ring.newest, ring.newest_units = last, (stored.day_newest_units or 0) + 0
   else
     if (stored.day_newest_units or 0) + 0 > 0 and last > day_bucket - DR.slots then
-      ring.moved = { slot_name(last, DR), fmt('%d', (last % DR.mod) * DR.scale + stored.day_newest_units) }
+      ring.moved, ring.moved_bucket = { slot_name(last, DR), fmt('%d', (last % DR.mod) * DR.scale + stored.day_newest_units) }, last
     end
     slide(ring, day_bucket, last) -- bucket `last` is in its field, never read: last > day_bucket - DR.slots here
   end
@@ -231,7 +238,7 @@ end
 -- Adjustments (rare). What they add was admitted from the caller's reserve (or is a re-seed, when it has none): its
 -- reserve shrinks by as much; the outage allowance's ('a') does not.
 local function apply_adjustments (account)
-  if account.request.adjustments == '' then return end
+  if account.request.adjustments == '' or not account.request.write then return end -- a read changes nothing
   local stored, first = account.stored, true
   for minute, day, month, delta, kind in string.gmatch(account.request.adjustments, '(%d+),(%d+),(%d+),(-?%d+)(a?)') do
     minute, day, month, delta = floor(minute), floor(day), floor(month), delta + 0
@@ -412,13 +419,16 @@ local function count_rejections (account)
     if rejected > 0 then written[#written + 1] = fmt('%.0f:%d', now, rejected) end
     if spared_now > 0 then written[#written + 1] = fmt('%.0f:%ds', now, spared_now) end
     local value = table.concat(written, ',')
-    if value ~= (stored[1] or '') then redis.call('HSET', account.key, FIELD.recent_rejections, value) end
+    if value ~= (stored[1] or '') then
+      redis.call('HSET', account.key, FIELD.recent_rejections, value)
+      if not account.stored.expiry then account.changed = true end -- a new hash: write_account sets its expiry
+    end
   end
 end
 
 -- Writes what changed (a count the hash holds already is not written again). Kept until every window lets go of what
 -- it holds: the day ring's newest bucket, a reserve's end, a ban's escalation memory (its end + ESCALATION_MS), the
--- month's end.
+-- month's end. The day hash expires with it, also when the expiry does not grow and this call made the day hash.
 local function write_account (account)
   local minute, day, month, stored = account.minute, account.day, account.month, account.stored
   local fields = { slot_name(minute.newest, MR), fmt('%d', (minute.newest % MR.mod) * MR.scale + minute.newest_units) }
@@ -461,6 +471,8 @@ local function write_account (account)
   if grow then
     redis.call('PEXPIREAT', account.key, expiry_text)
     redis.call('PEXPIREAT', day.key, expiry_text)
+  elseif day.moved or day.written then
+    redis.call('PEXPIREAT', day.key, stored.expiry) -- the hash's: a day hash this call made has none yet
   end
 end
 
