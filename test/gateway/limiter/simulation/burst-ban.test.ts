@@ -67,6 +67,24 @@ const FAMILIES: ReadonlyArray<{ name: string, count: number, load: BurstLoad }> 
       waves: { share: [0.3, 0.5], firstOverMs: [20, 60], othersAfterMs: [80, 150] },
       holder: { start: [62, 78], ms: [1200, 2200] }
     }
+  },
+  {
+    name: 'burst-spared',
+    count: longOr(100, 500),
+    load: {
+      processes: [2, 3],
+      spreadMs: 200,
+      movingChance: 0,
+      stallMs: [0, 0],
+      stallStart: [0, 0],
+      stallChance: 0,
+      twiceChance: 0,
+      gapMs: 0,
+      seconds: 0,
+      limit: [200, 401],
+      ban: PRO_BAN,
+      reserveHolder: { rate: [3, 6], leadMs: [2500, 5000], stallMs: [800, 1600], excess: [0.5, 1], tail: [3, 20], tailAfterMs: [300, 800], tailOverMs: [100, 1000] }
+    }
   }
 ]
 
