@@ -5,6 +5,7 @@
 import { randomInt } from 'node:crypto'
 import type { BanPolicy } from '../../../src/gateway/config/types.js'
 import { BLOCK_HELD_BUCKETS } from '../../../src/gateway/limiter/redis/layout.js'
+import { limiterKey } from '../../../src/gateway/redis/keys.js'
 import { violations } from './check.js'
 import { SimProcess } from './process.js'
 import { type createLuaVm, SimRedis } from './redis-model.js'
@@ -54,6 +55,25 @@ export interface BurstLoad {
    * elsewhere comes in one call, in the burst's first second.
    */
   readonly waves?: { readonly share: readonly [number, number], readonly firstOverMs: readonly [number, number], readonly othersAfterMs: readonly [number, number] }
+  /**
+   * A reserve held through the burst, then spent (grant.lua's spared refusals, docs/decisions.md §3), instead of the
+   * spread burst: p0 busy at `rate` requests a second (drawn from [min, max)) for `leadMs` before the burst's second,
+   * so Redis keeps a reserve back for it; at that second's start (3–30 ms into it, past its pool) p0 sends one more
+   * request and its loop stalls for `stallMs` right after, so that call times out and p0 answers what reached it
+   * meanwhile — as many requests as its reserve, less one — from the reserve; while it is stalled, the other processes'
+   * burst fills the room left and `excess` × the reserve more (drawn from [min, max)): refusals spared while the
+   * reserve is kept back; once p0 runs again and its shard is back, `tail` more of its requests (drawn from [min, max))
+   * over `tailOverMs`, `tailAfterMs` after the stall's end, refused once its reserve is written back (spent).
+   */
+  readonly reserveHolder?: {
+    readonly rate: readonly [number, number]
+    readonly leadMs: readonly [number, number]
+    readonly stallMs: readonly [number, number]
+    readonly excess: readonly [number, number]
+    readonly tail: readonly [number, number]
+    readonly tailAfterMs: readonly [number, number]
+    readonly tailOverMs: readonly [number, number]
+  }
 }
 
 /** The ban policy of the plans (config/plans.yaml): more than 30 429s a minute bans the key for 15 minutes. */
@@ -120,7 +140,51 @@ export async function runBurst (seed: number, vm: Awaited<ReturnType<typeof crea
   let from = start + world.between(0, 1000)
   if (load.startInSecond !== undefined) from = Math.ceil((from + skew) / 1000) * 1000 - skew + world.between(load.startInSecond[0], load.startInSecond[1])
   const moving = world.chance(load.movingChance)
-  const requests = Math.ceil(limit * 4 / 3)
+  let requests = load.reserveHolder === undefined ? Math.ceil(limit * 4 / 3) : 0
+  const spreadBurst = load.waves === undefined && load.reserveHolder === undefined
+  const holding: string[] = []
+  if (load.reserveHolder !== undefined) {
+    const shape = load.reserveHolder
+    const holder = processes[0]!
+    const rate = world.between(shape.rate[0], shape.rate[1])
+    const lead = world.between(shape.leadMs[0], shape.leadMs[1])
+    const second = Math.ceil((from + lead + skew) / 1000) * 1000 - skew // the burst's second starts (Redis's clock)
+    for (let at = second - lead; at < second - 20; at += world.between(0.5, 1.5) * 1000 / rate) {
+      requests++
+      world.at(at, () => { holder.request('burst', ask) })
+    }
+    const callAt = second + world.between(3, 30)
+    const stallMs = world.between(shape.stallMs[0], shape.stallMs[1])
+    const excess = world.between(shape.excess[0], shape.excess[1])
+    const drawnTail = Math.floor(world.between(shape.tail[0], shape.tail[1]))
+    const tailAt = callAt + stallMs + world.between(shape.tailAfterMs[0], shape.tailAfterMs[1])
+    const tailOver = world.between(shape.tailOverMs[0], shape.tailOverMs[1])
+    const burstAt = callAt + world.between(50, 300)
+    const burstOver = world.between(50, 400)
+    requests++
+    world.at(callAt, () => { holder.request('burst', ask) })
+    // p0 stalled right after that call left (it times out); the rest sized by the reserve Redis kept for p0 before and
+    // after running it (read off the wire): p0 may spend the lower figure (the reserve's cap while the call is in
+    // flight), the others find the room left by what Redis keeps after it.
+    let before = 0
+    world.at(callAt + 0.01, () => { holder.stall(stallMs); before = holder.reserveSeen(limiterKey('burst')) })
+    world.at(callAt + 5, () => {
+      const kept = holder.reserveSeen(limiterKey('burst'))
+      const spendable = Math.min(before, kept)
+      const used = processes.reduce((n, p) => n + p.admissions.length, 0) + 1
+      const spared = Math.ceil(spendable * excess)
+      const others = Math.max(0, limit - used - kept) + spared
+      // Enough refusals in all that the ban must start once the reserve is spent: more than the threshold, with a
+      // margin of 3 for what `used` cannot see (a timed-out call's request may be counted twice, the others' room is 1
+      // or 2 less; 4 of 600 schedules refused exactly 30 without it).
+      const tail = Math.max(drawnTail, (load.ban?.threshold ?? 0) + 4 - spared)
+      requests += others + Math.max(0, spendable - 1) + tail
+      holding.push(`p0 at ${rate.toFixed(1)}/s for ${lead.toFixed(0)} ms, ${used} used, reserve ${before} → ${kept}, stalled ${stallMs.toFixed(0)} ms; ${others} from the others at ${(burstAt - callAt).toFixed(0)} ms over ${burstOver.toFixed(0)} ms; p0's tail ${tail}`)
+      for (let i = 0; i < others; i++) world.at(burstAt + burstOver * i / others, () => { processes[1 + (i % (count - 1))]!.request('burst', ask) })
+      for (let i = 1; i < spendable; i++) world.at(callAt + 6 + (stallMs - 8) * i / spendable, () => { holder.request('burst', ask) })
+      for (let i = 0; i < tail; i++) world.at(tailAt + tailOver * i / tail, () => { holder.request('burst', ask) })
+    })
+  }
   if (load.waves !== undefined) {
     const first = Math.floor(requests * world.between(load.waves.share[0], load.waves.share[1]))
     const over = world.between(load.waves.firstOverMs[0], load.waves.firstOverMs[1])
@@ -130,7 +194,7 @@ export async function runBurst (seed: number, vm: Awaited<ReturnType<typeof crea
       world.at(from + (i < first ? over * i / first : after), () => { processes[index]!.request('burst', ask) })
     }
   }
-  for (let i = 0; i < (load.waves === undefined ? requests : 0); i++) {
+  for (let i = 0; i < (spreadBurst ? requests : 0); i++) {
     const at = world.between(0, spread)
     const index = moving ? Math.min(count - 1, Math.floor(world.between(0, 1) * 0.5 + (at / spread) * count)) : i % count
     world.at(from + at, () => { processes[index]!.request('burst', ask) })
@@ -161,7 +225,7 @@ export async function runBurst (seed: number, vm: Awaited<ReturnType<typeof crea
     stalls.push(`p0@${(at - from).toFixed(0)}ms ${ms.toFixed(0)}ms (holder)`)
     world.at(at, () => { processes[0]!.stall(ms) })
   }
-  await world.run(from + 15_000)
+  await world.run(from + (load.reserveHolder === undefined ? 15_000 : 20_000))
   const admissions = processes.flatMap((p) => p.admissions)
   const found = violations(admissions, new Map([['burst', { perMinute: limit, perDay: limit * 10, perMonth: 0 }]]))
   const refused: Record<string, number> = {}
@@ -179,7 +243,7 @@ export async function runBurst (seed: number, vm: Awaited<ReturnType<typeof crea
     refused,
     bans,
     lateGiveBack,
-    describe: `seed ${seed}: ${requests} requests on ${limit}/min at ${count} processes over ${spread.toFixed(0)} ms (${moving ? 'moving' : 'even'}), stalls ${stalls.join(', ') || 'none'}, refused ${JSON.stringify(refused)}${load.ban !== undefined ? `, ${bans} ban(s) started` : ''}${lateGiveBack > 0 ? `, ${lateGiveBack} units given back past the block's lifetime` : ''}`
+    describe: `seed ${seed}: ${requests} requests on ${limit}/min at ${count} processes over ${spread.toFixed(0)} ms (${moving ? 'moving' : 'even'}), stalls ${stalls.join(', ') || 'none'}${holding.length > 0 ? `, ${holding.join('')}` : ''}, refused ${JSON.stringify(refused)}${load.ban !== undefined ? `, ${bans} ban(s) started` : ''}${lateGiveBack > 0 ? `, ${lateGiveBack} units given back past the block's lifetime` : ''}`
   }
 }
 

@@ -183,6 +183,13 @@ export const MUTANTS: readonly Mutant[] = [
     file: `${LIMITER}/lua/grant.lua`,
     find: 'local elsewhere = (waited == 0 or minute_bucket < waited + BLOCK_HELD_BUCKETS) and account.elsewhere or 0',
     replace: 'local elsewhere = 0'
+  },
+  {
+    name: 'spared-never-counted',
+    bug: 'grant.lua does not record a refusal spared for a reserve as pending, so it is never counted toward the ban once its holder spends that room (the accounting before 29 Nov)',
+    file: `${LIMITER}/lua/grant.lua`,
+    find: 'if spared_now > 0 then written[#written + 1] = fmt(\'%.0f:%ds\', now, spared_now) end',
+    replace: '-- a spared refusal is not recorded'
   }
 ]
 

@@ -208,6 +208,11 @@ export class SimProcess implements Owner {
 
   /** Each key's reserve in the last grant reply Redis sent this process (read off the wire, as a packet capture would). */
   private readonly reserves = new Map<string, number>()
+  /** `key`'s reserve in the last grant reply Redis sent this process (0 before any). */
+  reserveSeen (key: string): number {
+    return this.reserves.get(key) ?? 0
+  }
+
   /** Armed by `slowWhenReserveDrops`: how long the link is slow, and by how much. */
   private reserveDropSlow: { forMs: number, extraMs: number } | undefined = undefined
 

@@ -2,7 +2,7 @@
 // minute limit (150–400/min) from two or three processes at once, on a key with the plans' ban policy (more than 30
 // 429s a minute bans it), so every burst starts a ban while it is still being decided. A ban that started while
 // refusals waited for blocks held elsewhere used to answer them at once, and a banned key's give-back was dropped, so
-// the units those blocks gave back went to nobody (docs/limiter-internals.md, "A ban that starts mid-burst"). Two families:
+// the units those blocks gave back went to nobody (docs/limiter-internals.md, "A ban that starts mid-burst"). Three families:
 // - `burst-ban`: heavier load than burst-stalled-holders: every loop blocked around each of the first six second ends
 //   for 100–1,200 ms (or two such stalls back to back), from 600 ms before it to 50 ms after, and now and then a
 //   message 30–100 ms slow;
@@ -12,6 +12,13 @@
 //   blocks could pay for some; and in every schedule p0 stalled from 62–78 ms after the start for 1.2–2.2 s: its
 //   give-back reaches Redis 0.2–2 s after the second's end, in any of the seconds a refusal may still wait through.
 //   A wait cut short by a second (or to one re-ask) strands those units; the mutation gate's mutants of the wait fail here.
+// - `burst-spared`, aimed at refusals spared for a reserve (grant.lua count_rejections): p0 busy at 3–6/s for 2.5–5 s,
+//   so Redis keeps a reserve back for it (a quarter of the room: 40–95 units), then stalled 0.8–1.6 s right after a
+//   call at a second's start (it times out: p0 answers from its reserve what reached it meanwhile, its reserve less
+//   one); meanwhile the others' burst fills the room left and 50–100 % of the reserve more, all refused while the
+//   reserve is kept back (spared, pending); then p0's tail (3–20 requests, or more until the refusals pass the
+//   threshold by 3) is refused once its reserve admissions are written back. The ban must start then: a spared refusal
+//   that is never counted leaves only the tail's (mutant `spared-never-counted`: two schedules in three fail (d)).
 // Checked per schedule: (a) no rolling window over the limit, every request answered; (b) the burst admitted to its
 // limit exactly — unless a holder stalled past its block's lifetime: units given back once their bucket is
 // BLOCK_HELD_BUCKETS seconds old come back after every wait for them ended (the wait's bound), so then at least the
@@ -67,6 +74,24 @@ const FAMILIES: ReadonlyArray<{ name: string, count: number, load: BurstLoad }> 
       waves: { share: [0.3, 0.5], firstOverMs: [20, 60], othersAfterMs: [80, 150] },
       holder: { start: [62, 78], ms: [1200, 2200] }
     }
+  },
+  {
+    name: 'burst-spared',
+    count: longOr(20, 100),
+    load: {
+      processes: [2, 3],
+      spreadMs: 200,
+      movingChance: 0,
+      stallMs: [0, 0],
+      stallStart: [0, 0],
+      stallChance: 0,
+      twiceChance: 0,
+      gapMs: 0,
+      seconds: 0,
+      limit: [200, 401],
+      ban: PRO_BAN,
+      reserveHolder: { rate: [3, 6], leadMs: [2500, 5000], stallMs: [800, 1600], excess: [0.5, 1], tail: [3, 20], tailAfterMs: [300, 800], tailOverMs: [100, 1000] }
+    }
   }
 ]
 
@@ -88,9 +113,11 @@ const REGRESSION: Readonly<Record<string, readonly number[]>> = { 'burst-ban': [
 const vm = await createLuaVm()
 const only = process.env.SIM_FAMILIES ?? process.env.SIM_FAMILY
 const stopWhenCaught = process.env.SIM_STOP_WHEN_CAUGHT === '1'
+/** SIM_COUNTS=family=n,…: counts per family (the mutation gate's `--counts`), as test/helpers/sim/suite.ts reads them. */
+const ownCounts = new Map((process.env.SIM_COUNTS ?? '').split(',').filter((x) => x.includes('=')).map((x) => [x.split('=')[0]!, x.split('=')[1]!]))
 for (const family of FAMILIES) {
   if (only !== undefined && only !== '' && !only.split(',').includes(family.name)) continue
-  const count = Number(process.env.SIM_COUNT ?? family.count)
+  const count = Number(ownCounts.get(family.name) ?? process.env.SIM_COUNT ?? family.count)
   const fresh = burstSeeds(count, (line) => { t.comment(`${family.name}: ${line}`) })
   const seeds = process.env.SIM_SEED !== undefined || process.env.SIM_SEEDS_FROM !== undefined ? fresh : [...(REGRESSION[family.name] ?? []), ...fresh]
   const started = performance.now()
