@@ -93,7 +93,7 @@ export function grantArgs (holder: string, entries: readonly GrantEntry[]): stri
     }
     args[position++] = `${entry.minuteLimit} ${entry.dayLimit} ${entry.monthLimit} ${entry.requests} ${entry.cost} ${entry.extra} ${entry.reserve} ${entry.write ? 1 : 0} ${entry.monthSoft ? 1 : 0} ${entry.blocksBucket} ${entry.blocks} ${entry.waited ?? 0}`
     args[position++] = lastBanArg
-    args[position++] = entry.adjustments.length === 0 ? '' : entry.adjustments.map((adjustment) => `${adjustment.minute},${adjustment.day},${adjustment.month},${adjustment.delta}`).join(';')
+    args[position++] = entry.adjustments.length === 0 ? '' : entry.adjustments.map((adjustment) => `${adjustment.minute},${adjustment.day},${adjustment.month},${adjustment.delta}${adjustment.allowance === true ? 'a' : ''}`).join(';')
   }
   return args
 }
