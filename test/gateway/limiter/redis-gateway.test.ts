@@ -56,7 +56,10 @@ t.test('standalone Redis: two gateways, one limit', async (t) => {
 
   await redis.cli('CONFIG', 'RESETSTAT')
   const n = 200
-  t.same(new Set(await burst(gateways, DEMO_KEYS.business, n)), new Set([200]))
+  const businessStatuses = await burst(gateways, DEMO_KEYS.business, n)
+  // Not all 200: what the gateways logged at warn and above says why (a 503 of this burst was seen at load 7–12).
+  const warnings = gateways.flatMap((gateway) => gateway.logs.filter((line) => Number(line.level) >= 40).map((line) => `${String(line.msg)} ${JSON.stringify(line.err ?? line.code ?? '')}`))
+  t.same(new Set(businessStatuses), new Set([200]), `${n} concurrent requests of a roomy key all admitted${businessStatuses.some((status) => status !== 200) ? `; logged: ${warnings.slice(-5).join(' | ')}` : ''}`)
   const stats = await commandStats(redis.cli)
   // A script's first call on a connection is an EVAL (ioredis sends its source once), the next ones EVALSHA.
   const { evalsha = 0, eval: evals = 0, info: _info, 'config|resetstat': _reset, ...internal } = stats
