@@ -7,7 +7,8 @@
 import t from 'tap'
 import { Redis } from 'ioredis'
 import { DAY_BUCKET_MS, MINUTE_BUCKET_MS } from '../../../../src/gateway/limiter/arithmetic.js'
-import { GRANT, grantArgs, grantKeys, readGrantReply, type GrantEntry } from '../../../../src/gateway/limiter/redis/scripts.js'
+import type { GrantEntry } from '../../../../src/gateway/limiter/redis/scripts.js'
+import { grantOnce } from '../../../helpers/grant-call.js'
 import { FIELD } from '../../../../src/gateway/limiter/redis/layout.js'
 import { startRedis } from '../../../helpers/redis.js'
 
@@ -22,8 +23,8 @@ t.test('an adjustment into the day bucket moving in the same call is counted in 
   for (const delta of [-4, 3]) {
     const key = `rl:{day-move${delta}}`
     const call = async (one: GrantEntry): Promise<{ now: number, dayUsed: number }> => {
-      const { now, replies } = readGrantReply(await client.eval(GRANT.lua, 2, ...grantKeys([one]), ...grantArgs('A', [one])), 1)
-      return { now, dayUsed: replies[0]!.day.used }
+      const { now, reply } = await grantOnce(client, 'A', one)
+      return { now, dayUsed: reply.day.used }
     }
     const base: GrantEntry = {
       key, minuteLimit: 1_000, dayLimit: 10_000, monthLimit: 0, monthSoft: false, requests: 10, cost: 1, extra: 0,

@@ -9,7 +9,8 @@
 import t, { type Test } from 'tap'
 import { Redis } from 'ioredis'
 import { calendarMonth, DAY_BUCKET_MS, MINUTE_BUCKET_MS } from '../../../../src/gateway/limiter/arithmetic.js'
-import { GRANT, grantArgs, grantKeys, readGrantReply, type Adjustment, type GrantEntry, type GrantReply } from '../../../../src/gateway/limiter/redis/scripts.js'
+import type { Adjustment, GrantEntry, GrantReply } from '../../../../src/gateway/limiter/redis/scripts.js'
+import { grantOnce } from '../../../helpers/grant-call.js'
 import { FIELD } from '../../../../src/gateway/limiter/redis/layout.js'
 import { startRedis } from '../../../helpers/redis.js'
 
@@ -34,9 +35,7 @@ t.test('every key a grant call writes expires, at the hash\'s recorded expiry', 
 
   /** One call of one entry, as the store sends it (grantArgs). */
   const call = async (holder: string, one: GrantEntry): Promise<{ now: number, reply: GrantReply }> => {
-    const args = grantArgs(holder, [one])
-    const { now, replies } = readGrantReply(await client.eval(GRANT.lua, 2, ...grantKeys([one]), ...args), 1)
-    return { now, reply: replies[0]! }
+    return await grantOnce(client, holder, one)
   }
 
   /**

@@ -7,7 +7,8 @@
 import t from 'tap'
 import { Redis } from 'ioredis'
 import { DAY_BUCKET_MS, MINUTE_BUCKET_MS } from '../../../../src/gateway/limiter/arithmetic.js'
-import { GRANT, grantArgs, grantKeys, readGrantReply, type Adjustment, type GrantEntry } from '../../../../src/gateway/limiter/redis/scripts.js'
+import type { Adjustment, GrantEntry } from '../../../../src/gateway/limiter/redis/scripts.js'
+import { grantOnce } from '../../../helpers/grant-call.js'
 import { startRedis } from '../../../helpers/redis.js'
 import { FIELD } from '../../../../src/gateway/limiter/redis/layout.js'
 
@@ -21,8 +22,8 @@ t.test('a lapsed reserve is charged to the day only until its holder calls again
   const client = new Redis(redis.url)
   t.teardown(() => { client.disconnect() })
   const call = async (holder: string, e: GrantEntry): Promise<{ now: number, reserve: number }> => {
-    const { now, replies } = readGrantReply(await client.evalsha(GRANT.sha, 2, ...grantKeys([e]), ...grantArgs(holder, [e])).catch(async () => await client.eval(GRANT.lua, 2, ...grantKeys([e]), ...grantArgs(holder, [e]))), 1)
-    return { now, reserve: replies[0]!.reserve }
+    const { now, reply } = await grantOnce(client, holder, e)
+    return { now, reserve: reply.reserve }
   }
   const day = async (key: string): Promise<number> => Number(await client.hget(key, FIELD.dayUnits))
   /** Makes `holder`'s reserve on `key` lapse: its end moved to the past. */

@@ -5,7 +5,8 @@
 // pending refusals stay excused. On a real redis-server, the grant script called as the store calls it.
 import t, { type Test } from 'tap'
 import { Redis } from 'ioredis'
-import { GRANT, grantArgs, grantKeys, readGrantReply, type GrantEntry, type GrantReply } from '../../../../src/gateway/limiter/redis/scripts.js'
+import type { GrantEntry, GrantReply } from '../../../../src/gateway/limiter/redis/scripts.js'
+import { grantOnce } from '../../../helpers/grant-call.js'
 import { FIELD } from '../../../../src/gateway/limiter/redis/layout.js'
 import { startRedis } from '../../../helpers/redis.js'
 
@@ -30,7 +31,7 @@ t.test('spared for a reserve its holder then spends: counted, and the next refus
   const client = new Redis(redis.url)
   t.teardown(() => { client.disconnect() })
   const call = async (holder: string, e: GrantEntry): Promise<GrantReply> =>
-    readGrantReply(await client.evalsha(GRANT.sha, 2, ...grantKeys([e]), ...grantArgs(holder, [e])).catch(async () => await client.eval(GRANT.lua, 2, ...grantKeys([e]), ...grantArgs(holder, [e]))), 1).replies[0]!
+    (await grantOnce(client, holder, e)).reply
 
   const spent = 'rl:{spared-spent}'
   await setUp(call, spent, t)
