@@ -14,7 +14,7 @@ import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 
 /** Changing a script changes its SHA: review the new script, then update the pin. */
 const PINNED_SHAS = {
-  grant: 'a5a34282e3b4f2edba15f766a617fe5ffa5a19af',
+  grant: 'c6830521dd2f5883547317608579d26e7eb3ae6a',
   epoch: '284dc9dc3d585ead4cdc8fabf40c553403b7b142'
 }
 

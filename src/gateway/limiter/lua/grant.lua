@@ -429,43 +429,40 @@ end
 -- Writes what changed (a count the hash holds already is not written again). Kept until every window lets go of what
 -- it holds: the day ring's newest bucket, a reserve's end, a ban's escalation memory (its end + ESCALATION_MS), the
 -- month's end. The day hash expires with it, also when the expiry does not grow and this call made the day hash.
+-- Appends field `name` and its text to `fields`, the arguments of an HSET.
+local function put (fields, name, text)
+  local count = #fields
+  fields[count + 1], fields[count + 2] = name, text
+end
+
 local function write_account (account)
   local minute, day, month, stored = account.minute, account.day, account.month, account.stored
   local fields = { slot_name(minute.newest, MR), fmt('%d', (minute.newest % MR.mod) * MR.scale + minute.newest_units) }
-  local count = 2
-  if minute.units ~= (stored.minute_units or -1) + 0 then
-    fields[count + 1], fields[count + 2], count = FIELD.minute_units, fmt('%d', minute.units), count + 2
-  end
-  if day.units ~= (stored.day_units or -1) + 0 then
-    fields[count + 1], fields[count + 2], count = FIELD.day_units, fmt('%d', day.units), count + 2
-  end
+  if minute.units ~= (stored.minute_units or -1) + 0 then put(fields, FIELD.minute_units, fmt('%d', minute.units)) end
+  if day.units ~= (stored.day_units or -1) + 0 then put(fields, FIELD.day_units, fmt('%d', day.units)) end
   if day.newest_units ~= (stored.day_newest_units or -1) + 0 then
-    fields[count + 1], fields[count + 2], count = FIELD.day_newest_units, fmt('%d', day.newest_units), count + 2
+    put(fields, FIELD.day_newest_units, fmt('%d', day.newest_units))
   end
   if stored.minute_newest == false or minute.newest ~= minute.stored_newest or day.newest ~= day.stored_newest then
-    fields[count + 1], fields[count + 2] = FIELD.minute_newest, fmt('%d', minute.newest)
-    fields[count + 3], fields[count + 4] = FIELD.minute_oldest, fmt('%d', minute.oldest or minute.newest)
-    fields[count + 5], fields[count + 6] = FIELD.day_newest, fmt('%d', day.newest)
-    fields[count + 7], fields[count + 8], count = FIELD.day_oldest, fmt('%d', day.oldest or day.newest), count + 8
+    put(fields, FIELD.minute_newest, fmt('%d', minute.newest))
+    put(fields, FIELD.minute_oldest, fmt('%d', minute.oldest or minute.newest))
+    put(fields, FIELD.day_newest, fmt('%d', day.newest))
+    put(fields, FIELD.day_oldest, fmt('%d', day.oldest or day.newest))
   end
   if month.on then
-    fields[count + 1], fields[count + 2] = FIELD.month, fmt('%d', calendar.month)
-    fields[count + 3], fields[count + 4], count = FIELD.month_units, fmt('%d', month.units), count + 4
+    put(fields, FIELD.month, fmt('%d', calendar.month))
+    put(fields, FIELD.month_units, fmt('%d', month.units))
   end
-  if account.reserves_changed then
-    fields[count + 1], fields[count + 2], count = FIELD.reserves, table.concat(account.kept, ';'), count + 2
-  end
-  if account.lapsed_changed then
-    fields[count + 1], fields[count + 2], count = FIELD.lapsed_reserves, table.concat(account.lapsed, ';'), count + 2
-  end
-  if account.blocks_now ~= stored.blocks then fields[count + 1], fields[count + 2], count = FIELD.blocks, account.blocks_now, count + 2 end
+  if account.reserves_changed then put(fields, FIELD.reserves, table.concat(account.kept, ';')) end
+  if account.lapsed_changed then put(fields, FIELD.lapsed_reserves, table.concat(account.lapsed, ';')) end
+  if account.blocks_now ~= stored.blocks then put(fields, FIELD.blocks, account.blocks_now) end
   local expiry = (day.newest + DR.slots) * DR.ms
   if #account.kept > 0 then expiry = max(expiry, now + RESERVE_TTL_MS) end
   if account.ban_until > 0 then expiry = max(expiry, account.ban_until + ESCALATION_MS) end
   if month.on and month.units > 0 then expiry = max(expiry, calendar.ends) end
   local grow = expiry > (stored.expiry or 0) + 0
   local expiry_text = grow and fmt('%d', expiry)
-  if grow then fields[count + 1], fields[count + 2] = FIELD.expiry, expiry_text end
+  if grow then put(fields, FIELD.expiry, expiry_text) end
   redis.call('HSET', account.key, unpack(fields))
   if day.moved then redis.call('HSET', day.key, day.moved[1], day.moved[2]) end
   if grow then
