@@ -4,15 +4,17 @@
 // seed 21), from the same number of closed-loop clients paced to a fixed total rate (each client sends its next request
 // at its next slot, after its answer), against a fresh redis-server each run. Counted: EVALSHA per decision (INFO
 // commandstats) and, from a wrapper around the store's port, the grant entries of each call by what they carry.
-// Runs alternate (this, baseline, …, then the reverse order), each in a child process; the table is the medians.
+// Beside them, redis-server's own CPU over the same decisions (INFO cpu). Runs alternate (this, baseline, …, then the
+// reverse order), each in a child process; the table is the medians.
 //   BENCH_BASELINE=/tmp/outage-bl node --import ./src/ts-resolve.ts bench/zipf-calls.ts   (or a comma list of checkouts)
 //   ZIPF_CALLS_SECONDS (default 6), ZIPF_CALLS_RATE (req/s, default 2500; 0: unpaced, 2,500 × seconds requests),
 //   ZIPF_CALLS_CLIENTS (50), ZIPF_CALLS_ROUNDS (3), ZIPF_CALLS_WORK_US (fixed CPU per request either side of the limiter, 0)
+//   ZIPF_CALLS_RECORD (a file: the grant calls of the run, for bench/grant-lua-profile.ts)
 //   ZIPF_CALLS_TIMEOUT_MS (the store's call timeout; unset: its default — on a loaded machine a call late past it
 //   takes the shard down and the run ends on an outage refusal, so a CPU measure there sets it higher, e.g. 2000)
 // A run that fails is run once more (said on stderr); a second failure ends the bench.
 import { execFile, spawn } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { promisify } from 'node:util'
@@ -44,6 +46,10 @@ interface RunResult {
   callsWithoutRequests: number
   /** This process's CPU (user + system, µs) over the decisions: the store's own cost, with the fixed work. */
   cpuMicros: number
+  /** redis-server's CPU (user + system, µs, INFO cpu) over the same decisions: the scripts, the sockets, its event loop. */
+  redisCpuMicros: number
+  /** Every command Redis counted over the run (INFO commandstats: the scripts' inner calls included), by name. */
+  commands: Record<string, number>
 }
 
 /** The store API both checkouts share (the baseline has no outage allowance option: ignored there). */
@@ -55,6 +61,13 @@ async function commandCalls (port: number): Promise<Record<string, number>> {
   const calls: Record<string, number> = {}
   for (const match of stdout.matchAll(/cmdstat_(\w+):calls=(\d+)/g)) calls[match[1]!] = Number(match[2])
   return calls
+}
+
+/** redis-server's CPU so far (user + system of the whole process, µs), from INFO cpu. */
+async function redisCpuMicros (client: Redis): Promise<number> {
+  const info = await client.info('cpu')
+  const seconds = (name: string): number => Number(new RegExp(`^${name}:([0-9.]+)`, 'm').exec(info)?.[1] ?? Number.NaN)
+  return Math.round((seconds('used_cpu_user') + seconds('used_cpu_sys')) * 1e6)
 }
 
 /** One run in this process: `root`'s store, a fresh Redis on `redisPort`. */
@@ -71,11 +84,15 @@ async function child (root: string, redisPort: number, seconds: number, rate: nu
   const client = new Redis({ port: redisPort, host: '127.0.0.1', lazyConnect: false, enableOfflineQueue: true })
   await client.set('rl:{#epoch}', 'deployed,0')
   const counted = { calls: 0, entries: 0, asking: 0, settling: 0, reserveOnly: 0, callsWithoutRequests: 0 }
+  // ZIPF_CALLS_RECORD: every grant call (its time, KEYS, ARGV) to a JSON file, for bench/grant-lua-profile.ts to replay.
+  const recordTo = process.env.ZIPF_CALLS_RECORD
+  const recorded: Array<{ at: number, keys: readonly string[], args: readonly string[] }> = []
   const port = portModule.ioredisPort(client)
   const wrapped = {
     ...port,
     run (script: unknown, keys: readonly string[], args: readonly string[]) {
       if (keys.length > 1) {
+        if (recordTo !== undefined) recorded.push({ at: Date.now(), keys, args })
         counted.calls++
         let asking = 0
         for (let position = 1; position < args.length; position += 3) {
@@ -100,6 +117,7 @@ async function child (root: string, redisPort: number, seconds: number, rate: nu
   const slotMs = rate > 0 ? 1000 * clients / rate : 0
   let nextIndex = 0
   let decisions = 0
+  const redisBefore = await redisCpuMicros(client)
   const started = performance.now()
   const cpuBefore = process.cpuUsage()
   async function loop (clientIndex: number): Promise<void> {
@@ -121,10 +139,12 @@ async function child (root: string, redisPort: number, seconds: number, rate: nu
   await Promise.all(Array.from({ length: clients }, (_, clientIndex) => loop(clientIndex)))
   const elapsed = (performance.now() - started) / 1000
   const cpu = process.cpuUsage(cpuBefore)
+  const redisUsed = await redisCpuMicros(client) - redisBefore
+  if (recordTo !== undefined) writeFileSync(recordTo, JSON.stringify(recorded))
   await new Promise((done) => setTimeout(done, 50))
   const calls = await commandCalls(redisPort)
   await store.close()
-  return { variant: root, decisions, seconds: elapsed, evalsha: calls.evalsha ?? 0, time: calls.time ?? 0, hmget: calls.hmget ?? 0, ...counted, cpuMicros: cpu.user + cpu.system }
+  return { variant: root, decisions, seconds: elapsed, evalsha: calls.evalsha ?? 0, time: calls.time ?? 0, hmget: calls.hmget ?? 0, ...counted, cpuMicros: cpu.user + cpu.system, redisCpuMicros: redisUsed, commands: calls }
 }
 
 function median (values: number[]): number {
@@ -192,10 +212,10 @@ async function main (): Promise<void> {
   const per = (list: RunResult[], pick: (result: RunResult) => number): string => median(list.map((result) => pick(result) / result.decisions)).toFixed(4)
   const pacing = rate > 0 ? `paced to ${rate} req/s, ${seconds} s a run` : `unpaced, ${Math.round(seconds * 2_500)} requests a run`
   console.log(`Zipf s = ${DEFAULT_ZIPF_EXPONENT} (seed ${DEFAULT_ZIPF_SEED}), ${clients} closed-loop clients ${pacing}, ${workMicros} µs of fixed CPU per request either side of the limiter, ${rounds} interleaved rounds; medians per decision`)
-  console.log('| checkout | decisions | req/s | EVALSHA | TIME | HMGET | entries | asking | settling only | reserve only | calls with no request | decisions per call | process CPU µs per decision |')
-  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
+  console.log('| checkout | decisions | req/s | EVALSHA | TIME | HMGET | entries | asking | settling only | reserve only | calls with no request | decisions per call | process CPU µs per decision | Redis CPU µs per decision |')
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
   for (const [variant, list] of results) {
-    console.log(`| ${variant} | ${median(list.map((result) => result.decisions))} | ${median(list.map((result) => result.decisions / result.seconds)).toFixed(0)} | ${per(list, (result) => result.evalsha)} | ${per(list, (result) => result.time)} | ${per(list, (result) => result.hmget)} | ${per(list, (result) => result.entries)} | ${per(list, (result) => result.asking)} | ${per(list, (result) => result.settling)} | ${per(list, (result) => result.reserveOnly)} | ${per(list, (result) => result.callsWithoutRequests)} | ${median(list.map((result) => result.decisions / result.evalsha)).toFixed(2)} | ${per(list, (result) => result.cpuMicros)} |`)
+    console.log(`| ${variant} | ${median(list.map((result) => result.decisions))} | ${median(list.map((result) => result.decisions / result.seconds)).toFixed(0)} | ${per(list, (result) => result.evalsha)} | ${per(list, (result) => result.time)} | ${per(list, (result) => result.hmget)} | ${per(list, (result) => result.entries)} | ${per(list, (result) => result.asking)} | ${per(list, (result) => result.settling)} | ${per(list, (result) => result.reserveOnly)} | ${per(list, (result) => result.callsWithoutRequests)} | ${median(list.map((result) => result.decisions / result.evalsha)).toFixed(2)} | ${per(list, (result) => result.cpuMicros)} | ${per(list, (result) => result.redisCpuMicros)} |`)
   }
 }
 
