@@ -16,6 +16,7 @@ import type { Limits } from '../gateway/config/types.js'
 import { settingsFromEnv } from '../gateway/runtime/settings.js'
 import { adminCall, adminTarget, oneId } from './admin-client.js'
 import { bans } from './bans.js'
+import { storeExpireLeaked } from './store.js'
 import { webhooks } from './webhooks.js'
 import { writeFileAtomic } from './atomic-write.js'
 import { CommandError, UsageError } from './errors.js'
@@ -213,6 +214,7 @@ const HANDLERS: Readonly<Record<string, Handler>> = {
   'config check': (args, out, err) => configCheck(args, out, err),
   'bans list': async (args, out) => await bans('list', args, out),
   'bans lift': async (args, out) => await bans('lift', args, out),
+  'store expire-leaked': async (args, out) => await storeExpireLeaked(args, out),
   'webhooks test': async (args, out) => await webhooks('test', args, out),
   'webhooks dead-letters': async (args, out) => await webhooks('dead-letters', args, out),
   'webhooks replay': async (args, out) => await webhooks('replay', args, out)

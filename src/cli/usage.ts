@@ -111,6 +111,17 @@ export const COMMANDS: readonly CommandHelp[] = [
     details: [ADMIN_OPTION, 'With REDIS_URL (or REDIS_CLUSTER_NODES / REDIS_SENTINELS) set and no --admin, writes Redis directly.', 'No ban in force is not an error: it says so and exits 0.']
   },
   {
+    name: 'store expire-leaked',
+    args: '[--dry-run]',
+    summary: 'give the day hashes an older gateway left without an expiry their expiry',
+    details: [
+      'Reads REDIS_URL (or REDIS_CLUSTER_NODES / REDIS_SENTINELS): the Redis the gateways share.',
+      'Scans in small paced pages (every master of a Cluster) and only adds an expiry where there is none;',
+      'safe beside running gateways. Run once after upgrading from a gateway of before 29 Nov 2026.',
+      '  --dry-run        count what would change, change nothing'
+    ]
+  },
+  {
     name: 'webhooks test',
     args: '[ENDPOINT] [--config DIR]',
     summary: 'send a signed test event to every webhook endpoint (or the one named)',

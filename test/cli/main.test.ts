@@ -103,3 +103,20 @@ t.test('bans list and bans lift work against the configured Redis', async (t) =>
   const again = await cliInProcess(['bans', 'lift', 'demo-free'], env)
   t.same(again, { code: 0, stdout: 'demo-free is not banned: no ban to lift\n', stderr: '' }, 'no ban is not a failure: exit 0 (it was 1)')
 })
+
+t.test('store expire-leaked gives a leaked day hash its limiter hash\'s expiry, on the configured Redis', async (t) => {
+  const redis = await startRedis(t)
+  const expiry = String(Date.now() + 3_600_000)
+  await redis.cli('HSET', 'rl:{leaky}', 'n', '2', 'x', expiry)
+  await redis.cli('HSET', 'rl:{leaky}:d', '7', '2')
+  const env = { REDIS_URL: redis.url, REDIS_CLUSTER_NODES: '', REDIS_SENTINELS: '' }
+  const dry = await cliInProcess(['store', 'expire-leaked', '--dry-run'], env)
+  t.same(dry, { code: 0, stdout: '1 day hashes scanned; 1 without an expiry would get their limiter hash\'s, 0 without a limiter hash would get a day (dry run: nothing changed)\n', stderr: '' })
+  t.equal((await redis.cli('PTTL', 'rl:{leaky}:d')).trim(), '-1', 'the dry run changed nothing')
+  const fixed = await cliInProcess(['store', 'expire-leaked'], env)
+  t.same(fixed, { code: 0, stdout: '1 day hashes scanned; 1 without an expiry given their limiter hash\'s, 0 without a limiter hash given a day\n', stderr: '' })
+  t.equal((await redis.cli('PEXPIRETIME', 'rl:{leaky}:d')).trim(), expiry, 'the day hash now expires with its limiter hash')
+  const none = await cliInProcess(['store', 'expire-leaked'], { REDIS_URL: '', REDIS_CLUSTER_NODES: '', REDIS_SENTINELS: '' })
+  t.equal(none.code, 1, 'without a Redis to repair: exit 1')
+  t.match(none.stderr, /store expire-leaked needs REDIS_URL/, 'and says what it needs')
+})

@@ -14,6 +14,8 @@ function load (name: string): Script {
 
 export const GRANT = load('grant')
 export const EPOCH = load('epoch')
+/** Maintenance, not the request path: a day hash without an expiry given its limiter hash's (day-expiry-sweep.ts). */
+export const DAY_EXPIRY = load('day-expiry')
 
 /** Fields of one grant entry's reply, after the call's leading Redis time. */
 const GRANT_REPLY_FIELDS = 17
