@@ -14,6 +14,7 @@ import type { ConfigHolder } from '../../src/gateway/config/plugin.js'
 import type { ReloadOptions } from '../../src/gateway/config/reload.js'
 import type { ConfigSnapshot } from '../../src/gateway/config/types.js'
 import { LOG_REDACT_PATHS } from '../../src/gateway/observability/request-log.js'
+import { gatewayErrors } from '../../src/interface/errors.js'
 import { startBackend, type StartedBackend } from './backend.js'
 import { PROCESS_START_TIMEOUT_MS } from './ports.js'
 
@@ -148,6 +149,31 @@ export async function burst (gateways: StartedGateway[], key: string, n: number)
     await res.arrayBuffer()
     return res.status
   }))
+}
+
+/** One answer of a burst: its status, and the code and message of an Error body. */
+export interface BurstAnswer { readonly status: number, readonly code?: string, readonly message?: string }
+
+/** `burst`, keeping each refusal's code and message (what says who refused it). */
+export async function burstAnswers (gateways: StartedGateway[], key: string, n: number): Promise<BurstAnswer[]> {
+  return await Promise.all(Array.from({ length: n }, async (_, i) => {
+    const res = await fetch(`${gateways[i % gateways.length]!.url}/v1/pets?limit=1`, { headers: bearer(key) })
+    if (res.status < 400) { await res.arrayBuffer(); return { status: res.status } }
+    const body = await res.json() as { code?: string, message?: string }
+    return { status: res.status, ...(body.code === undefined ? {} : { code: body.code }), ...(body.message === undefined ? {} : { message: body.message }) }
+  }))
+}
+
+/** The upstream gate's refusal (the backend cannot take the request within its budget), whatever its Retry-After. */
+const UPSTREAM_BUSY = gatewayErrors.upstreamBusy(1).message.replace(/\d+ s$/, '')
+
+/**
+ * Whether the limiter admitted the request: served, or refused after the limiter by the upstream gate, which sheds
+ * what the backend cannot take in time (a unit counted all the same). How many the gate sheds is the machine's load;
+ * what the limiter decided is not.
+ */
+export function limiterAdmitted (answer: BurstAnswer): boolean {
+  return answer.status < 400 || (answer.status === 503 && answer.message?.startsWith(UPSTREAM_BUSY) === true)
 }
 
 type LimitsOverride = { perMinute: number, perDay: number }

@@ -8,7 +8,7 @@ import { SWEEP_MS } from '../../../src/gateway/limiter/redis/grants.js'
 import { EPOCH, GRANT } from '../../../src/gateway/limiter/redis/scripts.js'
 import type { StoreSettings } from '../../../src/gateway/limiter/create-store.js'
 import { startBackend } from '../../helpers/backend.js'
-import { bearer, burst, DEMO_KEYS, startGateway, type StartedGateway } from '../../helpers/gateway.js'
+import { bearer, burst, burstAnswers, DEMO_KEYS, limiterAdmitted, startGateway, type BurstAnswer, type StartedGateway } from '../../helpers/gateway.js'
 import { until } from '../../helpers/poll.js'
 import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 
@@ -37,6 +37,12 @@ async function commandStats (cli: (...args: string[]) => Promise<string>): Promi
   return stats
 }
 
+/** How many answers the limiter admitted were shed after it by the upstream gate (load, printed, never asserted). */
+function shedNote (answers: BurstAnswer[]): string {
+  const shed = answers.filter((answer) => answer.status !== 200 && limiterAdmitted(answer)).length
+  return shed === 0 ? '' : ` (${shed} of them shed after the limiter by the upstream gate)`
+}
+
 async function twoGateways (t: Test, settings: StoreSettings): Promise<StartedGateway[]> {
   const backend = await startBackend(t)
   // The usage history's flush (every 5 s, off the hot path) would add its HINCRBYs to the hot path's commandstats.
@@ -48,25 +54,21 @@ t.test('standalone Redis: two gateways, one limit', async (t) => {
   const gateways = await twoGateways(t, { redisUrl: redis.url })
   t.equal(gateways[0]!.app.limiter.store.describe().kind, 'redis')
 
-  const statuses = await burst(gateways, DEMO_KEYS.pro, 400)
-  const admitted = statuses.filter((s) => s === 200).length
-  t.ok(admitted <= 300, `400 concurrent requests for a 300/min key across two processes: ${admitted} admitted, never over`)
+  // What the limiter decided: a request it admitted may still be shed after it by the upstream gate when the
+  // backend cannot take it in time (the machine's load), a 503 that is no refusal of the limiter's.
+  const answers = await burstAnswers(gateways, DEMO_KEYS.pro, 400)
+  const admitted = answers.filter(limiterAdmitted).length
+  t.ok(admitted <= 300, `400 concurrent requests for a 300/min key across two processes: ${admitted} admitted, never over${shedNote(answers)}`)
   t.ok(admitted >= 294, `and at least 294 (${admitted})`)
-  t.equal(statuses.filter((s) => s === 429).length, 400 - admitted, 'every other one 429')
+  t.equal(answers.filter((answer) => answer.status === 429).length, 400 - admitted, 'every other one 429')
 
   await redis.cli('CONFIG', 'RESETSTAT')
   const n = 200
-  // Not all 200: each refusal's code and message, and what the gateways logged at warn and above, say why (a 503 of
-  // this burst was seen at load 7–12).
-  const answers = await Promise.all(Array.from({ length: n }, async (_, i) => {
-    const res = await fetch(`${gateways[i % gateways.length]!.url}/v1/pets?limit=1`, { headers: bearer(DEMO_KEYS.business) })
-    const body = await res.text()
-    return { status: res.status, body: res.status === 200 ? '' : body.slice(0, 200) }
-  }))
-  const refusals = [...new Set(answers.filter((answer) => answer.status !== 200).map((answer) => `${answer.status} ${answer.body}`))]
+  const roomy = await burstAnswers(gateways, DEMO_KEYS.business, n)
+  const refused = roomy.filter((answer) => !limiterAdmitted(answer)).map((answer) => `${answer.status} ${answer.code ?? ''} ${answer.message ?? ''}`)
   const warnings = gateways.flatMap((gateway) => gateway.logs.filter((line) => Number(line.level) >= 40).map((line) => `${String(line.msg)} ${JSON.stringify(line.err ?? '')}`))
-  t.same(new Set(answers.map((answer) => answer.status)), new Set([200]),
-    `${n} concurrent requests of a roomy key all admitted${refusals.length > 0 ? `; refused: ${refusals.join(' | ')}; logged: ${warnings.slice(-5).join(' | ')}` : ''}`)
+  t.same(refused, [], `${n} concurrent requests of a roomy key all admitted by the limiter${shedNote(roomy)}${refused.length > 0 ? `; logged: ${warnings.slice(-5).join(' | ')}` : ''}`)
+  t.ok(roomy.some((answer) => answer.status === 200), 'and served')
   const stats = await commandStats(redis.cli)
   // A script's first call on a connection is an EVAL (ioredis sends its source once), the next ones EVALSHA.
   const { evalsha = 0, eval: evals = 0, info: _info, 'config|resetstat': _reset, ...internal } = stats
@@ -103,9 +105,9 @@ t.test('Redis Cluster: two gateways, one limit', async (t) => {
   const cluster = await startRedisCluster(t)
   const gateways = await twoGateways(t, { redisClusterNodes: cluster.nodes })
   t.equal(gateways[0]!.app.limiter.store.describe().kind, 'cluster')
-  const statuses = await burst(gateways, DEMO_KEYS.pro, 400)
-  const admitted = statuses.filter((s) => s === 200).length
-  t.ok(admitted <= 300 && admitted >= 294, `${admitted} of 400 admitted for a 300/min key`)
+  const answers = await burstAnswers(gateways, DEMO_KEYS.pro, 400)
+  const admitted = answers.filter(limiterAdmitted).length
+  t.ok(admitted <= 300 && admitted >= 294, `${admitted} of 400 admitted for a 300/min key${shedNote(answers)}`)
   t.same((await gateways[1]!.app.limiter.listBans()).map((b) => b.id), ['demo-pro'], 'the ban is listed from the bans index')
   const ready = await fetch(`${gateways[0]!.adminUrl}/readyz`)
   t.equal(ready.status, 200)
