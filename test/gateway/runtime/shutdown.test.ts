@@ -9,7 +9,7 @@
 // there must be none. Slow requests in flight at the signal finish; readiness fails first and stays
 // 503 for the whole drain; Redis is closed; the process exits 0.
 import { Agent, request as httpRequest } from 'node:http'
-import Fastify, { type FastifyInstance } from 'fastify'
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
 import { pino } from 'pino'
 import t, { type Test } from 'tap'
 import { ReadinessRegistry } from '../../../src/gateway/runtime/readiness.js'
@@ -201,7 +201,7 @@ t.test('the drain is bounded: a request still running at the grace deadline is c
 // the order of its steps and what it logs can be read directly.
 interface LogLine { level: number, msg: string, [field: string]: unknown }
 
-async function stoppableApp (t: Test): Promise<{ app: FastifyInstance, readiness: ReadinessRegistry, url: string, entered: Promise<void>, release: () => void, lines: LogLine[], log: ReturnType<typeof pino> }> {
+async function stoppableApp (t: Test): Promise<{ app: FastifyInstance, readiness: ReadinessRegistry, url: string, entered: Promise<void>, release: () => void, lines: LogLine[], log: FastifyBaseLogger }> {
   const readiness = new ReadinessRegistry()
   const app = Fastify()
   await app.register(shutdownPlugin, { readiness })
@@ -223,7 +223,7 @@ async function stoppableApp (t: Test): Promise<{ app: FastifyInstance, readiness
   const address = app.server.address()
   const port = typeof address === 'object' && address !== null ? address.port : 0
   const lines: LogLine[] = []
-  const log = pino({ level: 'info' }, { write (line: string) { lines.push(JSON.parse(line) as LogLine) } })
+  const log: FastifyBaseLogger = pino({ level: 'info' }, { write (line: string) { lines.push(JSON.parse(line) as LogLine) } })
   return { app, readiness, url: `http://127.0.0.1:${port}`, entered: enteredOnce, release, lines, log }
 }
 
