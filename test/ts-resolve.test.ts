@@ -4,7 +4,7 @@
 // text at another path (another checkout) gets its own entry naming its own path.
 import { spawnSync } from 'node:child_process'
 import { createHash, randomUUID } from 'node:crypto'
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { stripTypeScriptTypes } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -22,6 +22,36 @@ function cacheEntry (path: string, source: string): string {
 function run (entry: string): { status: number | null, stdout: string, stderr: string } {
   return spawnSync(process.execPath, [...TS_NODE_ARGS, entry], { encoding: 'utf8', timeout: 20_000, env: { ...process.env, ...CHILD_ENV } })
 }
+
+t.test('in this process: a source never stripped before is stripped quietly, kept, and runs', async (t) => {
+  // tap's test processes run on this hook too (package.json "tap" node-arg): a file with a nonce in its text is a
+  // cache miss here, so this process strips it and writes the entry, as a process on a cold cache does.
+  const dir = mkdtempSync(join(tmpdir(), 'ts-resolve-here-'))
+  const nonce = randomUUID()
+  const source = `const greeting: string = 'here ${nonce}'\nexport default greeting\n`
+  const path = join(dir, 'here.ts')
+  writeFileSync(join(dir, 'package.json'), '{ "type": "module" }\n')
+  writeFileSync(path, source)
+  const entry = cacheEntry(path, source)
+  t.teardown(() => {
+    rmSync(dir, { recursive: true, force: true })
+    rmSync(entry, { force: true })
+  })
+  t.notOk(existsSync(entry), 'not kept before')
+  const warnings: string[] = []
+  const onWarning = (warning: Error): void => { warnings.push(`${warning.name}: ${warning.message}`) }
+  process.on('warning', onWarning)
+  const emitWarning = process.emitWarning
+  const loaded = await import(pathToFileURL(path).href) as { default: string }
+  // A warning is emitted on the next tick: wait one turn before reading what was seen.
+  await new Promise((resolve) => setImmediate(resolve))
+  process.off('warning', onWarning)
+  t.equal(loaded.default, `here ${nonce}`, 'the stripped module runs')
+  t.same(warnings, [], 'no ExperimentalWarning from the stripping')
+  t.equal(process.emitWarning, emitWarning, 'process.emitWarning is put back after it')
+  t.equal(readFileSync(entry, 'utf8'), stripTypeScriptTypes(source, { mode: 'strip', sourceUrl: pathToFileURL(path).href }), 'kept: Node\'s own stripping of the file')
+  t.same(readdirSync(CACHE_DIR).filter((name) => name.startsWith(`${entry.slice(CACHE_DIR.length + 1)}.`)), [], 'no partial file is left beside it')
+})
 
 t.test('a source is stripped once, kept under its text\'s hash, and what is kept is what the next process runs', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'ts-resolve-'))

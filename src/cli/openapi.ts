@@ -23,17 +23,26 @@ export async function clientTypesText (document: JsonObject): Promise<string> {
   return COMMENT_HEADER + astToString(ast)
 }
 
-async function main (): Promise<void> {
-  const configDir = process.env.CONFIG_DIR ?? join(repoRoot, DEFAULT_CONFIG_DIR)
-  const document = buildOpenApiDocument(loadConfigDir(configDir))
-  mkdirSync(dirname(DEFAULT_DOCUMENT_PATH), { recursive: true })
-  writeFileSync(DEFAULT_DOCUMENT_PATH, documentText(document))
-  writeFileSync(DEFAULT_TYPES_PATH, await clientTypesText(document))
-  console.log(`wrote ${DEFAULT_DOCUMENT_PATH} and ${DEFAULT_TYPES_PATH} (config: ${configDir})`)
+export interface OpenApiTargets {
+  /** The config directory whose plans, routes and limits the document describes. */
+  configDir: string
+  documentPath: string
+  typesPath: string
+}
+
+/** Writes the document and the client's types for `configDir`; the line the command prints. Nothing is written when the config is invalid. */
+export async function writeOpenApi (targets: OpenApiTargets): Promise<string> {
+  const document = buildOpenApiDocument(loadConfigDir(targets.configDir))
+  const types = await clientTypesText(document)
+  mkdirSync(dirname(targets.documentPath), { recursive: true })
+  writeFileSync(targets.documentPath, documentText(document))
+  writeFileSync(targets.typesPath, types)
+  return `wrote ${targets.documentPath} and ${targets.typesPath} (config: ${targets.configDir})`
 }
 
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
-  main().catch((err: unknown) => {
+  const configDir = process.env.CONFIG_DIR ?? join(repoRoot, DEFAULT_CONFIG_DIR)
+  writeOpenApi({ configDir, documentPath: DEFAULT_DOCUMENT_PATH, typesPath: DEFAULT_TYPES_PATH }).then((line) => { console.log(line) }, (err: unknown) => {
     console.error(err instanceof Error ? err.message : err)
     process.exitCode = 1
   })

@@ -1,7 +1,10 @@
+import { execFileSync, spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { closeSync, openSync, writeSync } from 'node:fs'
 import t from 'tap'
 import { parseEnvList, parseVariants } from '../../bench/lib/env-list.js'
 import { parseWrk } from '../../bench/lib/wrk.js'
-import { cpuMicros } from '../../bench/lib/proc-cpu.js'
+import { cpuMicros, ioCalls, pinProcess, procAvailable, systemMicros, taskset } from '../../bench/lib/proc-cpu.js'
 
 const WRK_OUTPUT = `Running 2s test @ http://127.0.0.1:1234/v1/pets?limit=10
   1 threads and 50 connections
@@ -53,4 +56,47 @@ t.test('CPU time of a process from /proc grows while it works', async (t) => {
   }
   t.ok(cpuMicros(process.pid) - before >= 50_000, `100 ms of CPU by Node's account is at least 50 ms in /proc (ticks of 10 ms) (${x > 0})`)
   t.equal(cpuMicros(2 ** 22 + 12345), 0, 'a process that is gone has used nothing')
+})
+
+t.test('read and write calls of a process from /proc count each write; kernel CPU is a part of all CPU; no pid, no figure', async (t) => {
+  t.ok(procAvailable(), 'this Linux has /proc/PID/stat')
+  const devNull = openSync('/dev/null', 'w')
+  const before = ioCalls(process.pid)
+  for (let i = 0; i < 200; i++) writeSync(devNull, 'x')
+  const after = ioCalls(process.pid)
+  closeSync(devNull)
+  t.ok(after - before >= 200, `200 writes are at least 200 more calls (${before} -> ${after})`)
+  const system = systemMicros(process.pid)
+  const all = cpuMicros(process.pid)
+  t.ok(system >= 0 && system <= all, `kernel CPU ${system} µs is within all CPU ${all} µs`)
+  t.equal(ioCalls(2 ** 22 + 12345), 0, 'a process that is gone made no calls')
+  t.equal(systemMicros(2 ** 22 + 12345), 0, 'nor used kernel CPU')
+  for (const figure of [cpuMicros, ioCalls, systemMicros]) t.ok(Number.isNaN(figure(undefined)), `${figure.name} without a pid is NaN, not 0`)
+})
+
+t.test('a process tree\'s CPU includes its descendants\'; a process is pinned to a core with taskset', async (t) => {
+  // sh runs sh (not exec'd: the `; true` keeps the outer one waiting), whose loop burns some CPU before it sleeps.
+  const inner = 'i=0; while [ $i -lt 60000 ]; do i=$((i+1)); done; echo $$; exec sleep 30'
+  const tree = spawn('sh', ['-c', `sh -c '${inner}'; true`], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const innerPids: number[] = []
+  t.teardown(() => {
+    tree.kill('SIGKILL')
+    for (const pid of innerPids) {
+      try { process.kill(pid, 'SIGKILL') } catch { /* gone already */ }
+    }
+  })
+  const [line] = await once(tree.stdout, 'data') as [Buffer]
+  const leaf = Number(line.toString().trim())
+  innerPids.push(leaf)
+  const leafCpu = cpuMicros(leaf)
+  const treeCpu = cpuMicros(tree.pid)
+  t.ok(leafCpu > 0, `the looping shell used CPU (${leafCpu} µs)`)
+  t.ok(treeCpu >= leafCpu, `its parent's tree (${treeCpu} µs) counts it`)
+  t.ok(ioCalls(tree.pid) >= ioCalls(leaf), 'and its calls')
+
+  const bin = taskset()
+  t.match(bin, /\/taskset$/, 'taskset is found on PATH')
+  t.ok(pinProcess(leaf, '0'), 'the sleeping shell is pinned to core 0')
+  t.match(execFileSync('taskset', ['-p', String(leaf)], { encoding: 'utf8' }), /affinity mask: 1$/m, 'the kernel says so')
+  t.notOk(pinProcess(leaf, '64'), 'a core this machine does not have is refused: false, not a throw')
 })

@@ -2,8 +2,11 @@
 // a ~2 s process start each, slower still on a loaded machine); as a real process where that is the
 // point: a key created and accepted by a gateway, a refusal's one line and exit 1, a key hashed from stdin.
 import t from 'tap'
-import { cpSync, writeFileSync } from 'node:fs'
+import { once } from 'node:events'
+import { chmodSync, cpSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:http'
 import { join } from 'node:path'
+import { writeFileAtomic } from '../../src/cli/atomic-write.js'
 import { keyDigest } from '../../src/gateway/auth/bearer.js'
 import { loadConfigDir } from '../../src/gateway/config/read-files.js'
 import { bearer, DEMO_KEYS, FIXTURE_CONFIG_DIR, plansYaml, startGateway, testConfig } from '../helpers/gateway.js'
@@ -80,6 +83,37 @@ t.test('bans without Redis or a reachable gateway explain themselves', async (t)
   const closed = `http://127.0.0.1:${await freePort()}`
   const bans = await cliInProcess(['bans', 'list', '--admin', closed], { REDIS_URL: '', REDIS_CLUSTER_NODES: '' })
   t.same(bans, { code: 1, stdout: '', stderr: `petstore-gateway: cannot reach the gateway's admin API at ${closed} (ECONNREFUSED): is the gateway running? Point --admin at its admin port.\n` })
+
+  const notUrl = await cliInProcess(['bans', 'list', '--admin', '127.0.0.1:9091'], { REDIS_URL: '', REDIS_CLUSTER_NODES: '' })
+  t.same(notUrl, { code: 1, stdout: '', stderr: 'petstore-gateway: --admin must be a URL like http://127.0.0.1:9091, got "127.0.0.1:9091"\n' }, 'an --admin without a scheme is named')
+
+  // Something else on the port (the public listener, a web page): a 200 that is not JSON.
+  const page = createServer((_req, res) => { res.setHeader('content-type', 'text/html'); res.end('<html>hello</html>') })
+  page.listen(0, '127.0.0.1')
+  await once(page, 'listening')
+  t.teardown(() => { page.close() })
+  const address = page.address()
+  const pageUrl = `http://127.0.0.1:${typeof address === 'object' && address !== null ? address.port : 0}`
+  const notJson = await cliInProcess(['bans', 'list', '--admin', pageUrl], { REDIS_URL: '', REDIS_CLUSTER_NODES: '' })
+  t.same(notJson, { code: 1, stdout: '', stderr: `petstore-gateway: ${pageUrl} did not answer JSON: is --admin the gateway's admin port?\n` }, 'a port that is not the admin API is named')
+})
+
+t.test('writeFileAtomic (keys rotate\'s write): the new text replaces the old, its mode kept; a rename that fails leaves no temp file', async (t) => {
+  const dir = t.testdir()
+  const path = join(dir, 'keys.yaml')
+  writeFileSync(path, 'old\n')
+  chmodSync(path, 0o600)
+  writeFileAtomic(path, 'new\n')
+  t.equal(readFileSync(path, 'utf8'), 'new\n')
+  t.equal(statSync(path).mode & 0o777, 0o600, 'the original\'s mode kept (a keys file others cannot read stays so)')
+  t.same(readdirSync(dir), ['keys.yaml'], 'no temp file left')
+
+  // The path is a directory (not empty): the rename over it fails; the error is thrown and the temp file removed.
+  const taken = join(dir, 'taken')
+  mkdirSync(taken)
+  writeFileSync(join(taken, 'inside'), 'x')
+  t.throws(() => { writeFileAtomic(taken, 'text\n') }, { code: 'EISDIR' })
+  t.same(readdirSync(dir).sort(), ['keys.yaml', 'taken'], 'the temp file is removed')
 })
 
 t.test('bans list and bans lift work against the configured Redis', async (t) => {

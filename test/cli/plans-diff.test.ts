@@ -6,7 +6,8 @@ import t from 'tap'
 import { cpSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { cliInProcess } from '../helpers/cli.js'
-import { FIXTURE_CONFIG_DIR, startGateway } from '../helpers/gateway.js'
+import { plansDiff } from '../../src/cli/plans-diff.js'
+import { FIXTURE_CONFIG_DIR, plansYaml, startGateway, testConfig } from '../helpers/gateway.js'
 
 t.test('plans diff: which limits change, shadow included, and for how many consumers', async (t) => {
   const gw = await startGateway(t)
@@ -93,4 +94,44 @@ t.test('plans diff covers the month: a quota added, its overage rule, an Enterpr
   writeFileSync(join(dir, 'plans.yaml'), plans.replace('perMonth: 20000 }', 'perMonth: 20000, overage: allow }'))
   const soft = await cliInProcess(['plans', 'diff', dir, '--admin', running.adminUrl])
   t.match(soft.stdout, / {2}free: 60\/min, 1000\/day, 20000\/month → 60\/min, 1000\/day, 20000\/month \(overage allowed\)/)
+})
+
+// The comparison itself, against a running side given as the admin API would describe an older or
+// differently configured gateway: the cases a gateway running the fixture cannot show.
+t.test('plans diff against an older gateway: plans removed (fixed or custom), a custom plan made fixed, the anonymous limits, and route costs it does not report', async (t) => {
+  const routes = `${readFileSync(join(FIXTURE_CONFIG_DIR, 'routes.yaml'), 'utf8')}  - { method: POST, path: /v1/pets, cost: 5 }\n`
+  const next = testConfig({ 'plans.yaml': plansYaml({ anonymous: { perMinute: 20, perDay: 300 } }), 'routes.yaml': routes })
+  const enterpriseKey = [...next.keysById.values()].find((key) => key.plan === 'enterprise')
+  const asked: string[] = []
+  const diff = await plansDiff({
+    plans: {
+      free: { perMinute: 60, perDay: 1000 },
+      pro: 'custom',
+      business: { perMinute: 1000, perDay: 100000 },
+      enterprise: 'custom',
+      legacy: { perMinute: 10, perDay: 100 },
+      partners: 'custom'
+    },
+    anonymous: { perMinute: 30, perDay: 300 }
+  }, next, async (consumerId) => { asked.push(consumerId); return enterpriseKey?.limits })
+  t.same(diff.lines, [
+    '  free: unchanged, 60/min, 1000/day (1 consumer in the new config)',
+    '  pro: custom → 300/min, 10000/day (1 consumer in the new config)',
+    '  business: unchanged, 1000/min, 100000/day (1 consumer in the new config)',
+    '  enterprise (custom: limits per consumer): unchanged',
+    '  legacy: removed (was 10/min, 100/day)',
+    '  partners: removed (was custom)',
+    '  anonymous (per client address): 30/min, 300/day → 20/min, 300/day',
+    '  route costs: the running gateway does not say its own; the new config sets POST /v1/pets 5'
+  ])
+  t.equal(diff.changed, true)
+  t.same(asked, [enterpriseKey?.consumerId], 'only the custom plan\'s consumers are looked up')
+
+  const unchanged = await plansDiff({
+    plans: { free: { perMinute: 60, perDay: 1000 }, pro: { perMinute: 300, perDay: 10000 }, business: { perMinute: 1000, perDay: 100000 }, enterprise: 'custom' },
+    anonymous: { perMinute: 20, perDay: 300 },
+    costs: { 'POST /v1/pets': 5 }
+  }, next, async () => enterpriseKey?.limits)
+  t.equal(unchanged.changed, false, 'the same plans, anonymous limits and costs: nothing changes')
+  t.same(unchanged.lines.filter((line) => !line.includes('unchanged')), [], 'every line says so')
 })

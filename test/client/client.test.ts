@@ -157,6 +157,33 @@ t.test('allPets follows Link rel="next" over every page', async (t) => {
   t.same(sold, Array.from({ length: 15 }, (_, i) => (i + 1) * 3), 'the filter is kept across pages')
 })
 
+t.test('a next link that leaves the list (rewritten by something between) is refused, not followed', async (t) => {
+  const s = await stack(t)
+  const rewriting = async (request: Request): Promise<Response> => {
+    const res = await fetch(request)
+    const headers = new Headers(res.headers)
+    headers.set('link', '</v1/store/orders?offset=10>; rel="next"')
+    return new Response(await res.arrayBuffer(), { status: res.status, headers })
+  }
+  const client = createPetStoreClient(s.options(DEMO_KEYS.business, { fetch: rewriting }))
+  await t.rejects(client.listPets({ limit: 1 }), { message: 'Link rel="next" leaves the list: /v1/store/orders?offset=10' })
+})
+
+t.test('a 429 whose body is not the Error shape (a proxy in front) is waited out like a rate limit', async (t) => {
+  const s = await stack(t)
+  let sent = 0
+  const proxyFirst = async (request: Request): Promise<Response> => {
+    sent++
+    if (sent === 1) return new Response('<html>429 Too Many Requests</html>', { status: 429, headers: { 'content-type': 'text/html', 'retry-after': '2' } })
+    return await fetch(request)
+  }
+  const client = createPetStoreClient(s.options(DEMO_KEYS.business, { fetch: proxyFirst, random: () => 0 }))
+  const page = await client.listPets({ limit: 1 })
+  t.ok(Array.isArray(page.data), 'the retry is answered')
+  t.equal(sent, 2, 'sent again once')
+  t.same(s.sleeps, [2000], 'after its Retry-After (no backoff drawn with random() = 0)')
+})
+
 t.test('errors carry the Error body; a bad key is 401', async (t) => {
   const s = await stack(t)
   const client = createPetStoreClient(s.options(DEMO_KEYS.pro))

@@ -95,11 +95,16 @@ export class LogDestination {
       return
     }
     if (this.#pendingLines === 0 || this.#broken || this.#stream.writableLength > 0) return
+    // Taken out of the batch either way: written once, or counted once (a later flush must not repeat them).
+    const chunk = this.#pending
+    const lines = this.#pendingLines
+    this.#pending = ''
+    this.#pendingLines = 0
     try {
-      writeSync(this.#fd, this.#pending)
+      writeSync(this.#fd, chunk)
     } catch {
       // The pipe is full or gone: these lines are lost with the process.
-      this.#dropped += this.#pendingLines
+      this.#dropped += lines
     }
   }
 

@@ -31,9 +31,3 @@ export type ShadowPart = 'n' | 'a' | 'f' | 'l' | 't' | 'h'
 export function shadowKey (plan: string, hour: number, part: ShadowPart): string {
   return `${KEY_PREFIX}{shadow:${plan}}:${hour}:${part}`
 }
-
-/** The id a limiter key names (listing bans): `rl:{acme}` → `acme`; undefined for any other key. */
-export function idOfLimiterKey (key: string): string | undefined {
-  if (!key.startsWith(KEY_PREFIX + '{') || !key.endsWith('}')) return undefined
-  return key.slice(KEY_PREFIX.length + 1, -1)
-}

@@ -4,9 +4,13 @@
 // open() and SIGTERM did not stop the gateway. Now every path that loads config (start-up, reload
 // by watch and by the admin API, `config check`) names the file and what it is, and nothing waits.
 import { execFileSync } from 'node:child_process'
-import { cpSync, mkdirSync, rmSync, symlinkSync } from 'node:fs'
+import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { once } from 'node:events'
+import { createServer } from 'node:net'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
+import { loadConfigDir } from '../../../src/gateway/config/read-files.js'
 import { cliInProcess } from '../../helpers/cli.js'
 import { ADMIN_JSON, bearer, DEMO_KEYS, FIXTURE_CONFIG_DIR, startGateway } from '../../helpers/gateway.js'
 import { until } from '../../helpers/poll.js'
@@ -58,6 +62,32 @@ t.test('a reload refuses a FIFO, a directory and a device at once, and the gatew
   const res = await fetch(`${gw.url}/v1/store/orders`, { headers: bearer(DEMO_KEYS.pro) })
   t.equal(res.status, 200, 'still serving on the last good config')
   await res.arrayBuffer()
+})
+
+t.test('read on this thread (the CLI\'s key commands): a FIFO, a directory, a device and a socket are each named in one refusal', async (t) => {
+  const dir = configDir(t)
+  replaceWithFifo(join(dir, 'plans.yaml'))
+  rmSync(join(dir, 'keys.yaml'))
+  mkdirSync(join(dir, 'keys.yaml'))
+  rmSync(join(dir, 'routes.yaml'))
+  symlinkSync('/dev/zero', join(dir, 'routes.yaml'))
+  // A Unix socket cannot be opened at all (ENXIO): named by the error of its open. Made under a short path (a
+  // socket's is at most 107 bytes) and linked in.
+  const socketDir = mkdtempSync(join(tmpdir(), 'sock-'))
+  const socket = createServer()
+  socket.listen(join(socketDir, 's'))
+  await once(socket, 'listening')
+  t.teardown(() => { socket.close(); rmSync(socketDir, { recursive: true, force: true }) })
+  symlinkSync(join(socketDir, 's'), join(dir, 'webhooks.yaml'))
+  const { result, ms } = await timed(async () => await Promise.resolve().then(() => { loadConfigDir(dir) }).then(() => undefined, (err: unknown) => err))
+  t.match(result, { name: 'ConfigError' })
+  t.same((result as { problems: string[] }).problems, [
+    `plans.yaml: ${join(dir, 'plans.yaml')} is a FIFO, not a regular file`,
+    `keys.yaml: ${join(dir, 'keys.yaml')} is a directory, not a regular file`,
+    `routes.yaml: ${join(dir, 'routes.yaml')} is a character device, not a regular file`,
+    `webhooks.yaml: cannot read ${join(dir, 'webhooks.yaml')}: ENXIO`
+  ], 'every file that could not be read, and what it is')
+  t.ok(ms < AT_ONCE_MS, `refused in ${ms.toFixed(0)} ms`)
 })
 
 t.test('config check refuses a FIFO at once, in one line', async (t) => {

@@ -7,12 +7,17 @@
 // client's new connections are read a few per turn (edge/connection-limits.ts). What load cannot
 // move is asserted: how many of the attacker's responses were written before the victim's answer
 // (before: about one per attacking connection and more; after: a few turns' worth). Times printed.
-import { connect, type Socket } from 'node:net'
+import { once } from 'node:events'
+import { createServer as createHttpServer } from 'node:http'
+import { connect, createServer as createNetServer, type Socket } from 'node:net'
 import { performance } from 'node:perf_hooks'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import t from 'tap'
 import { OPENAPI_PATH } from '../../../src/gateway/openapi/plugin.js'
+import { shardAccepts } from '../../../src/gateway/edge/accept-shards.js'
 import { startGateway } from '../../helpers/gateway.js'
+import { until } from '../../helpers/poll.js'
+import { freePort } from '../../helpers/ports.js'
 
 const ATTACKERS = 256
 const DEPTH = 2
@@ -72,4 +77,43 @@ t.test('row 6: a victim connecting behind a burst of 256 pipelining connections 
   t.equal(answer.status, 200, 'the victim is answered')
   t.ok(acceptedBeforeVictim < ATTACKERS / 2, `the victim connected behind a burst: ${acceptedBeforeVictim} of ${ATTACKERS} attacking connections accepted by then`)
   t.ok(answer.writtenBefore <= BOUND, `at most ${BOUND} attacker responses written before the victim's answer: ${answer.writtenBefore}`)
+})
+
+// The shards on a plain HTTP server, on a port given (the deployment's case: tests elsewhere listen on port 0).
+t.test('accept shards on a fixed free port: they open beside the listener and their connections are served; close waits for them', async (t) => {
+  const port = await freePort()
+  const server = createHttpServer((_req, res) => { res.end('ok') })
+  const errors: Error[] = []
+  const shards = shardAccepts(server, 3, (err) => { errors.push(err) })
+  t.equal(shards.open, 0, 'none before the server listens')
+  server.listen({ host: '127.0.0.1', port })
+  await once(server, 'listening')
+  await until('the shards listen', () => shards.open === 3 || undefined)
+  const bodies = await Promise.all(Array.from({ length: 24 }, async () => {
+    const res = await fetch(`http://127.0.0.1:${port}/`, { headers: { connection: 'close' } })
+    return await res.text()
+  }))
+  t.same(new Set(bodies), new Set(['ok']), 'every new connection answered, whichever socket accepted it')
+  t.same(errors, [])
+  await new Promise<void>((resolve, reject) => { server.close((err) => { if (err === undefined) resolve(); else reject(err) }) })
+  t.equal(shards.open, 0, 'closing the server closes the shards')
+})
+
+t.test('accept shards: a port another socket holds, even one that allows sharing it (SO_REUSEPORT), is refused with EADDRINUSE', async (t) => {
+  const port = await freePort()
+  const holder = createNetServer()
+  holder.listen({ host: '127.0.0.1', port, reusePort: true })
+  await once(holder, 'listening')
+  t.teardown(() => { holder.close() })
+  const server = createHttpServer((_req, res) => { res.end('ok') })
+  const shards = shardAccepts(server, 3, () => {})
+  t.teardown(() => { if (server.listening) server.close() })
+  server.listen({ host: '127.0.0.1', port })
+  const outcome = await Promise.race([
+    once(server, 'error').then(([err]) => (err as NodeJS.ErrnoException).code),
+    once(server, 'listening').then(() => 'listening beside it')
+  ])
+  t.equal(outcome, 'EADDRINUSE', 'the port is not silently shared with the socket already on it')
+  t.notOk(server.listening)
+  t.equal(shards.open, 0, 'no shard opened')
 })

@@ -11,7 +11,7 @@ import { DAY_MS, dayOf, daysOfMonth } from '../../../src/gateway/history/days.js
 import { createMemoryHistory } from '../../../src/gateway/history/memory-history.js'
 import { createRedisHistory, usageKey } from '../../../src/gateway/history/redis-history.js'
 import { USAGE_HISTORY_DAYS, USAGE_KEY_KEEP_DAYS, type HistoryStore } from '../../../src/gateway/history/store.js'
-import { DecisionTally, type MonthCell } from '../../../src/gateway/history/tally.js'
+import { DecisionTally, mergeBatches, type MonthCell, type ShadowCell } from '../../../src/gateway/history/tally.js'
 import { decide } from '../../../src/gateway/limiter/decide.js'
 import { testConfig } from '../../helpers/gateway.js'
 import { startRedis } from '../../helpers/redis.js'
@@ -138,4 +138,20 @@ t.test('the tally: a cell per consumer and month with a quota, split at the mont
   ], 'March\'s last millisecond is March; a refused request spends nothing')
   t.same(batch.usage.map((c) => [c.day, c.admitted, c.units, c.rejected]), [[dayOf(end) - 1, 1, 2, 0], [dayOf(end), 1, 3, 1]])
   t.same(tally.drain(), { usage: [], shadow: [], months: [] }, 'drained')
+})
+
+t.test('a batch kept after a failed write merged with the next: a month\'s units and a shadow hour\'s counts added, the latest decision\'s plan and quota, cells out of range dropped', async (t) => {
+  const month = (units: number, plan: string, quota: number, last: number): MonthCell => ({ consumerId: 'acme', month: '203004', units, plan, quota, last })
+  const shadow = (rejections: number, admitted: number, first: number, last: number): ShadowCell =>
+    ({ plan: 'free', consumerId: 'acme', hour: 500_000, rejections, admitted, first, last })
+  const unsent = { usage: [], months: [month(5, 'bigger', 50, 2_000), { ...month(1, 'old', 1, 10), month: '202901' }], shadow: [shadow(3, 1, 100, 400), { ...shadow(9, 9, 1, 2), hour: 1 }] }
+  // The next batch: an earlier decision of the month (drained after, counted before) and a later shadow hour's span.
+  const drained = { usage: [], months: [month(2, 'metered', 20, 1_000)], shadow: [shadow(4, 2, 50, 300), shadow(1, 0, 450, 900)] }
+  const merged = mergeBatches([unsent, drained], { day: () => true, hour: (hour) => hour > 1, month: (name) => name !== '202901' })
+  t.same(merged.months, [month(7, 'bigger', 50, 2_000)], 'one cell: units added, the plan and quota of the latest decision (not of the batch merged last)')
+  t.same(merged.shadow, [shadow(8, 3, 50, 900)], 'one cell: rejections and admitted added, first the earliest and last the latest')
+  t.same(unsent.months[0], month(5, 'bigger', 50, 2_000), 'the kept batch itself is not changed (a write may still retry it)')
+
+  const later = mergeBatches([{ usage: [], shadow: [], months: [month(5, 'metered', 20, 1_000)] }, { usage: [], shadow: [], months: [month(1, 'bigger', 50, 3_000)] }], { day: () => true, hour: () => true })
+  t.same(later.months, [month(6, 'bigger', 50, 3_000)], 'a later decision merged last brings its plan and quota; no month filter keeps every month')
 })

@@ -1,13 +1,14 @@
-import { readFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Validator } from '@seriousme/openapi-schema-validator'
 import t from 'tap'
 import { errorBodySchema, interfaceSchemas, NAME_PATTERN } from '../../../src/interface/schemas.js'
-import { clientTypesText, DEFAULT_DOCUMENT_PATH, DEFAULT_TYPES_PATH, documentText } from '../../../src/cli/openapi.js'
+import { clientTypesText, DEFAULT_DOCUMENT_PATH, DEFAULT_TYPES_PATH, documentText, writeOpenApi } from '../../../src/cli/openapi.js'
 import { loadConfigDir } from '../../../src/gateway/config/read-files.js'
 import { buildOpenApiDocument, openApiPath, type JsonObject } from '../../../src/gateway/openapi/document.js'
 import { OPERATIONS } from '../../../src/gateway/proxy/operations.js'
-import { SHIPPED_CONFIG_DIR, testConfig } from '../../helpers/gateway.js'
+import { FIXTURE_CONFIG_DIR, SHIPPED_CONFIG_DIR, testConfig } from '../../helpers/gateway.js'
 
 type Doc = Record<string, any> // eslint-disable-line @typescript-eslint/no-explicit-any -- walking a JSON document in assertions
 
@@ -191,6 +192,30 @@ t.test('docs/openapi.json and src/client/openapi-types.ts are what `npm run open
   t.equal(DEFAULT_DOCUMENT_PATH, join(SHIPPED_CONFIG_DIR, '..', 'docs', 'openapi.json'))
   t.equal(readFileSync(DEFAULT_DOCUMENT_PATH, 'utf8'), documentText(current), 'docs/openapi.json is stale: run npm run openapi')
   t.equal(readFileSync(DEFAULT_TYPES_PATH, 'utf8'), await clientTypesText(current), 'src/client/openapi-types.ts is stale: run npm run openapi')
+})
+
+t.test('`npm run openapi` for another config directory writes that config\'s document and types where it is told; an invalid one writes nothing', async (t) => {
+  const out = mkdtempSync(join(tmpdir(), 'openapi-'))
+  t.teardown(() => { rmSync(out, { recursive: true, force: true }) })
+  // A config of its own: the orders route marked beta, which the shipped one does not say.
+  const configDir = join(out, 'config')
+  cpSync(FIXTURE_CONFIG_DIR, configDir, { recursive: true })
+  const routes = join(configDir, 'routes.yaml')
+  writeFileSync(routes, readFileSync(routes, 'utf8').replace('stability: experimental', 'stability: beta'))
+  const targets = { configDir, documentPath: join(out, 'docs', 'openapi.json'), typesPath: join(out, 'openapi-types.ts') }
+  const line = await writeOpenApi(targets)
+  t.equal(line, `wrote ${targets.documentPath} and ${targets.typesPath} (config: ${configDir})`, 'the line it prints names both files and the config')
+  const expected = buildOpenApiDocument(loadConfigDir(configDir)) as JsonObject
+  const written = readFileSync(targets.documentPath, 'utf8')
+  t.equal(written, documentText(expected), 'the document of the directory given (its docs/ folder made)')
+  t.match(written, '**Stability: beta.**', 'with that config\'s mark')
+  t.notMatch(readFileSync(DEFAULT_DOCUMENT_PATH, 'utf8'), '**Stability: beta.**', 'which the shipped document does not have')
+  t.equal(readFileSync(targets.typesPath, 'utf8'), await clientTypesText(expected), 'and its client types')
+
+  const missing = join(out, 'no-such-config')
+  const refused = { configDir: missing, documentPath: join(out, 'refused', 'openapi.json'), typesPath: join(out, 'refused-types.ts') }
+  await t.rejects(writeOpenApi(refused), { name: 'ConfigError', message: new RegExp(`plans\\.yaml: cannot read ${missing}/plans\\.yaml: ENOENT`) })
+  t.notOk(existsSync(refused.documentPath) || existsSync(refused.typesPath), 'nothing written for a config that does not load')
 })
 
 t.test('servers: this gateway, then production and staging when PUBLIC_BASE_URL / STAGING_BASE_URL are set', async (t) => {

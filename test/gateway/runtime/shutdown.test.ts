@@ -9,7 +9,11 @@
 // there must be none. Slow requests in flight at the signal finish; readiness fails first and stays
 // 503 for the whole drain; Redis is closed; the process exits 0.
 import { Agent, request as httpRequest } from 'node:http'
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify'
+import { pino } from 'pino'
 import t, { type Test } from 'tap'
+import { ReadinessRegistry } from '../../../src/gateway/runtime/readiness.js'
+import { shutdownPlugin, stopGateway } from '../../../src/gateway/runtime/shutdown.js'
 import { DEMO_KEYS, FIXTURE_CONFIG_DIR } from '../../helpers/gateway.js'
 import { startEchoUpstream } from '../../helpers/echo-upstream.js'
 import { poll, sleep, until } from '../../helpers/poll.js'
@@ -191,4 +195,73 @@ t.test('the drain is bounded: a request still running at the grace deadline is c
   t.equal(await hanging, 'UND_ERR_SOCKET', 'the request past the deadline was cut (the one case a request goes unanswered)')
   t.match(proc.output(), /"msg":"drain deadline reached; closing the connections still open"/)
   t.match(proc.output(), /"forced":true/)
+})
+
+// The same stop sequence run in this process (stopGateway on a bare app with the shutdown plugin), where
+// the order of its steps and what it logs can be read directly.
+interface LogLine { level: number, msg: string, [field: string]: unknown }
+
+async function stoppableApp (t: Test): Promise<{ app: FastifyInstance, readiness: ReadinessRegistry, url: string, entered: Promise<void>, release: () => void, lines: LogLine[], log: FastifyBaseLogger }> {
+  const readiness = new ReadinessRegistry()
+  const app = Fastify()
+  await app.register(shutdownPlugin, { readiness })
+  let release = (): void => {}
+  const released = new Promise<void>((resolve) => { release = resolve })
+  let entered = (): void => {}
+  const enteredOnce = new Promise<void>((resolve) => { entered = resolve })
+  app.get('/held', async () => {
+    entered()
+    await released
+    return { ok: true }
+  })
+  app.get('/hangs', async () => {
+    entered()
+    return await new Promise(() => { /* never answers */ })
+  })
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  t.teardown(async () => { release(); await app.close() })
+  const address = app.server.address()
+  const port = typeof address === 'object' && address !== null ? address.port : 0
+  const lines: LogLine[] = []
+  const log: FastifyBaseLogger = pino({ level: 'info' }, { write (line: string) { lines.push(JSON.parse(line) as LogLine) } })
+  return { app, readiness, url: `http://127.0.0.1:${port}`, entered: enteredOnce, release, lines, log }
+}
+
+t.test('stopGateway in process: readiness fails first, a request in flight through the drain delay finishes with Connection: close, not forced', async (t) => {
+  const { app, readiness, url, entered, release, lines, log } = await stoppableApp(t)
+  const answered = fetch(`${url}/held`).then(async (res) => ({ status: res.status, connection: res.headers.get('connection'), body: await res.json() as unknown }))
+  await entered
+  t.equal(app.drain.inFlight, 1, 'the held request is counted in flight')
+  const stopping = stopGateway(app, { readiness, drainDelayMs: 50, graceMs: 30_000, log })
+  t.ok(readiness.draining, 'readiness fails as soon as the stop begins')
+  t.notOk(app.drain.closing, 'the listener is not closing yet: the drain delay comes first')
+  release()
+  t.same(await answered, { status: 200, connection: 'close', body: { ok: true } }, 'the request in flight is answered, telling its client to leave')
+  await stopping
+  t.notOk(app.server.listening, 'the listener is closed')
+  t.same(lines.map((line) => line.msg), [
+    'readiness failing; serving until the drain delay ends',
+    'listener closing; draining in-flight requests',
+    'drain finished'
+  ], 'logged in the order of the steps')
+  t.equal(lines[0]?.drainDelayMs, 50)
+  t.equal(lines[2]?.forced, false, 'nothing was cut')
+  const durationMs = Number(lines[2]?.durationMs)
+  t.ok(durationMs >= 49, `the drain took the delay at least (${durationMs} ms)`)
+})
+
+t.test('stopGateway in process: a request still running at the grace deadline is cut, logged at warn, and the drain is marked forced', async (t) => {
+  const { app, readiness, url, entered, lines, log } = await stoppableApp(t)
+  const cut = fetch(`${url}/hangs`).then(() => 'answered', (err: unknown) => errorCode(err))
+  await entered
+  await stopGateway(app, { readiness, drainDelayMs: 0, graceMs: 100, log })
+  t.equal(await cut, 'UND_ERR_SOCKET', 'the hanging request was cut')
+  t.same(lines.map((line) => [line.level, line.msg]), [
+    [30, 'listener closing; draining in-flight requests'],
+    [40, 'drain deadline reached; closing the connections still open'],
+    [30, 'drain finished']
+  ], 'no drain delay line without a delay; the deadline is a warning')
+  t.equal(lines[0]?.graceMs, 100)
+  t.equal(lines[1]?.inFlight, 1, 'the warning counts the request it cuts')
+  t.equal(lines[2]?.forced, true)
 })

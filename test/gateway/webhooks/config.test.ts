@@ -59,6 +59,10 @@ t.test('each bad field is refused, naming the file and the field', async (t) => 
     ['webhooks.yaml: endpoints[0].url: must be https:// (plain http:// only to a loopback address, not "billing.example.com")'])
   t.same(problems(endpoint('url: "https://user:pw@a.example/h", events: [quota.threshold], secret: { env: HOOK_SECRET }')),
     ['webhooks.yaml: endpoints[0].url: must not carry credentials (sign with the secret instead)'])
+  t.same(problems(endpoint('url: "billing.example.com/h", events: [quota.threshold], secret: { env: HOOK_SECRET }')),
+    ['webhooks.yaml: endpoints[0].url: is not a URL'], 'a URL without its scheme')
+  t.same(problems(endpoint('url: "ftp://a.example/h", events: [quota.threshold], secret: { env: HOOK_SECRET }')),
+    ['webhooks.yaml: endpoints[0].url: must be https:// (not ftp:)'])
   t.same(problems(endpoint('url: "https://a.example/h", events: [quota.threshold], secret: { env: NOT_SET }')),
     ['webhooks.yaml: endpoints[0].secret.env: environment variable NOT_SET is not set'])
   t.same(problems(endpoint('url: "https://a.example/h", events: [quota.threshold], secret: { file: /nope }')),
@@ -72,6 +76,21 @@ t.test('each bad field is refused, naming the file and the field', async (t) => 
     ['webhooks.yaml: endpoints[1].name: duplicate endpoint "billing"'])
   t.same(problems('endpoints: []\nquota: { thresholds: [1.2] }\n'), ['webhooks.yaml: quota.thresholds[0]: must be <= 1'])
   t.same(problems('endpoints: []\nretries: 3\n'), ['webhooks.yaml: unknown field "retries"'])
+})
+
+t.test('a secret file read from disk (the gateway\'s own reader): its text trimmed; a file too big to be a secret is refused, never read into the message', async (t) => {
+  const dir = t.testdir({ secret: `${SECRET}\n`, big: `${SECRET}\n${'x'.repeat(5000)}` })
+  const read = parseConfig({ ...configTexts(), 'webhooks.yaml': endpoint(`url: "https://a.example/h", events: [quota.threshold], secret: { file: ${join(dir, 'secret')} }`) })
+  t.same(read.webhooks?.endpoints[0]?.secrets, [SECRET])
+  const big = join(dir, 'big')
+  let refused: readonly string[] = []
+  try {
+    parseConfig({ ...configTexts(), 'webhooks.yaml': endpoint(`url: "https://a.example/h", events: [quota.threshold], secret: { file: ${big} }`) })
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err
+    refused = err.problems
+  }
+  t.same(refused, [`webhooks.yaml: endpoints[0].secret.file: cannot read ${big}: larger than 4096 bytes`])
 })
 
 t.test('a reload of a bad webhooks.yaml keeps the last good config, its endpoints included', async (t) => {
