@@ -246,8 +246,11 @@ t.test('Cluster: one master lost; surviving slots keep counting in Redis, lost s
     t.ok(Math.max(...late(key).map((s) => s.remaining)) <= before(key), `${id} (lost master) is decided from the count last heard: remaining never back up from ${before(key)}`)
     t.ok(Math.min(...late(key).map((s) => s.remaining)) < before(key), `${id} (lost master): its reserve admissions count down from there`)
   }
+  // The lowest remaining after the loss, not every one: a block given back at its second's end (a timer, late on a
+  // loaded machine) raises a later answer's remaining by what was never spent, while the count still goes on.
   for (const { key, id } of kept) {
-    t.ok(Math.max(...late(key).map((s) => s.remaining)) < before(key), `${id} (surviving master) keeps counting down in Redis`)
+    const after = late(key).map((s) => s.remaining)
+    t.ok(Math.min(...after) < before(key), `${id} (surviving master) keeps counting down in Redis (lowest remaining ${before(key)} before the loss, ${Math.min(...after)} after, over ${after.length} answers)`)
   }
   t.equal(gw.app.limiterStatus.fallbackActive(), true, 'the lost master\'s shard is down')
   const grew = afterStats.reduce((a, b) => a + b, 0) - beforeStats.reduce((a, b) => a + b, 0)
