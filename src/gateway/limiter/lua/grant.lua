@@ -117,11 +117,7 @@ local function slide (key, shape, bucket, last, at_bucket, total, oldest)
   return total, bucket - shape.slots + 1
 end
 
--- When the ring's oldest units leave the window (reset); when enough have left for `need` (retry).
-local function reset_of (shape, total, oldest)
-  if total > 0 and oldest then return (oldest + shape.slots) * shape.ms end
-  return now + (shape.slots - 1) * shape.ms
-end
+-- When enough of the ring's units have left the window for `need` (retry; its reset is decide's reply).
 local function retry_of (key, shape, oldest, newest, newest_units, need)
   if need <= 0 then return 0 end
   local first = oldest or newest
@@ -210,10 +206,12 @@ end
 -- the reply (the header's Reply): Redis time, then each entry's 17 values, added in place.
 local calendar_month, calendar_ends = -1, 0
 local granted_in_call = {}
-local stored_names = { FIELD.minute_newest, FIELD.minute_units, FIELD.minute_oldest, slot_name(minute_bucket, MR),
+local minute_slot, minute_tag = slot_name(minute_bucket, MR), (minute_bucket % MR.mod) * MR.scale
+local stored_names = { FIELD.minute_newest, FIELD.minute_units, FIELD.minute_oldest, minute_slot,
   FIELD.day_newest, FIELD.day_units, FIELD.day_oldest, FIELD.day_newest_units, FIELD.ban_end, FIELD.reserves,
   FIELD.expiry, FIELD.blocks, FIELD.lapsed_reserves, FIELD.month, FIELD.month_units }
 local fields = {}
+local minute_empty_reset, day_empty_reset = now + (MR.slots - 1) * MR.ms, now + (DR.slots - 1) * DR.ms
 local reply = { now }
 
 -- A banned key's 17 reply values: banned, nothing counted, the ban's end.
@@ -454,7 +452,10 @@ local function decide (index)
   -- ESCALATION_MS), the month's end. The day hash expires with it, also when the expiry does not grow and this call
   -- made the day hash.
   if write and (changed or reserves_changed or blocks_now ~= blocks_text) then
-    fields[1], fields[2] = slot_name(minute_newest, MR), fmt('%d', (minute_newest % MR.mod) * MR.scale + minute_newest_units)
+    if minute_newest == minute_bucket then fields[1], fields[2] = minute_slot, fmt('%d', minute_tag + minute_newest_units)
+    else
+      fields[1], fields[2] = slot_name(minute_newest, MR), fmt('%d', (minute_newest % MR.mod) * MR.scale + minute_newest_units)
+    end
     count = 2
     if minute_units ~= (values[2] or -1) + 0 then
       fields[count + 1], fields[count + 2], count = FIELD.minute_units, fmt('%d', minute_units), count + 2
@@ -465,12 +466,22 @@ local function decide (index)
     if day_newest_units ~= (values[8] or -1) + 0 then
       fields[count + 1], fields[count + 2], count = FIELD.day_newest_units, fmt('%d', day_newest_units), count + 2
     end
+    -- The rings' positions, when a ring moved on (or the hash is new); each only if its text is not the one stored.
     if values[1] == false or minute_newest ~= minute_stored_newest or day_newest ~= day_stored_newest then
-      fields[count + 1], fields[count + 2] = FIELD.minute_newest, fmt('%d', minute_newest)
-      fields[count + 3], fields[count + 4] = FIELD.minute_oldest, fmt('%d', minute_oldest or minute_newest)
-      fields[count + 5], fields[count + 6] = FIELD.day_newest, fmt('%d', day_newest)
-      fields[count + 7], fields[count + 8] = FIELD.day_oldest, fmt('%d', day_oldest or day_newest)
-      count = count + 8
+      if values[1] == false or minute_newest ~= minute_stored_newest then
+        fields[count + 1], fields[count + 2], count = FIELD.minute_newest, fmt('%d', minute_newest), count + 2
+      end
+      local oldest = minute_oldest or minute_newest
+      if not values[3] or oldest ~= values[3] + 0 then
+        fields[count + 1], fields[count + 2], count = FIELD.minute_oldest, fmt('%d', oldest), count + 2
+      end
+      if not values[5] or day_newest ~= day_stored_newest then
+        fields[count + 1], fields[count + 2], count = FIELD.day_newest, fmt('%d', day_newest), count + 2
+      end
+      oldest = day_oldest or day_newest
+      if not values[7] or oldest ~= values[7] + 0 then
+        fields[count + 1], fields[count + 2], count = FIELD.day_oldest, fmt('%d', oldest), count + 2
+      end
     end
     if month_on then
       fields[count + 1], fields[count + 2] = FIELD.month, fmt('%d', calendar_month)
@@ -506,9 +517,12 @@ local function decide (index)
   local held, refused, at = others + reserve, admitted < requests, #reply
   reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4], reply[at + 5], reply[at + 6] =
     refused and 1 or 0, admitted, banned_at, granted, reserve, held
-  reply[at + 7], reply[at + 8], reply[at + 9] = minute_units, reset_of(MR, minute_units, minute_oldest),
+  -- reset: when the ring's oldest units leave the window (a ring without units: a full window from now)
+  reply[at + 7], reply[at + 8], reply[at + 9] = minute_units,
+    minute_units > 0 and minute_oldest and (minute_oldest + MR.slots) * MR.ms or minute_empty_reset,
     refused and retry_of(key, MR, minute_oldest, minute_newest, minute_newest_units, minute_units + held + cost - minute_limit) or 0
-  reply[at + 10], reply[at + 11], reply[at + 12] = day_units, reset_of(DR, day_units, day_oldest),
+  reply[at + 10], reply[at + 11], reply[at + 12] = day_units,
+    day_units > 0 and day_oldest and (day_oldest + DR.slots) * DR.ms or day_empty_reset,
     refused and retry_of(day_key, DR, day_oldest, day_newest, day_newest_units, day_units + held + cost - day_limit) or 0
   reply[at + 13], reply[at + 14], reply[at + 15] = month_units, calendar_ends, refused and quota_out and calendar_ends or 0
   reply[at + 16], reply[at + 17] = ban_until > now and ban_until or 0, held_elsewhere
