@@ -14,7 +14,7 @@ import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 
 /** Changing a script changes its SHA: review the new script, then update the pin. */
 const PINNED_SHAS = {
-  grant: 'd97560ce73cda78e8d6b82f45fa15601bdde18da',
+  grant: '273314d6f561814a9a68e5303a0cfb9b2bfc5784',
   epoch: '284dc9dc3d585ead4cdc8fabf40c553403b7b142'
 }
 

@@ -14,7 +14,7 @@
 --                        their holder calls again: its write-backs count what it spent)
 -- KEYS[2i]    rl:{id}:d  the day ring's buckets before D, '0'..'96'
 --                        Both keys expire at x: a call that writes either one sets its expiry in that call
---                        (write_account), so neither outlives the windows of a consumer that never comes back.
+--                        (decide's write), so neither outlives the windows of a consumer that never comes back.
 -- ARGV[1]     the caller's holder id
 -- ARGV[3i-1]  'minuteLimit dayLimit monthLimit requests cost extra reserve write soft mb mine waited' (monthLimit 0:
 --             none; write 0: a read, changing nothing; soft 1: the month never refuses; mine: the blocks the caller
@@ -38,7 +38,8 @@
 -- `mod`), so a stale field reads as empty. Numbers are floored and written with %d: the same under Lua 5.1 (Redis)
 -- and 5.4 (the simulator). Cost (docs/performance.md, bench/grant-cost.ts): in Redis's Lua, turning a number into
 -- text is the dearest step — '' .. n and %.0f ~2 µs, %d ~1 µs, a number argument of redis.call ~1.5 µs (Redis
--- prints it with %.17g) — so field names are made once per call and values written as %d text.
+-- prints it with %.17g) — so field names are made once per call and values written as %d text; and every table
+-- made and field looked up counts (an entry's state is locals of decide: bench/results/grantcost.md, issue 38).
 -- The fields of rl:{id}, as src/gateway/limiter/redis/layout.ts names them (a test checks they are the same).
 local FIELD = {
   minute_newest = 't', minute_units = 'n', minute_oldest = 'o',
@@ -153,7 +154,7 @@ end
 -- the reserves kept back and the blocks held elsewhere, older pending ones first — and counted from the first call
 -- with a refusal that finds that spent (the holder spent its reserve, or handed it back and it was admitted).
 -- Returns the rejected request that started a ban (0: none), the ban's end (nil: no new ban), and whether the hash
--- must be written (a ban, or a new hash's first rejections: write_account sets its expiry).
+-- must be written (a ban, or a new hash's first rejections: decide's write sets its expiry).
 local function count_rejections (key, policy, refused, provisional, payable, stored_expiry)
   local threshold, window, base_ms, max_ms = string.match(policy, '^(%d+),(%d+),(%d+),(%d+)$')
   threshold, window, base_ms, max_ms = threshold + 0, window + 0, base_ms + 0, max_ms + 0
@@ -194,7 +195,7 @@ local function count_rejections (key, policy, refused, provisional, payable, sto
   local value = table.concat(written, ',')
   if value ~= (stored[1] or '') then
     redis.call('HSET', key, FIELD.recent_rejections, value)
-    return 0, nil, not stored_expiry -- a new hash: write_account sets its expiry
+    return 0, nil, not stored_expiry -- a new hash: decide's write sets its expiry
   end
   return 0, nil, false
 end
