@@ -111,8 +111,8 @@ export const MUTANTS: readonly Mutant[] = [
     name: 'month-hard-as-soft',
     bug: 'a hard month quota is treated as soft (and a soft one as hard)',
     file: `${LIMITER}/lua/grant.lua`,
-    find: 'if month.on and not request.soft then room = min(room, request.month_limit - month.units - others - keep) end',
-    replace: 'if month.on and request.soft then room = min(room, request.month_limit - month.units - others - keep) end'
+    find: 'if month_on and not soft then room = min(room, month_limit - month_units - others - keep) end',
+    replace: 'if month_on and soft then room = min(room, month_limit - month_units - others - keep) end'
   },
   {
     name: 'reserve-uncapped-in-flight',
@@ -181,7 +181,7 @@ export const MUTANTS: readonly Mutant[] = [
     name: 'provisional-refusal-counted',
     bug: 'grant.lua counts a refusal that waits for blocks held elsewhere toward the ban (not spared)',
     file: `${LIMITER}/lua/grant.lua`,
-    find: 'local elsewhere = (waited == 0 or minute_bucket < waited + BLOCK_HELD_BUCKETS) and account.elsewhere or 0',
+    find: 'local elsewhere = (waited == 0 or minute_bucket < waited + BLOCK_HELD_BUCKETS) and held_elsewhere or 0',
     replace: 'local elsewhere = 0'
   },
   {

@@ -14,7 +14,7 @@
 --                        their holder calls again: its write-backs count what it spent)
 -- KEYS[2i]    rl:{id}:d  the day ring's buckets before D, '0'..'96'
 --                        Both keys expire at x: a call that writes either one sets its expiry in that call
---                        (write_account), so neither outlives the windows of a consumer that never comes back.
+--                        (decide's write), so neither outlives the windows of a consumer that never comes back.
 -- ARGV[1]     the caller's holder id
 -- ARGV[3i-1]  'minuteLimit dayLimit monthLimit requests cost extra reserve write soft mb mine waited' (monthLimit 0:
 --             none; write 0: a read, changing nothing; soft 1: the month never refuses; mine: the blocks the caller
@@ -38,7 +38,8 @@
 -- `mod`), so a stale field reads as empty. Numbers are floored and written with %d: the same under Lua 5.1 (Redis)
 -- and 5.4 (the simulator). Cost (docs/performance.md, bench/grant-cost.ts): in Redis's Lua, turning a number into
 -- text is the dearest step — '' .. n and %.0f ~2 µs, %d ~1 µs, a number argument of redis.call ~1.5 µs (Redis
--- prints it with %.17g) — so field names are made once per call and values written as %d text.
+-- prints it with %.17g) — so field names are made once per call and values written as %d text; and every table
+-- made and field looked up counts (an entry's state is locals of decide: bench/results/grantcost.md, issue 38).
 -- The fields of rl:{id}, as src/gateway/limiter/redis/layout.ts names them (a test checks they are the same).
 local FIELD = {
   minute_newest = 't', minute_units = 'n', minute_oldest = 'o',
@@ -83,58 +84,47 @@ local function read (key, from, to, shape)
   return out
 end
 
--- A ring as one entry sees it: { key, shape (MR or DR), newest bucket, newest_units (the newest bucket's units),
--- units in the window, oldest bucket with units, stored_newest (the newest bucket the hash held), written (adjust
--- wrote a bucket of it: its key needs its expiry) }.
+-- A ring as one entry sees it is five locals of decide: its newest bucket, that bucket's units (newest_units), the
+-- units in the window, the oldest bucket with units, and the newest bucket the hash held (stored_newest). The helpers
+-- below take the ring's key and shape (MR or DR) and those values, and return what they change.
 
--- Adds delta to a bucket of the ring: into the newest (a bucket ahead of Redis's clock is counted now: later, so
+-- Adds delta to bucket `bucket` of a ring: into the newest (a bucket ahead of Redis's clock is counted now: later, so
 -- safe), or read, changed and written back; a bucket out of the window is skipped. `known`: the bucket's field as the
--- entry already read it (false: missing; nil: not read).
-local function adjust (ring, bucket, delta, known)
-  local shape = ring.shape
-  if bucket >= ring.newest then
-    local value = max(0, ring.newest_units + delta)
-    ring.units, ring.newest_units = ring.units + value - ring.newest_units, value
-    return
+-- entry already read it (false: missing; nil: not read). Returns the ring's units, newest_units and oldest, and
+-- whether it wrote the bucket's field (its key then needs its expiry).
+local function adjust (key, shape, bucket, delta, known, newest, newest_units, total, oldest)
+  if bucket >= newest then
+    local value = max(0, newest_units + delta)
+    return total + value - newest_units, value, oldest, false
   end
-  if bucket <= ring.newest - shape.slots or bucket <= 0 then return end
-  -- The day bucket moving into the day hash in this call: its units are in ring.moved, not in the hash yet (written
-  -- here, adjusted, instead of by write_account, which would overwrite this write with the units before it).
-  if ring.moved and bucket == ring.moved_bucket then known, ring.moved = ring.moved[2], nil end
+  if bucket <= newest - shape.slots or bucket <= 0 then return total, newest_units, oldest, false end
   local stored
-  if known ~= nil then stored = units(known, bucket, shape) else stored = read(ring.key, bucket, bucket, shape)[bucket] end
+  if known ~= nil then stored = units(known, bucket, shape) else stored = read(key, bucket, bucket, shape)[bucket] end
   local value = max(0, stored + delta)
-  redis.call('HSET', ring.key, slot_name(bucket, shape), fmt('%d', (bucket % shape.mod) * shape.scale + value))
-  ring.written = true
-  ring.units, ring.oldest = ring.units + value - stored, min(ring.oldest or bucket, bucket)
+  redis.call('HSET', key, slot_name(bucket, shape), fmt('%d', (bucket % shape.mod) * shape.scale + value))
+  return total + value - stored, newest_units, min(oldest or bucket, bucket), true
 end
 
--- The ring moved on to `bucket` from its newest `last`: what left the window leaves its units and oldest bucket.
--- `at_bucket`: the value of bucket `bucket`'s field as the entry read it (false: missing; nil: not read) — the field
--- of bucket `bucket - slots` too, so the common slide of one bucket needs no read of its own.
-local function slide (ring, bucket, last, at_bucket)
-  local shape, oldest = ring.shape, ring.oldest
-  if not oldest or oldest > bucket - shape.slots then return end
-  if last <= bucket - shape.slots then ring.units, ring.oldest = 0, nil; return end
-  if oldest == bucket - shape.slots and at_bucket ~= nil then ring.units = ring.units - units(at_bucket, oldest, shape)
+-- The ring moved on to `bucket` from its newest `last`: what left the window leaves its units and oldest bucket
+-- (returned). `at_bucket`: the value of bucket `bucket`'s field as the entry read it (false: missing; nil: not read)
+-- — the field of bucket `bucket - slots` too, so the common slide of one bucket needs no read of its own.
+local function slide (key, shape, bucket, last, at_bucket, total, oldest)
+  if not oldest or oldest > bucket - shape.slots then return total, oldest end
+  if last <= bucket - shape.slots then return 0, nil end
+  if oldest == bucket - shape.slots and at_bucket ~= nil then total = total - units(at_bucket, oldest, shape)
   else
-    for _, stored in pairs(read(ring.key, oldest, bucket - shape.slots, shape)) do ring.units = ring.units - stored end
+    for _, stored in pairs(read(key, oldest, bucket - shape.slots, shape)) do total = total - stored end
   end
-  ring.oldest = bucket - shape.slots + 1
+  return total, bucket - shape.slots + 1
 end
 
--- When the ring's oldest units leave the window (reset); when enough have left for `need` (retry).
-local function reset_of (ring)
-  local shape = ring.shape
-  if ring.units > 0 and ring.oldest then return (ring.oldest + shape.slots) * shape.ms end
-  return now + (shape.slots - 1) * shape.ms
-end
-local function retry_of (ring, need)
+-- When enough of the ring's units have left the window for `need` (retry; its reset is decide's reply).
+local function retry_of (key, shape, oldest, newest, newest_units, need)
   if need <= 0 then return 0 end
-  local shape, first, last = ring.shape, ring.oldest or ring.newest, ring.newest
-  local freed, buckets = 0, read(ring.key, first, last - 1, shape)
-  for bucket = first, last do
-    freed = freed + (bucket == last and ring.newest_units or buckets[bucket])
+  local first = oldest or newest
+  local freed, buckets = 0, read(key, first, newest - 1, shape)
+  for bucket = first, newest do
+    freed = freed + (bucket == newest and newest_units or buckets[bucket])
     if freed >= need then return (bucket + shape.slots) * shape.ms end
   end
   return now + MR.ms -- what blocks is kept back, not counted: asked again within a second
@@ -157,237 +147,20 @@ local function month_of (ms)
   return year * 12 + month - 1, (days - (doy - floor((153 * mp + 2) / 5)) + length) * 86400000.0
 end
 
--- This call's calendar month and when it ends, found once for every entry that has a month quota.
-local calendar = { month = -1, ends = 0 }
-
--- Entry `index`'s request (ARGV[3i-1..3i+1]).
-local function parse_request (index)
-  local argv = 3 * index - 1
-  local minute_limit, day_limit, month_limit, requests, cost, extra, want, write, soft, own_bucket, own_blocks, waited =
-    string.match(ARGV[argv], '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d) (%d) (%-?%d+) (%d+) (%d+)$')
-  return {
-    minute_limit = minute_limit + 0, day_limit = day_limit + 0, month_limit = month_limit + 0, requests = requests + 0,
-    cost = cost + 0, extra = extra + 0, want = want + 0, write = write == '1', soft = soft == '1',
-    own_bucket = floor(own_bucket), own_blocks = own_blocks + 0, waited = floor(waited),
-    policy = ARGV[argv + 1], adjustments = ARGV[argv + 2]
-  }
-end
-
--- The fields of rl:{id} an entry reads, in one HMGET (false: missing): the month's too when it has a month quota, and
--- the minute bucket of its first adjustment (a give-back's: usually the last second's), which adjust would read.
-local function read_stored (key, request)
-  local names = { FIELD.minute_newest, FIELD.minute_units, FIELD.minute_oldest, slot_name(minute_bucket, MR),
-    FIELD.day_newest, FIELD.day_units, FIELD.day_oldest, FIELD.day_newest_units, FIELD.ban_end, FIELD.reserves,
-    FIELD.expiry, FIELD.blocks, FIELD.lapsed_reserves }
-  local month_on = request.month_limit > 0
-  if month_on then names[14], names[15] = FIELD.month, FIELD.month_units end
-  local adjusted = request.adjustments ~= '' and string.match(request.adjustments, '^(%d+),')
-  if adjusted then adjusted = floor(adjusted); names[#names + 1] = slot_name(adjusted, MR) end
-  local values = redis.call('HMGET', key, unpack(names))
-  return {
-    minute_newest = values[1], minute_units = values[2], minute_oldest = values[3], minute_bucket_units = values[4],
-    day_newest = values[5], day_units = values[6], day_oldest = values[7], day_newest_units = values[8],
-    ban_end = values[9], reserves = values[10], expiry = values[11], blocks = values[12] or '',
-    lapsed_reserves = values[13] or '', month = month_on and values[14], month_units = month_on and values[15],
-    adjusted_bucket = adjusted, adjusted_value = adjusted and values[#names]
-  }
-end
-
--- The minute ring at this call's bucket (a clock behind the newest bucket counts into it: later, safe).
-local function load_minute (key, stored)
-  local ring = { key = key, shape = MR, newest = minute_bucket, newest_units = 0, units = 0, oldest = nil,
-    stored_newest = minute_bucket }
-  if not stored.minute_newest then return ring end
-  ring.stored_newest, ring.units = floor(stored.minute_newest), stored.minute_units + 0
-  ring.oldest = stored.minute_oldest and floor(stored.minute_oldest)
-  if minute_bucket == ring.stored_newest then ring.newest_units = units(stored.minute_bucket_units, minute_bucket, MR)
-  elseif minute_bucket < ring.stored_newest then
-    ring.newest = ring.stored_newest
-    ring.newest_units = units(redis.call('HGET', key, slot_name(ring.stored_newest, MR)), ring.stored_newest, MR)
-  else slide(ring, minute_bucket, ring.stored_newest, stored.minute_bucket_units) end
-  return ring
-end
-
--- The day ring at this call's bucket: the newest bucket's units move from their field into the day hash as it ends
--- (ring.moved: the field and value to write; ring.moved_bucket: that bucket).
-local function load_day (day_key, stored)
-  local ring = { key = day_key, shape = DR, newest = day_bucket, newest_units = 0, units = 0, oldest = nil,
-    stored_newest = day_bucket }
-  if not stored.day_newest then return ring end
-  local last = floor(stored.day_newest)
-  ring.stored_newest, ring.units, ring.oldest = last, stored.day_units + 0, stored.day_oldest and floor(stored.day_oldest)
-  if day_bucket <= last then ring.newest, ring.newest_units = last, (stored.day_newest_units or 0) + 0
-  else
-    if (stored.day_newest_units or 0) + 0 > 0 and last > day_bucket - DR.slots then
-      ring.moved, ring.moved_bucket = { slot_name(last, DR), fmt('%d', (last % DR.mod) * DR.scale + stored.day_newest_units) }, last
-    end
-    slide(ring, day_bucket, last) -- bucket `last` is in its field, never read: last > day_bucket - DR.slots here
-  end
-  return ring
-end
-
--- The month's units (on: the entry has a month quota; read with the entry's other fields).
-local function load_month (stored, request)
-  local month = { on = request.month_limit > 0, units = 0 }
-  if not month.on then return month end
-  if calendar.month < 0 then calendar.month, calendar.ends = month_of(now) end
-  if stored.month and floor(stored.month) == calendar.month then month.units = stored.month_units + 0 end
-  return month
-end
-
--- Adjustments (rare). What they add was admitted from the caller's reserve (or is a re-seed, when it has none): its
--- reserve shrinks by as much; the outage allowance's ('a') does not.
-local function apply_adjustments (account)
-  if account.request.adjustments == '' or not account.request.write then return end -- a read changes nothing
-  local stored, first = account.stored, true
-  for minute, day, month, delta, kind in string.gmatch(account.request.adjustments, '(%d+),(%d+),(%d+),(-?%d+)(a?)') do
-    minute, day, month, delta = floor(minute), floor(day), floor(month), delta + 0
-    if delta > 0 and kind == '' then account.written = account.written + delta end
-    -- The first adjustment's minute bucket was read with the entry's fields, and nothing has written it since.
-    local known = nil
-    if first and minute == stored.adjusted_bucket then known = stored.adjusted_value end
-    first = false
-    adjust(account.minute, minute, delta, known)
-    adjust(account.day, day, delta)
-    if account.month.on and month > 0 and month >= calendar.month then
-      account.month.units = max(0, account.month.units + delta)
-    end
-    account.changed = true
-  end
-end
-
--- Lapsed reserves: the caller's charge is taken back (what it spent comes in its write-backs); others' stay charged
--- while their day bucket is in the window (a crashed holder's may be spent).
-local function take_back_lapsed (account)
-  if account.stored.lapsed_reserves == '' then return end
-  local day, month = account.day, account.month
-  for item, holder, reserved, lapsed_day, lapsed_month in string.gmatch(account.stored.lapsed_reserves, '(([^,;]+),(%d+),(%d+),(%d+))') do
-    reserved, lapsed_day, lapsed_month = reserved + 0, floor(lapsed_day), floor(lapsed_month)
-    if holder == CALLER and account.request.write then
-      adjust(day, lapsed_day, -reserved)
-      if month.on and lapsed_month == calendar.month then month.units = max(0, month.units - reserved) end
-      account.lapsed_changed, account.changed = true, true
-    elseif lapsed_day > day.newest - DR.slots then
-      account.lapsed[#account.lapsed + 1] = item -- as written: 'holder,units,dayBucket,month' with %d
-    else account.lapsed_changed = true end
-  end
-end
-
--- Reserves: others' are kept back; another holder's that expired is charged to the day and the month (it may have
--- spent it before the minute window let go of it) and noted as lapsed, then dropped. The caller's own that expired
--- is dropped uncharged: this call's write-backs count what it spent.
-local function settle_reserves (account)
-  if not account.stored.reserves or account.stored.reserves == '' then return end
-  local day, month, write = account.day, account.month, account.request.write
-  for item, holder, reserved, until_ms in string.gmatch(account.stored.reserves, '(([^,;]+),(%d+),(%d+))') do
-    reserved, until_ms = reserved + 0, until_ms + 0
-    if until_ms <= now and holder == CALLER and write then account.reserves_changed = true
-    elseif until_ms <= now then
-      day.units, day.newest_units, day.oldest, account.changed = day.units + reserved, day.newest_units + reserved,
-        day.oldest or day.newest, true
-      if month.on then month.units = month.units + reserved end
-      account.lapsed[#account.lapsed + 1] = fmt('%s,%d,%d,%d', holder, reserved, day.newest, month.on and calendar.month or 0)
-      account.lapsed_changed = true
-    elseif holder == CALLER and write then account.mine, account.reserves_changed = reserved, true
-    else
-      account.kept[#account.kept + 1] = item -- as written: 'holder,units,untilMs' with %d
-      account.others = account.others + reserved
-      if holder ~= CALLER then account.holders = account.holders + 1 end
-    end
-  end
-end
-
--- The room left for this call: the windows' less what others keep back and the caller keeps of its reserve.
-local function compute_room (account)
-  local request, month, others = account.request, account.month, account.others
-  local keep = max(0, min(account.mine - account.written, request.want))
-  local room = min(request.minute_limit - account.minute.units, request.day_limit - account.day.units) - others - keep
-  if month.on and not request.soft then room = min(room, request.month_limit - month.units - others - keep) end
-  account.keep, account.room = keep, room
-end
-
--- Blocks held: granted in the last BLOCK_HELD_BUCKETS minute buckets and not given back yet (a holder's give-back at
--- its bucket's end, late on a loaded process, may reach Redis after the next buckets' calls: its units are counted
--- until then). The caller says what it holds itself (0 once given back); others' entries stay until their bucket is
--- BLOCK_HELD_BUCKETS seconds old.
-local function read_blocks (account)
-  if account.stored.blocks == '' then return end
-  local write = account.request.write
-  for item, holder, held_bucket, held in string.gmatch(account.stored.blocks, '(([^,;]+),(%-?%d+),(%d+))') do
-    held_bucket, held = floor(held_bucket), held + 0
-    if held_bucket > minute_bucket - BLOCK_HELD_BUCKETS and not (write and holder == CALLER) then
-      account.blocks[#account.blocks + 1] = item -- as written: 'holder,minuteBucket,units' with %d
-      if holder ~= CALLER then account.elsewhere = account.elsewhere + held end
-    end
-  end
-end
-
--- Admits the requests that fit, grants the block and sizes the caller's reserve, and counts what is added.
-local function grant (account)
-  local request, minute, day, month = account.request, account.minute, account.day, account.month
-  local requests, cost, room, keep, share = request.requests, request.cost, account.room, account.keep, account.holders + 2
-  local admitted = 0
-  if cost <= room then admitted = min(requests, floor(room / cost)) end
-  room = room - admitted * cost
-  local granted = max(0, min(request.extra, floor(room / share)))
-  room = room - granted
-  -- Requests refused only because units are kept back or pooled elsewhere (the window is not full) are no abuse: those
-  -- blocks held elsewhere could pay for are provisional while the blocks they first saw can still be held.
-  local waited = request.waited
-  local elsewhere = (waited == 0 or minute_bucket < waited + BLOCK_HELD_BUCKETS) and account.elsewhere or 0
-  account.payable = floor(max(0, room + account.others + keep + elsewhere) / cost)
-  account.spared = min(requests - admitted, account.payable)
-  account.provisional = min(requests - admitted, floor(elsewhere / cost))
-  -- A reserve grows only while the room left is at least twice the want: the caller asked for at most a quarter of the
-  -- room it last saw, so less than twice means others took more than half of it since — the consumer races its limit,
-  -- and a reserve started now would be kept back from their refusals (what it holds it keeps).
-  local reserve = keep
-  if request.want > keep and room >= 2 * request.want then
-    reserve = keep + max(0, min(request.want - keep, floor(room / share)))
-  end
-  local add = admitted * cost + granted
-  if add > 0 then
-    minute.newest_units, minute.units, minute.oldest = minute.newest_units + add, minute.units + add, minute.oldest or minute.newest
-    day.newest_units, day.units, day.oldest = day.newest_units + add, day.units + add, day.oldest or day.newest
-    month.units, account.changed = month.units + add, true
-  end
-  if reserve > 0 then account.kept[#account.kept + 1] = fmt('%s,%d,%d', CALLER, reserve, now + RESERVE_TTL_MS) end
-  account.reserves_changed = account.reserves_changed or reserve ~= account.mine
-  account.admitted, account.granted, account.reserve, account.room = admitted, granted, reserve, room
-end
-
--- Blocks granted to the caller per key by this call's entries so far: a later entry of the same key (another cost, or
--- requests waiting since another bucket) says what the caller held before the call, and must keep them.
-local granted_in_call = {}
-
--- The caller's blocks: those it says it still holds (in a bucket not yet BLOCK_HELD_BUCKETS seconds old), and this call's.
-local function record_own_blocks (account)
-  local granted = account.granted + (granted_in_call[account.key] or 0)
-  granted_in_call[account.key] = granted
-  local own_bucket, own_blocks = account.request.own_bucket, account.request.own_blocks
-  if own_bucket <= minute_bucket - BLOCK_HELD_BUCKETS then own_blocks = 0 end
-  if granted > 0 and own_bucket ~= minute_bucket then
-    if own_blocks > 0 then account.blocks[#account.blocks + 1] = fmt('%s,%d,%d', CALLER, own_bucket, own_blocks) end
-    own_bucket, own_blocks = minute_bucket, 0
-  end
-  own_blocks = own_blocks + granted
-  if own_blocks > 0 then account.blocks[#account.blocks + 1] = fmt('%s,%d,%d', CALLER, own_bucket, own_blocks) end
-end
-
 -- The rejected requests count as 429s: banned once more than `threshold` fall in the window, each ban within
 -- ESCALATION_MS of the last one's end a level longer. The provisional ones (they wait for blocks held elsewhere) come
 -- first and are not counted. A refusal spared otherwise (answered 429 now while reserves kept back room that could
 -- have paid for it) is recorded pending ('ms:ns'): excused while the window could still pay for it — the room left,
 -- the reserves kept back and the blocks held elsewhere, older pending ones first — and counted from the first call
 -- with a refusal that finds that spent (the holder spent its reserve, or handed it back and it was admitted).
-local function count_rejections (account)
-  local request = account.request
-  local threshold, window, base_ms, max_ms = string.match(request.policy, '^(%d+),(%d+),(%d+),(%d+)$')
+-- Returns the rejected request that started a ban (0: none), the ban's end (nil: no new ban), and whether the hash
+-- must be written (a ban, or a new hash's first rejections: decide's write sets its expiry).
+local function count_rejections (key, policy, refused, provisional, payable, stored_expiry)
+  local threshold, window, base_ms, max_ms = string.match(policy, '^(%d+),(%d+),(%d+),(%d+)$')
   threshold, window, base_ms, max_ms = threshold + 0, window + 0, base_ms + 0, max_ms + 0
-  local stored = redis.call('HMGET', account.key, FIELD.recent_rejections, FIELD.last_ban_end, FIELD.ban_level)
+  local stored = redis.call('HMGET', key, FIELD.recent_rejections, FIELD.last_ban_end, FIELD.ban_level)
   local last_end, level = (stored[2] or 0) + 0, (stored[3] or -1) + 0
-  local refused, provisional = request.requests - account.admitted, account.provisional
-  local excusable = max(0, account.payable - provisional) -- what the window could still pay for, past the provisional
+  local excusable = max(0, payable - provisional) -- what the window could still pay for, past the provisional
   local recent, pending, events = 0, 0, {}
   for at, count, spared in string.gmatch(stored[1] or '', '(%d+):(%d+)(s?)') do
     if at + 0 > now - window then
@@ -397,8 +170,8 @@ local function count_rejections (account)
   end
   local converted = max(0, pending - excusable)
   local spared_now = min(refused - provisional, excusable - (pending - converted))
-  account.spared = provisional + spared_now
-  local rejected = refused - account.spared
+  local spared = provisional + spared_now
+  local rejected = refused - spared
   local written = {}
   for _, event in ipairs(events) do
     local count = event.count
@@ -410,70 +183,36 @@ local function count_rejections (account)
     if count > 0 then written[#written + 1] = fmt('%s:%d%s', event.at, count, event.spared and 's' or '') end
   end
   if rejected > 0 and recent + rejected > threshold then
-    account.banned_at = account.spared + max(1, threshold - recent + 1)
+    local banned_at = spared + max(1, threshold - recent + 1)
     level = now - last_end < ESCALATION_MS and level + 1 or 0
-    account.ban_until, account.changed = now + (level < 40 and min(base_ms * 2 ^ level, max_ms) or max_ms), true
-    redis.call('HSET', account.key, FIELD.ban_end, fmt('%.0f', account.ban_until), FIELD.last_ban_end,
-      fmt('%.0f', account.ban_until), FIELD.ban_level, level, FIELD.recent_rejections, '')
-  else
-    if rejected > 0 then written[#written + 1] = fmt('%.0f:%d', now, rejected) end
-    if spared_now > 0 then written[#written + 1] = fmt('%.0f:%ds', now, spared_now) end
-    local value = table.concat(written, ',')
-    if value ~= (stored[1] or '') then
-      redis.call('HSET', account.key, FIELD.recent_rejections, value)
-      if not account.stored.expiry then account.changed = true end -- a new hash: write_account sets its expiry
-    end
+    local ban_until = now + (level < 40 and min(base_ms * 2 ^ level, max_ms) or max_ms)
+    redis.call('HSET', key, FIELD.ban_end, fmt('%.0f', ban_until), FIELD.last_ban_end,
+      fmt('%.0f', ban_until), FIELD.ban_level, level, FIELD.recent_rejections, '')
+    return banned_at, ban_until, true
   end
+  if rejected > 0 then written[#written + 1] = fmt('%.0f:%d', now, rejected) end
+  if spared_now > 0 then written[#written + 1] = fmt('%.0f:%ds', now, spared_now) end
+  local value = table.concat(written, ',')
+  if value ~= (stored[1] or '') then
+    redis.call('HSET', key, FIELD.recent_rejections, value)
+    return 0, nil, not stored_expiry -- a new hash: decide's write sets its expiry
+  end
+  return 0, nil, false
 end
 
--- Writes what changed (a count the hash holds already is not written again). Kept until every window lets go of what
--- it holds: the day ring's newest bucket, a reserve's end, a ban's escalation memory (its end + ESCALATION_MS), the
--- month's end. The day hash expires with it, also when the expiry does not grow and this call made the day hash.
--- Appends field `name` and its text to `fields`, the arguments of an HSET.
-local function put (fields, name, text)
-  local count = #fields
-  fields[count + 1], fields[count + 2] = name, text
-end
-
-local function write_account (account)
-  local minute, day, month, stored = account.minute, account.day, account.month, account.stored
-  local fields = { slot_name(minute.newest, MR), fmt('%d', (minute.newest % MR.mod) * MR.scale + minute.newest_units) }
-  if minute.units ~= (stored.minute_units or -1) + 0 then put(fields, FIELD.minute_units, fmt('%d', minute.units)) end
-  if day.units ~= (stored.day_units or -1) + 0 then put(fields, FIELD.day_units, fmt('%d', day.units)) end
-  if day.newest_units ~= (stored.day_newest_units or -1) + 0 then
-    put(fields, FIELD.day_newest_units, fmt('%d', day.newest_units))
-  end
-  if stored.minute_newest == false or minute.newest ~= minute.stored_newest or day.newest ~= day.stored_newest then
-    put(fields, FIELD.minute_newest, fmt('%d', minute.newest))
-    put(fields, FIELD.minute_oldest, fmt('%d', minute.oldest or minute.newest))
-    put(fields, FIELD.day_newest, fmt('%d', day.newest))
-    put(fields, FIELD.day_oldest, fmt('%d', day.oldest or day.newest))
-  end
-  if month.on then
-    put(fields, FIELD.month, fmt('%d', calendar.month))
-    put(fields, FIELD.month_units, fmt('%d', month.units))
-  end
-  if account.reserves_changed then put(fields, FIELD.reserves, table.concat(account.kept, ';')) end
-  if account.lapsed_changed then put(fields, FIELD.lapsed_reserves, table.concat(account.lapsed, ';')) end
-  if account.blocks_now ~= stored.blocks then put(fields, FIELD.blocks, account.blocks_now) end
-  local expiry = (day.newest + DR.slots) * DR.ms
-  if #account.kept > 0 then expiry = max(expiry, now + RESERVE_TTL_MS) end
-  if account.ban_until > 0 then expiry = max(expiry, account.ban_until + ESCALATION_MS) end
-  if month.on and month.units > 0 then expiry = max(expiry, calendar.ends) end
-  local grow = expiry > (stored.expiry or 0) + 0
-  local expiry_text = grow and fmt('%d', expiry)
-  if grow then put(fields, FIELD.expiry, expiry_text) end
-  redis.call('HSET', account.key, unpack(fields))
-  if day.moved then redis.call('HSET', day.key, day.moved[1], day.moved[2]) end
-  if grow then
-    redis.call('PEXPIREAT', account.key, expiry_text)
-    redis.call('PEXPIREAT', day.key, expiry_text)
-  elseif day.moved or day.written then
-    redis.call('PEXPIREAT', day.key, stored.expiry) -- the hash's: a day hash this call made has none yet
-  end
-end
-
--- The call's reply (the header's Reply): Redis time, then each entry's 17 values, added in place.
+-- Per call: the calendar month and when it ends (found once, by the first entry with a month quota); the blocks
+-- granted to the caller per key by this call's entries so far (a later entry of the same key — another cost, or
+-- requests waiting since another bucket — says what the caller held before the call, and must keep them); the
+-- fields an entry reads (HMGET) and writes (HSET), one list each reused by every entry (unpack(list, 1, count));
+-- the reply (the header's Reply): Redis time, then each entry's 17 values, added in place.
+local calendar_month, calendar_ends = -1, 0
+local granted_in_call = {}
+local minute_slot, minute_tag = slot_name(minute_bucket, MR), (minute_bucket % MR.mod) * MR.scale
+local stored_names = { FIELD.minute_newest, FIELD.minute_units, FIELD.minute_oldest, minute_slot,
+  FIELD.day_newest, FIELD.day_units, FIELD.day_oldest, FIELD.day_newest_units, FIELD.ban_end, FIELD.reserves,
+  FIELD.expiry, FIELD.blocks, FIELD.lapsed_reserves, FIELD.month, FIELD.month_units }
+local fields = {}
+local minute_empty_reset, day_empty_reset = now + (MR.slots - 1) * MR.ms, now + (DR.slots - 1) * DR.ms
 local reply = { now }
 
 -- A banned key's 17 reply values: banned, nothing counted, the ban's end.
@@ -483,65 +222,311 @@ local function reply_banned (ban_until)
   reply[at + 1], reply[at + 16], reply[at + 17] = 2, ban_until, 0
 end
 
--- The entry's 17 reply values.
-local function reply_of (account)
-  local request, minute, day, month = account.request, account.minute, account.day, account.month
-  local held, refused, cost = account.others + account.reserve, account.admitted < request.requests, request.cost
-  local quota_out, at = account.quota_out, #reply
-  reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4], reply[at + 5], reply[at + 6] =
-    refused and 1 or 0, account.admitted, account.banned_at, account.granted, account.reserve, held
-  reply[at + 7], reply[at + 8], reply[at + 9] =
-    minute.units, reset_of(minute), refused and retry_of(minute, minute.units + held + cost - request.minute_limit) or 0
-  reply[at + 10], reply[at + 11], reply[at + 12] =
-    day.units, reset_of(day), refused and retry_of(day, day.units + held + cost - request.day_limit) or 0
-  reply[at + 13], reply[at + 14], reply[at + 15] = month.units, calendar.ends, refused and quota_out and calendar.ends or 0
-  reply[at + 16], reply[at + 17] = account.ban_until > now and account.ban_until or 0, account.elsewhere
-end
-
--- One entry: answer a ban without counting; else read the account, apply what the caller sends, grant, write; its
--- reply values go into `reply`.
+-- One entry (ARGV[3i-1..3i+1]): answer a ban without counting; else read the account, apply what the caller sends
+-- (adjustments; its lapsed reserves taken back; others' reserves settled), find the room, grant, count the refusals,
+-- write what changed; its 17 reply values go into `reply`. The entry's state is locals (the cost of a table per
+-- record and a lookup per use is most of a script this size: bench/results/grantcost.md).
 local function decide (index)
-  local key, day_key, request = KEYS[2 * index - 1], KEYS[2 * index], parse_request(index)
-  local stored = read_stored(key, request)
-  local ban_until = (stored.ban_end or 0) + 0
+  local key, day_key, argv = KEYS[2 * index - 1], KEYS[2 * index], 3 * index - 1
+  local minute_limit, day_limit, month_limit, requests, cost, extra, want, write, soft, own_bucket, own_blocks, waited =
+    string.match(ARGV[argv], '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d) (%d) (%-?%d+) (%d+) (%d+)$')
+  minute_limit, day_limit, month_limit, requests = minute_limit + 0, day_limit + 0, month_limit + 0, requests + 0
+  cost, extra, want, write, soft = cost + 0, extra + 0, want + 0, write == '1', soft == '1'
+  own_bucket, own_blocks, waited = floor(own_bucket), own_blocks + 0, floor(waited)
+  local policy, adjustments = ARGV[argv + 1], ARGV[argv + 2]
+
+  -- The fields of rl:{id} the entry reads, in one HMGET (false: missing): the month's too when it has a month quota,
+  -- and the minute bucket of its first adjustment (a give-back's: usually the last second's), which adjust would read.
+  local month_on = month_limit > 0
+  local count = month_on and 15 or 13
+  local adjusted = adjustments ~= '' and string.match(adjustments, '^(%d+),')
+  if adjusted then adjusted = floor(adjusted); count = count + 1; stored_names[count] = slot_name(adjusted, MR) end
+  if month_on then stored_names[14], stored_names[15] = FIELD.month, FIELD.month_units end
+  local values = redis.call('HMGET', key, unpack(stored_names, 1, count))
+  local adjusted_value = adjusted and values[count]
+  local ban_until = (values[9] or 0) + 0
   -- A ban answers new requests without counting them, and grants a banned key no block. What the entry settles is
   -- applied still (a give-back may pay for requests waiting since before the ban began; a write-back must count), and
   -- requests waiting since before it (waited) are decided by their windows.
-  local banned = request.write and request.policy ~= '' and ban_until > now
-  local answer_banned = banned and request.waited == 0
-  if answer_banned and request.adjustments == '' then return reply_banned(ban_until) end
-  if banned then request.extra = 0 end
-  if answer_banned then request.requests = 0 end
-  local account = {
-    key = key, request = request, stored = stored, ban_until = ban_until,
-    minute = load_minute(key, stored), day = load_day(day_key, stored), month = load_month(stored, request),
-    written = 0, changed = false, lapsed = {}, lapsed_changed = false, kept = {}, reserves_changed = false,
-    others = 0, holders = 0, mine = 0, blocks = {}, elsewhere = 0,
-    admitted = 0, granted = 0, payable = 0, spared = 0, provisional = 0, banned_at = 0,
-    keep = 0, room = 0, reserve = 0, blocks_now = false, quota_out = false -- set below (declared: no table growth)
-  }
-  apply_adjustments(account)
-  take_back_lapsed(account)
-  settle_reserves(account)
-  compute_room(account)
-  read_blocks(account)
-  account.reserve = account.keep
-  if request.write then
-    grant(account)
-    record_own_blocks(account)
+  local banned = write and policy ~= '' and ban_until > now
+  local answer_banned = banned and waited == 0
+  if answer_banned and adjustments == '' then return reply_banned(ban_until) end
+  if banned then extra = 0 end
+  if answer_banned then requests = 0 end
+
+  -- The minute ring at this call's bucket (a clock behind the newest bucket counts into it: later, safe).
+  local minute_newest, minute_newest_units, minute_units, minute_oldest, minute_stored_newest =
+    minute_bucket, 0, 0, nil, minute_bucket
+  if values[1] then
+    minute_stored_newest, minute_units = floor(values[1]), values[2] + 0
+    minute_oldest = values[3] and floor(values[3])
+    if minute_bucket == minute_stored_newest then minute_newest_units = units(values[4], minute_bucket, MR)
+    elseif minute_bucket < minute_stored_newest then
+      minute_newest = minute_stored_newest
+      minute_newest_units = units(redis.call('HGET', key, slot_name(minute_newest, MR)), minute_newest, MR)
+    else
+      minute_units, minute_oldest = slide(key, MR, minute_bucket, minute_stored_newest, values[4], minute_units, minute_oldest)
+    end
   end
-  account.blocks_now = request.write and table.concat(account.blocks, ';') or stored.blocks
+  -- The day ring at this call's bucket: the newest bucket's units move from their field into the day hash as it
+  -- ends (day_moved_name, day_moved_value: the field and value to write; day_moved_bucket: that bucket).
+  local day_newest, day_newest_units, day_units, day_oldest, day_stored_newest = day_bucket, 0, 0, nil, day_bucket
+  local day_moved_name, day_moved_value, day_moved_bucket, day_written = nil, nil, nil, false
+  if values[5] then
+    local last = floor(values[5])
+    day_stored_newest, day_units, day_oldest = last, values[6] + 0, values[7] and floor(values[7])
+    if day_bucket <= last then day_newest, day_newest_units = last, (values[8] or 0) + 0
+    else
+      if (values[8] or 0) + 0 > 0 and last > day_bucket - DR.slots then
+        day_moved_name, day_moved_value, day_moved_bucket =
+          slot_name(last, DR), fmt('%d', (last % DR.mod) * DR.scale + values[8]), last
+      end
+      -- bucket `last` is in its field, never read: last > day_bucket - DR.slots here
+      day_units, day_oldest = slide(day_key, DR, day_bucket, last, nil, day_units, day_oldest)
+    end
+  end
+  -- The month's units (read with the entry's other fields).
+  local month_units = 0
+  if month_on then
+    if calendar_month < 0 then calendar_month, calendar_ends = month_of(now) end
+    if values[14] and floor(values[14]) == calendar_month then month_units = values[15] + 0 end
+  end
+
+  -- written: what the adjustments write back from the caller's reserve; kept, lapsed, blocks: the items of the
+  -- fields r, L, p to write (nil: none).
+  local written, changed, reserves_changed, lapsed_changed = 0, false, false, false
+  local kept, lapsed, blocks = nil, nil, nil
+  -- Adjustments (rare). What they add was admitted from the caller's reserve (or is a re-seed, when it has none): its
+  -- reserve shrinks by as much; the outage allowance's ('a') does not. A read changes nothing.
+  if adjustments ~= '' and write then
+    local first = true
+    for adjust_minute, adjust_day, adjust_month, delta, kind in string.gmatch(adjustments, '(%d+),(%d+),(%d+),(-?%d+)(a?)') do
+      adjust_minute, adjust_day, adjust_month, delta = floor(adjust_minute), floor(adjust_day), floor(adjust_month), delta + 0
+      if delta > 0 and kind == '' then written = written + delta end
+      -- The first adjustment's minute bucket was read with the entry's fields, and nothing has written it since.
+      local known = nil
+      if first and adjust_minute == adjusted then known = adjusted_value end
+      first = false
+      minute_units, minute_newest_units, minute_oldest = adjust(key, MR, adjust_minute, delta, known, minute_newest,
+        minute_newest_units, minute_units, minute_oldest)
+      -- The day bucket moving into the day hash in this call: its units are in day_moved_value, not in the hash yet
+      -- (written here, adjusted, instead of after the entry, which would overwrite this write with the units before it).
+      known = nil
+      if day_moved_name and adjust_day == day_moved_bucket then known, day_moved_name = day_moved_value, nil end
+      local wrote
+      day_units, day_newest_units, day_oldest, wrote = adjust(day_key, DR, adjust_day, delta, known, day_newest,
+        day_newest_units, day_units, day_oldest)
+      day_written = day_written or wrote
+      if month_on and adjust_month > 0 and adjust_month >= calendar_month then
+        month_units = max(0, month_units + delta)
+      end
+      changed = true
+    end
+  end
+  -- Lapsed reserves: the caller's charge is taken back (what it spent comes in its write-backs); others' stay charged
+  -- while their day bucket is in the window (a crashed holder's may be spent).
+  local lapsed_text = values[13] or ''
+  if lapsed_text ~= '' then
+    for item, holder, reserved, lapsed_day, lapsed_month in string.gmatch(lapsed_text, '(([^,;]+),(%d+),(%d+),(%d+))') do
+      reserved, lapsed_day, lapsed_month = reserved + 0, floor(lapsed_day), floor(lapsed_month)
+      if holder == CALLER and write then
+        local known, wrote = nil, false
+        if day_moved_name and lapsed_day == day_moved_bucket then known, day_moved_name = day_moved_value, nil end
+        day_units, day_newest_units, day_oldest, wrote = adjust(day_key, DR, lapsed_day, -reserved, known, day_newest,
+          day_newest_units, day_units, day_oldest)
+        day_written = day_written or wrote
+        if month_on and lapsed_month == calendar_month then month_units = max(0, month_units - reserved) end
+        lapsed_changed, changed = true, true
+      elseif lapsed_day > day_newest - DR.slots then
+        lapsed = lapsed or {}
+        lapsed[#lapsed + 1] = item -- as written: 'holder,units,dayBucket,month' with %d
+      else lapsed_changed = true end
+    end
+  end
+  -- Reserves: others' are kept back; another holder's that expired is charged to the day and the month (it may have
+  -- spent it before the minute window let go of it) and noted as lapsed, then dropped. The caller's own that expired
+  -- is dropped uncharged: this call's write-backs count what it spent.
+  local others, holders, mine = 0, 0, 0
+  local reserves_text = values[10]
+  if reserves_text and reserves_text ~= '' then
+    for item, holder, reserved, until_ms in string.gmatch(reserves_text, '(([^,;]+),(%d+),(%d+))') do
+      reserved, until_ms = reserved + 0, until_ms + 0
+      if until_ms <= now and holder == CALLER and write then reserves_changed = true
+      elseif until_ms <= now then
+        day_units, day_newest_units, day_oldest, changed = day_units + reserved, day_newest_units + reserved,
+          day_oldest or day_newest, true
+        if month_on then month_units = month_units + reserved end
+        lapsed = lapsed or {}
+        lapsed[#lapsed + 1] = fmt('%s,%d,%d,%d', holder, reserved, day_newest, month_on and calendar_month or 0)
+        lapsed_changed = true
+      elseif holder == CALLER and write then mine, reserves_changed = reserved, true
+      else
+        kept = kept or {}
+        kept[#kept + 1] = item -- as written: 'holder,units,untilMs' with %d
+        others = others + reserved
+        if holder ~= CALLER then holders = holders + 1 end
+      end
+    end
+  end
+  -- The room left for this call: the windows' less what others keep back and the caller keeps of its reserve.
+  local keep = max(0, min(mine - written, want))
+  local room = min(minute_limit - minute_units, day_limit - day_units) - others - keep
+  if month_on and not soft then room = min(room, month_limit - month_units - others - keep) end
+  -- Blocks held: granted in the last BLOCK_HELD_BUCKETS minute buckets and not given back yet (a holder's give-back at
+  -- its bucket's end, late on a loaded process, may reach Redis after the next buckets' calls: its units are counted
+  -- until then). The caller says what it holds itself (0 once given back); others' entries stay until their bucket is
+  -- BLOCK_HELD_BUCKETS seconds old. held_elsewhere: those of other holders.
+  local blocks_text, held_elsewhere = values[12] or '', 0
+  if blocks_text ~= '' then
+    for item, holder, held_bucket, held in string.gmatch(blocks_text, '(([^,;]+),(%-?%d+),(%d+))') do
+      held_bucket, held = floor(held_bucket), held + 0
+      if held_bucket > minute_bucket - BLOCK_HELD_BUCKETS and not (write and holder == CALLER) then
+        blocks = blocks or {}
+        blocks[#blocks + 1] = item -- as written: 'holder,minuteBucket,units' with %d
+        if holder ~= CALLER then held_elsewhere = held_elsewhere + held end
+      end
+    end
+  end
+
+  local admitted, granted, reserve, payable, provisional, banned_at = 0, 0, keep, 0, 0, 0
+  local blocks_now = blocks_text
+  if write then
+    -- Admits the requests that fit, grants the block and sizes the caller's reserve, and counts what is added.
+    local share = holders + 2
+    if cost <= room then admitted = min(requests, floor(room / cost)) end
+    room = room - admitted * cost
+    granted = max(0, min(extra, floor(room / share)))
+    room = room - granted
+    -- Requests refused only because units are kept back or pooled elsewhere (the window is not full) are no abuse:
+    -- those blocks held elsewhere could pay for are provisional while the blocks they first saw can still be held.
+    local elsewhere = (waited == 0 or minute_bucket < waited + BLOCK_HELD_BUCKETS) and held_elsewhere or 0
+    payable = floor(max(0, room + others + keep + elsewhere) / cost)
+    provisional = min(requests - admitted, floor(elsewhere / cost))
+    -- A reserve grows only while the room left is at least twice the want: the caller asked for at most a quarter of
+    -- the room it last saw, so less than twice means others took more than half of it since — the consumer races its
+    -- limit, and a reserve started now would be kept back from their refusals (what it holds it keeps).
+    if want > keep and room >= 2 * want then
+      reserve = keep + max(0, min(want - keep, floor(room / share)))
+    end
+    local add = admitted * cost + granted
+    if add > 0 then
+      minute_newest_units, minute_units, minute_oldest = minute_newest_units + add, minute_units + add,
+        minute_oldest or minute_newest
+      day_newest_units, day_units, day_oldest = day_newest_units + add, day_units + add, day_oldest or day_newest
+      month_units, changed = month_units + add, true
+    end
+    if reserve > 0 then
+      kept = kept or {}
+      kept[#kept + 1] = fmt('%s,%d,%d', CALLER, reserve, now + RESERVE_TTL_MS)
+    end
+    reserves_changed = reserves_changed or reserve ~= mine
+    -- The caller's blocks: those it says it still holds (in a bucket not yet BLOCK_HELD_BUCKETS seconds old), and
+    -- this call's (granted_in_call: its earlier entries' of the same key too).
+    local granted_here = granted + (granted_in_call[key] or 0)
+    granted_in_call[key] = granted_here
+    if own_bucket <= minute_bucket - BLOCK_HELD_BUCKETS then own_blocks = 0 end
+    if granted_here > 0 and own_bucket ~= minute_bucket then
+      if own_blocks > 0 then
+        blocks = blocks or {}
+        blocks[#blocks + 1] = fmt('%s,%d,%d', CALLER, own_bucket, own_blocks)
+      end
+      own_bucket, own_blocks = minute_bucket, 0
+    end
+    own_blocks = own_blocks + granted_here
+    if own_blocks > 0 then
+      blocks = blocks or {}
+      blocks[#blocks + 1] = fmt('%s,%d,%d', CALLER, own_bucket, own_blocks)
+    end
+    blocks_now = blocks and (blocks[2] and table.concat(blocks, ';') or blocks[1]) or ''
+  end
   -- A month out of room (this call's admissions counted) refuses: quota_exceeded, no abuse either.
-  account.quota_out = account.month.on and not request.soft and request.month_limit - account.month.units < request.cost
-  if request.write and account.admitted < request.requests and request.policy ~= ''
-    and not account.quota_out and not banned then
-    count_rejections(account)
+  local quota_out = month_on and not soft and month_limit - month_units < cost
+  if write and admitted < requests and policy ~= '' and not quota_out and not banned then
+    local new_ban, must_write
+    banned_at, new_ban, must_write = count_rejections(key, policy, requests - admitted, provisional, payable, values[11])
+    if new_ban then ban_until = new_ban end
+    changed = changed or must_write
   end
-  if request.write and (account.changed or account.reserves_changed or account.blocks_now ~= stored.blocks) then
-    write_account(account)
+
+  -- Writes what changed (a count the hash holds already is not written again). Kept until every window lets go of
+  -- what it holds: the day ring's newest bucket, a reserve's end, a ban's escalation memory (its end +
+  -- ESCALATION_MS), the month's end. The day hash expires with it, also when the expiry does not grow and this call
+  -- made the day hash.
+  if write and (changed or reserves_changed or blocks_now ~= blocks_text) then
+    if minute_newest == minute_bucket then fields[1], fields[2] = minute_slot, fmt('%d', minute_tag + minute_newest_units)
+    else
+      fields[1], fields[2] = slot_name(minute_newest, MR), fmt('%d', (minute_newest % MR.mod) * MR.scale + minute_newest_units)
+    end
+    count = 2
+    if minute_units ~= (values[2] or -1) + 0 then
+      fields[count + 1], fields[count + 2], count = FIELD.minute_units, fmt('%d', minute_units), count + 2
+    end
+    if day_units ~= (values[6] or -1) + 0 then
+      fields[count + 1], fields[count + 2], count = FIELD.day_units, fmt('%d', day_units), count + 2
+    end
+    if day_newest_units ~= (values[8] or -1) + 0 then
+      fields[count + 1], fields[count + 2], count = FIELD.day_newest_units, fmt('%d', day_newest_units), count + 2
+    end
+    -- The rings' positions, when a ring moved on (or the hash is new); each only if its text is not the one stored.
+    if values[1] == false or minute_newest ~= minute_stored_newest or day_newest ~= day_stored_newest then
+      if values[1] == false or minute_newest ~= minute_stored_newest then
+        fields[count + 1], fields[count + 2], count = FIELD.minute_newest, fmt('%d', minute_newest), count + 2
+      end
+      local oldest = minute_oldest or minute_newest
+      if not values[3] or oldest ~= values[3] + 0 then
+        fields[count + 1], fields[count + 2], count = FIELD.minute_oldest, fmt('%d', oldest), count + 2
+      end
+      if not values[5] or day_newest ~= day_stored_newest then
+        fields[count + 1], fields[count + 2], count = FIELD.day_newest, fmt('%d', day_newest), count + 2
+      end
+      oldest = day_oldest or day_newest
+      if not values[7] or oldest ~= values[7] + 0 then
+        fields[count + 1], fields[count + 2], count = FIELD.day_oldest, fmt('%d', oldest), count + 2
+      end
+    end
+    if month_on then
+      fields[count + 1], fields[count + 2] = FIELD.month, fmt('%d', calendar_month)
+      fields[count + 3], fields[count + 4], count = FIELD.month_units, fmt('%d', month_units), count + 4
+    end
+    if reserves_changed then
+      fields[count + 1], fields[count + 2], count = FIELD.reserves, kept and table.concat(kept, ';') or '', count + 2
+    end
+    if lapsed_changed then
+      fields[count + 1], fields[count + 2], count = FIELD.lapsed_reserves, lapsed and table.concat(lapsed, ';') or '',
+        count + 2
+    end
+    if blocks_now ~= blocks_text then fields[count + 1], fields[count + 2], count = FIELD.blocks, blocks_now, count + 2 end
+    local expiry = (day_newest + DR.slots) * DR.ms
+    if kept then expiry = max(expiry, now + RESERVE_TTL_MS) end
+    if ban_until > 0 then expiry = max(expiry, ban_until + ESCALATION_MS) end
+    if month_on and month_units > 0 then expiry = max(expiry, calendar_ends) end
+    local grow = expiry > (values[11] or 0) + 0
+    local expiry_text = grow and fmt('%d', expiry)
+    if grow then fields[count + 1], fields[count + 2], count = FIELD.expiry, expiry_text, count + 2 end
+    redis.call('HSET', key, unpack(fields, 1, count))
+    if day_moved_name then redis.call('HSET', day_key, day_moved_name, day_moved_value) end
+    if grow then
+      redis.call('PEXPIREAT', key, expiry_text)
+      redis.call('PEXPIREAT', day_key, expiry_text)
+    elseif day_moved_name or day_written then
+      redis.call('PEXPIREAT', day_key, values[11]) -- the hash's: a day hash this call made has none yet
+    end
   end
   if answer_banned then return reply_banned(ban_until) end
-  reply_of(account)
+
+  -- The entry's 17 reply values.
+  local held, refused, at = others + reserve, admitted < requests, #reply
+  reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4], reply[at + 5], reply[at + 6] =
+    refused and 1 or 0, admitted, banned_at, granted, reserve, held
+  -- reset: when the ring's oldest units leave the window (a ring without units: a full window from now)
+  reply[at + 7], reply[at + 8], reply[at + 9] = minute_units,
+    minute_units > 0 and minute_oldest and (minute_oldest + MR.slots) * MR.ms or minute_empty_reset,
+    refused and retry_of(key, MR, minute_oldest, minute_newest, minute_newest_units, minute_units + held + cost - minute_limit) or 0
+  reply[at + 10], reply[at + 11], reply[at + 12] = day_units,
+    day_units > 0 and day_oldest and (day_oldest + DR.slots) * DR.ms or day_empty_reset,
+    refused and retry_of(day_key, DR, day_oldest, day_newest, day_newest_units, day_units + held + cost - day_limit) or 0
+  reply[at + 13], reply[at + 14], reply[at + 15] = month_units, calendar_ends, refused and quota_out and calendar_ends or 0
+  reply[at + 16], reply[at + 17] = ban_until > now and ban_until or 0, held_elsewhere
 end
 
 for index = 1, floor(#KEYS / 2) do decide(index) end

@@ -1,5 +1,5 @@
 // Every key a grant call writes carries its expiry when the call ends: rl:{id} and its day ring rl:{id}:d expire
-// together, at the hash's `x` (write_account's rule: the day window, a reserve's end, a ban's escalation memory, the
+// together, at the hash's `x` (grant.lua's write step: the day window, a reserve's end, a ban's escalation memory, the
 // month's end). A key left without one lives forever if its consumer never comes back — one hash per consumer leaked
 // in a shared Redis, and counts that outlive their window. The day hash is the one at risk: a call that writes it
 // (an adjustment into a past day bucket, or the day ring moving on) while the hash's expiry does not grow (a month

@@ -11,8 +11,10 @@ import { World } from '../../../helpers/sim/world.js'
 import { startRedis } from '../../../helpers/redis.js'
 
 const GRANT = readFileSync(new URL('../../../../src/gateway/limiter/lua/grant.lua', import.meta.url), 'utf8')
-/** grant.lua up to its per-entry functions (its ring helpers and month_of), then month_of over ARGV. */
-const PROBE = GRANT.slice(0, GRANT.indexOf('local calendar = ')) +
+/** grant.lua up to its per-call state (its helpers and month_of, defined, none run), then month_of over ARGV. */
+const PER_CALL = GRANT.indexOf('local calendar_month, calendar_ends = ')
+if (PER_CALL < 0) throw new Error('month.test.ts: grant.lua\'s per-call state (local calendar_month, calendar_ends) not found')
+const PROBE = GRANT.slice(0, PER_CALL) +
   'local out = {}\nfor i = 1, #ARGV do local m, e = month_of(tonumber(ARGV[i])); out[#out + 1] = m; out[#out + 1] = e end\nreturn out\n'
 
 const instants: number[] = []
