@@ -39,6 +39,14 @@ export function prng (seed: number): () => number {
 
 const MICROTASK_TURNS = 24
 
+/**
+ * What a microtask turn awaits: a promise already resolved. `await` of a native promise takes one turn, as `await
+ * undefined` does, so the order is the same; but `await undefined` first wraps the value in a new promise, and under
+ * tap every promise created runs its async-hook domain's init and destroy tracking (in the simulator files about a
+ * third of the CPU went to them): one promise fewer per turn.
+ */
+const TURN = Promise.resolve()
+
 export class World {
   now: number
   readonly random: () => number
@@ -78,7 +86,7 @@ export class World {
       }
       this.now = event.t
       event.fn()
-      for (let i = 0; i < MICROTASK_TURNS; i++) await undefined
+      for (let i = 0; i < MICROTASK_TURNS; i++) await TURN
     }
     this.now = Math.max(this.now, until)
   }
