@@ -29,9 +29,10 @@ const FILES = [
   'test/gateway/limiter/simulation/chaos.test.ts',
   'test/gateway/limiter/simulation/burst-late-give-back.test.ts',
   'test/gateway/limiter/simulation/check-forgotten.test.ts',
-  'test/gateway/limiter/redis/sim-model.test.ts',
   'test/gateway/limiter/lua/month.test.ts'
 ]
+// Not here: test/gateway/limiter/redis/sim-model.test.ts runs the model at the instants a real redis-server
+// reported (wall-clock time: its digest differs run to run); it holds the model to the real server's replies.
 
 interface Outcome { digest: string, tap: string, cpu: number, status: number | null }
 
