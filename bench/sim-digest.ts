@@ -38,7 +38,8 @@ interface Outcome { digest: string, tap: string, cpu: number, status: number | n
 
 /** One file in one checkout: its digest line, its TAP output without wall-clock figures, its CPU seconds. */
 function runIn (root: string, file: string): Outcome {
-  const env = { ...process.env, SIM_DIGEST_ROOT: root, SIM_SEEDS_FROM: process.env.SIM_SEEDS_FROM ?? '424242' }
+  // No tap timeout: the base side under load (and the hook's hashing) may take longer than tap's 30 s default.
+  const env = { ...process.env, SIM_DIGEST_ROOT: root, SIM_SEEDS_FROM: process.env.SIM_SEEDS_FROM ?? '424242', TAP_TIMEOUT: '0' }
   const run = spawnSync('/usr/bin/time', ['-f', '%U %S', process.execPath, `--import=${join(root, 'src/ts-resolve.ts')}`, `--import=${HOOK}`, join(root, file)], { cwd: root, env, encoding: 'utf8', maxBuffer: 1 << 28 })
   const lines = run.stdout.split('\n')
   const digest = lines.find((line) => line.startsWith('# sim-digest ')) ?? '(none)'
