@@ -5,7 +5,8 @@
 // and (2) the file's own TAP output with its wall-clock figures taken out (each family's requests, admitted,
 // failures; every per-schedule line it prints). Prints a row per file: same or not, and the CPU each side took
 // (user + sys of the file's process, without tap's runner). Exits 1 when any file differs.
-//   SIM_DIGEST_BASE=/work/wt/simcpu-base node --import ./src/ts-resolve.ts bench/sim-digest.ts [file …]
+//   git worktree add --detach /tmp/main-copy main && cp -al node_modules /tmp/main-copy/node_modules
+//   SIM_DIGEST_BASE=/tmp/main-copy node --import ./src/ts-resolve.ts bench/sim-digest.ts [file …]
 //   SIM_SEEDS_FROM (default 424242), SIM_COUNT (default: each file's own counts), SIM_DIGEST_KEEP=dir keeps each output
 import { spawnSync } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
