@@ -196,10 +196,16 @@ function decode (out: string): unknown {
   let i = 0
   const next = (): unknown => {
     const item = items[i++]!
-    if (item[0] === 'n') return Number(item.slice(1))
-    if (item[0] === 's') return item.slice(1)
-    const n = Number(item.slice(1))
-    return Array.from({ length: n }, next)
+    const tag = item.charCodeAt(0)
+    if (tag === N_TAG) return Number(item.slice(1))
+    if (tag === S_TAG) return item.slice(1)
+    const count = Number(item.slice(1))
+    const list: unknown[] = []
+    for (let k = 0; k < count; k++) list.push(next())
+    return list
   }
   return next()
 }
+
+const N_TAG = 'n'.charCodeAt(0)
+const S_TAG = 's'.charCodeAt(0)
