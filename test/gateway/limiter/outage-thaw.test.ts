@@ -1,14 +1,15 @@
 // Once Redis answers again, a request is answered from Redis, not refused for an outage that is over
 // (issue 38's "100 % of requests after recovery"). One gateway on a real redis-server frozen with
-// SIGSTOP; the consumer has nothing to admit from in the outage (seen once: no reserve; the outage
-// allowance 0 %), so while Redis is frozen its requests are refused. Requests that reach the gateway
-// just before the thaw — the gateway cannot know yet that Redis answers: it learns it a few round
-// trips later (a late reply, a probe, the epoch read) — wait for the shard to answer again, at most
-// STORE_TIMEOUT_MS, then ask Redis like any other: 200, each counted in Redis (no admission without
-// it). Before the fix they were refused at once (all 503): after a 60 s freeze the busiest consumers,
-// their reserve and allowance spent, got 503s in the first milliseconds after the thaw. A request
-// whose wait ends with Redis still frozen is refused (503), as before. Counts, not timings: the
-// thaw comes THAW_AFTER_MS after the requests are sent, far inside the wait.
+// SIGSTOP, STORE_TIMEOUT_MS and the barrier as shipped; the consumer has nothing to admit from in the
+// outage (seen once: no reserve; the outage allowance 0 %), so while Redis is frozen its requests
+// are refused. Requests that reach the gateway just before the thaw — the gateway cannot know yet
+// that Redis answers: it learns it a few round trips later (a late reply, a probe, the epoch read) —
+// wait for the shard to answer again, at most the recovery's budget (1 s: the larger of
+// STORE_TIMEOUT_MS and half the barrier), then ask Redis like any other: 200, each counted in Redis
+// (no admission without it). Before the fix they were refused at once (all 503): after a 60 s freeze
+// the busiest consumers, their reserve and allowance spent, got 503s in the first milliseconds after
+// the thaw. A request whose wait ends with Redis still frozen is refused (503), as before. Counts,
+// not timings: the thaw comes THAW_AFTER_MS after the requests are sent, far inside the wait.
 import t, { type Test } from 'tap'
 import { startBackend } from '../../helpers/backend.js'
 import { bearer, DEMO_KEYS, startGateway } from '../../helpers/gateway.js'
@@ -17,8 +18,6 @@ import { startRedis } from '../../helpers/redis.js'
 import type { StoreOnError } from '../../../src/gateway/limiter/redis/outage.js'
 import { FIELD } from '../../../src/gateway/limiter/redis/layout.js'
 
-/** STORE_TIMEOUT_MS here: the budget of a call, and how long a refusal waits for the shard to answer again. */
-const TIMEOUT_MS = 1_500
 /** Requests sent just before the thaw. */
 const AT_THAW = 6
 /** The thaw comes this long after they are sent: they reach the gateway while Redis is still frozen. */
@@ -28,7 +27,7 @@ async function thaw (t: Test, policy: StoreOnError): Promise<void> {
   const redis = await startRedis(t)
   t.teardown(() => redis.signal('SIGCONT'))
   const backend = await startBackend(t)
-  const gw = await startGateway(t, { backendUrl: backend.url, limiter: { settings: { redisUrl: redis.url, storeOnError: policy, storeOutageAllowancePercent: 0, storeProcesses: 1, storeTimeoutMs: TIMEOUT_MS } } })
+  const gw = await startGateway(t, { backendUrl: backend.url, limiter: { settings: { redisUrl: redis.url, storeOnError: policy, storeOutageAllowancePercent: 0, storeProcesses: 1 } } })
   const get = async (): Promise<{ status: number, ms: number }> => {
     const started = performance.now()
     const res = await fetch(`${gw.url}/v1/pets?limit=1`, { headers: bearer(DEMO_KEYS.business) })

@@ -40,7 +40,8 @@ export interface CallDeps {
   readonly batcher: { add: (job: Job) => void }
   /**
    * Under `local` and `strict`: how long a request nothing admits while its shard does not answer waits for the shard
-   * to answer again (STORE_TIMEOUT_MS) before it is refused; answered again in time, it asks Redis.
+   * to answer again before it is refused (the budget of a probe or an epoch read, shard.ts: the larger of
+   * STORE_TIMEOUT_MS and half the recovery barrier, 1 s by default); answered again in time, it asks Redis.
    */
   readonly refusalWaitMs: number
   onBan: (id: string, until: number) => void
@@ -135,7 +136,8 @@ export function createCalls (deps: CallDeps) {
    * or the wait is over — refused, 503. Between Redis answering again and this process knowing it (the late reply of a
    * call given up, a probe, the epoch read: a few round trips) its requests were refused for an outage already over:
    * after a 60 s freeze, the busiest consumers, their reserve and allowance spent, got 503s in the first milliseconds
-   * after the thaw (bench/results/outage-tail.md, 29 Nov: 2 of 600). Only Redis decides a request that waited: no
+   * after the thaw (bench/results/outage-tail.md, 29 Nov: 2 of 600; 9–20 ms on a quiet machine, up to 300 ms at load 14,
+   * hence a wait as long as a recovery's budget, not a call's). Only Redis decides a request that waited: no
    * admission without its units counted, so the bounds are those of the policy (docs/limiter-internals.md).
    */
   function refuse (account: Account, request: Waiting, localNow: number, why: string, units: number): void {

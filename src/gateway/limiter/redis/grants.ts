@@ -55,7 +55,7 @@ export function createGrants (opts: GrantsOptions) {
   })
   const batcher = createBatcher(port, runtime, shards, holder, opts.timeoutMs)
   const allowance = opts.allowance ?? { share: DEFAULT_OUTAGE_ALLOWANCE_PERCENT / 100, processes: DEFAULT_STORE_PROCESSES }
-  const { clockOf, up, call, callForWaiting, next, outage, shardUp } = createCalls({ runtime, policy, allowance, shards, batcher, refusalWaitMs: opts.timeoutMs, onBan: (id, until) => { opts.onBan?.(id, until) }, onOutageAdmission: opts.onOutageAdmission })
+  const { clockOf, up, call, callForWaiting, next, outage, shardUp } = createCalls({ runtime, policy, allowance, shards, batcher, refusalWaitMs: shards.recoveryMs, onBan: (id, until) => { opts.onBan?.(id, until) }, onOutageAdmission: opts.onOutageAdmission })
   let closed = false
   let cancelSweep = runtime.after(SWEEP_MS, function tick () {
     sweep()

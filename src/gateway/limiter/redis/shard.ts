@@ -126,6 +126,8 @@ export function createShards (opts: ShardOptions) {
 
   return {
     of,
+    /** How long a probe or an epoch read may take: a recovery's round trips fit in it (calls.ts's refusals wait as long). */
+    recoveryMs,
     /** A call to `name` failed or timed out: down, probing until it answers. */
     fail: (name: string, reason: string) => { down(of(name), reason) },
     /** A reply from `name` arrived after its call was given up: probe at once. */

@@ -9,7 +9,7 @@
 // after it; one way on the link takes 1–5 ms (a loaded machine), so a process sees the shard up some
 // round trips after the thaw, as the real ones do (9–20 ms after a SIGCONT, quiet). Checked
 // per schedule: every one of them admitted, by Redis (a refusal waits for its shard to answer again,
-// at most STORE_TIMEOUT_MS: calls.ts refuse); every rolling window within its limit (no admission
+// at most the recovery's budget, 1 s here: calls.ts refuse); every rolling window within its limit (no admission
 // but what Redis counted or a reserve covers); every request answered. Before the fix every schedule
 // refused 14–20 of its 24: those that reached a process before it saw the shard up, 2–8 of the 12
 // sent after the thaw among them.
@@ -27,7 +27,7 @@ import type { StoreOnError } from '../../../../src/gateway/limiter/redis/outage.
 
 const COUNT = Number(process.env.SIM_COUNT ?? longOr(8, 100))
 const CONSUMERS = 50
-/** STORE_TIMEOUT_MS of the processes: a call's budget, and how long a refusal waits for its shard to answer again. */
+/** STORE_TIMEOUT_MS of the processes: a call's budget (a refusal waits for its shard the larger of this and half the 2 s barrier). */
 const TIMEOUT_MS = 250
 /** Requests of consumers with nothing to admit from arrive from this long before the thaw… */
 const THAW_FROM_MS = 150
