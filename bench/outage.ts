@@ -8,12 +8,13 @@
 // Env: OUTAGE_POLICIES [local,open,closed] OUTAGE_SCENARIOS [all, comma-separated names].
 // OUTAGE_TAIL=1 runs the long tail instead (test/helpers/outage-tail.ts: 2,000 consumers by Zipf at
 // 150 requests/s, a 5 s SIGSTOP and a 10 s kill with an empty restart, per policy of OUTAGE_POLICIES
-// [local,strict]; OUTAGE_TAIL_FREEZE_MS adds a longer freeze, e.g. 60000) into bench/results/outage-tail.md.
+// [local,strict]; OUTAGE_TAIL_FREEZE_MS adds a longer freeze, e.g. 60000) into bench/results/outage-tail.md, with
+// each request refused in the traffic after an outage (rank, gateway, when, status, code and message).
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Test } from 'tap'
 import { ADMITTED, attack, SCENARIOS, type AttackOptions } from '../test/helpers/attack.js'
-import { describePhases, outageTail, type Phase } from '../test/helpers/outage-tail.js'
+import { describePhases, describeRefusals, outageTail, type Phase } from '../test/helpers/outage-tail.js'
 import type { StoreOnError } from '../src/gateway/limiter/redis/outage.js'
 import { REPO_ROOT } from './lib/processes.js'
 
@@ -64,19 +65,23 @@ async function tail (): Promise<void> {
     ...(freeze > 0 ? [{ kind: 'freeze', name: `frozen ${freeze / 1000} s`, ms: freeze } as const, { kind: 'traffic', name: 'after the long freeze', ms: 4_000 } as const] : [])
   ]
   const lines = ['| STORE_ON_ERROR | ' + phases.map((p) => p.name).join(' | ') + ' | outage admissions |', '|---|' + phases.map(() => '---:|').join('') + '---|']
+  // Each refusal in a traffic phase after the first (Redis answering again): rank, gateway, when, status, code, message.
+  const refusals: string[] = []
   for (const policy of policies) {
     const teardowns: Array<() => unknown> = []
     try {
       const run = await outageTail({ teardown: (fn: () => unknown) => { teardowns.push(fn) } }, { consumers: 2_000, rate: 150, perMinute: 3_000, phases, env: { STORE_ON_ERROR: policy } })
       process.stdout.write(`${policy}: ${describePhases(run)}\n`)
       lines.push(`| ${policy} | ` + run.phases.map((p) => `${(100 * p.ok / Math.max(1, p.requests)).toFixed(1)} % of ${p.requests}`).join(' | ') + ` | ${run.outageAdmissions.reserve} reserve, ${run.outageAdmissions.allowance} allowance |`)
+      for (const phase of phases.slice(1)) if (phase.kind === 'traffic') refusals.push(...describeRefusals(run, phase.name, 10).map((line) => `- ${policy}, ${line}`))
     } finally {
       for (const fn of teardowns.reverse()) await fn()
     }
   }
   const head = `# Outage — the long tail\n\n${new Date().toISOString()} · two gateway processes on one Redis (STORE_PROCESSES=2), 2,000 consumers by Zipf (s = 1.1) at 150 requests/s, 3,000/min each (test/helpers/outage-tail.ts); answered 2xx per phase, one run per row.\n\n`
-  writeFileSync(join(REPO_ROOT, 'bench', 'results', 'outage-tail.md'), head + lines.join('\n') + '\n')
-  process.stdout.write(`\n${lines.join('\n')}\n`)
+  const refused = `\n## Refused in the traffic after an outage\n\nConsumer rank by Zipf (0: the busiest), gateway, ms after the phase began (Redis answering again from its start), what it was told (at most 10 a phase and policy).\n\n${refusals.length === 0 ? 'None.' : refusals.join('\n')}\n`
+  writeFileSync(join(REPO_ROOT, 'bench', 'results', 'outage-tail.md'), head + lines.join('\n') + '\n' + refused)
+  process.stdout.write(`\n${lines.join('\n')}\n${refused}`)
 }
 
 async function main (): Promise<void> {

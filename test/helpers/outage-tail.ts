@@ -35,12 +35,17 @@ export interface OutageTailOptions {
   readonly root?: string
 }
 
-export interface PhaseResult { readonly name: string, readonly requests: number, readonly ok: number, readonly statuses: Record<number, number> }
+/** One request not answered 2xx: the consumer's Zipf rank (0: the busiest), the gateway (0 or 1), when it was sent (ms after its phase began) and answered, and what it was told. */
+export interface Refusal { readonly rank: number, readonly gateway: number, readonly sentMs: number, readonly answeredMs: number, readonly status: number, readonly code: string, readonly message: string }
+
+export interface PhaseResult { readonly name: string, readonly requests: number, readonly ok: number, readonly statuses: Record<number, number>, readonly refusals: Refusal[], readonly startedAt: number }
 
 export interface OutageTailResult {
   readonly phases: PhaseResult[]
   /** gateway_store_outage_admissions_total of both gateways together, by kind. */
   readonly outageAdmissions: { reserve: number, allowance: number }
+  /** What each gateway wrote (pino lines at LOG_LEVEL, warn unless env sets it). */
+  readonly logs: string[]
 }
 
 const token = (i: number): string => `psk_test_tail${String(i).padStart(5, '0')}_0123456789abcdefghij`
@@ -77,34 +82,44 @@ export async function outageTail (t: Pick<Test, 'teardown'>, opts: OutageTailOpt
   const dir = configDir(opts.consumers, opts.perMinute)
   t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
   // One after the other: two gateways compiling at once on a loaded 2-core machine can miss the start timeout.
-  const gateways: Array<{ pool: Pool, adminUrl: string }> = []
+  const gateways: Array<{ pool: Pool, adminUrl: string, output: () => string }> = []
   for (let i = 0; i < 2; i++) gateways.push(await (async () => {
-    const { port, adminPort } = await startGatewayProcess(t, (port, adminPort) => gatewayProcessEnv({ port, adminPort, backendUrl, configDir: dir, redisUrl: redis.url },
+    const { port, adminPort, proc } = await startGatewayProcess(t, (port, adminPort) => gatewayProcessEnv({ port, adminPort, backendUrl, configDir: dir, redisUrl: redis.url },
       { LOG_LEVEL: 'warn', STORE_PROCESSES: '2', ...opts.env }), root)
     const pool = new Pool(`http://127.0.0.1:${port}`, { connections: 64 })
     t.teardown(async () => { await pool.close() })
-    return { pool, adminUrl: `http://127.0.0.1:${adminPort}` }
+    return { pool, adminUrl: `http://127.0.0.1:${adminPort}`, output: proc.output }
   })())
 
   const pick = seededZipf(opts.consumers)
-  const results: Array<{ name: string, requests: number, ok: number, statuses: Record<number, number> }> = []
+  const results: Array<{ name: string, requests: number, ok: number, statuses: Record<number, number>, refusals: Refusal[], startedAt: number }> = []
   const inFlight: Array<Promise<void>> = []
   let sent = 0
-  const send = (phase: { statuses: Record<number, number> }): void => {
-    const gateway = gateways[sent++ % 2]!
-    const key = token(pick())
+  const send = (phase: { statuses: Record<number, number>, refusals: Refusal[] }, phaseStart: number): void => {
+    const index = sent++ % 2
+    const gateway = gateways[index]!
+    const rank = pick()
+    const key = token(rank)
+    const sentMs = performance.now() - phaseStart
     inFlight.push((async () => {
       let status = 0
+      let code = ''
+      let message = ''
       try {
         const res = await gateway.pool.request({ path: '/v1/pets?limit=1', method: 'GET', headers: { authorization: `Bearer ${key}` } })
-        await res.body.dump()
         status = res.statusCode
-      } catch { /* status 0: the request itself failed */ }
+        if (status >= 200 && status < 300) await res.body.dump()
+        else {
+          const body = await res.body.text()
+          try { ({ code = '', message = '' } = JSON.parse(body) as { code?: string, message?: string }) } catch { message = body.slice(0, 200) }
+        }
+      } catch (err) { message = (err as Error).message /* status 0: the request itself failed */ }
       phase.statuses[status] = (phase.statuses[status] ?? 0) + 1
+      if (status < 200 || status >= 300) phase.refusals.push({ rank, gateway: index, sentMs: Math.round(sentMs), answeredMs: Math.round(performance.now() - phaseStart), status, code, message })
     })())
   }
   for (const phase of opts.phases) {
-    const result = { name: phase.name, requests: 0, ok: 0, statuses: {} as Record<number, number> }
+    const result = { name: phase.name, requests: 0, ok: 0, statuses: {} as Record<number, number>, refusals: [] as Refusal[], startedAt: Date.now() }
     results.push(result)
     let restarted: Promise<void> = Promise.resolve()
     if (phase.kind === 'freeze') redis.signal('SIGSTOP')
@@ -116,7 +131,7 @@ export async function outageTail (t: Pick<Test, 'teardown'>, opts: OutageTailOpt
     const start = performance.now()
     for (let due = 0; due < phase.ms * opts.rate / 1000;) {
       const owed = Math.min(Math.floor((performance.now() - start) * opts.rate / 1000) + 1, Math.ceil(phase.ms * opts.rate / 1000))
-      while (due < owed) { send(result); due++; result.requests++ }
+      while (due < owed) { send(result, start); due++; result.requests++ }
       await sleep(1000 / opts.rate)
     }
     if (phase.kind === 'freeze') redis.signal('SIGCONT')
@@ -129,11 +144,20 @@ export async function outageTail (t: Pick<Test, 'teardown'>, opts: OutageTailOpt
     const scrape = parseScrape(await (await fetch(`${g.adminUrl}/metrics`)).text())
     for (const kind of ['reserve', 'allowance'] as const) outageAdmissions[kind] += sampleValue(scrape, 'gateway_store_outage_admissions_total', { kind }) ?? 0
   }
-  return { phases: results, outageAdmissions }
+  return { phases: results, outageAdmissions, logs: gateways.map((g) => g.output()) }
 }
 
 /** One line per phase: requests, the share answered 2xx, the statuses. */
 export function describePhases (result: OutageTailResult): string {
   return result.phases.map((p) => `${p.name}: ${p.requests} requests, ${(100 * p.ok / Math.max(1, p.requests)).toFixed(2)} % 2xx ${JSON.stringify(p.statuses)}`).join('; ') +
     `; outage admissions ${JSON.stringify(result.outageAdmissions)}`
+}
+
+/** The refusals of phase `name`, one line each (at most `max`): rank, gateway, when, status, code and message. */
+export function describeRefusals (result: OutageTailResult, name: string, max = 20): string[] {
+  const phase = result.phases.find((p) => p.name === name)
+  if (phase === undefined) return []
+  const lines = phase.refusals.slice(0, max).map((r) => `${name} +${r.sentMs} ms (answered +${r.answeredMs}): rank ${r.rank}, gateway ${r.gateway}, ${r.status} ${r.code} ${r.message}`)
+  if (phase.refusals.length > max) lines.push(`${name}: ${phase.refusals.length - max} more refusals`)
+  return lines
 }

@@ -10,6 +10,7 @@ import type { ReadinessRegistry } from '../runtime/readiness.js'
 import { gatewayErrors } from '../../interface/errors.js'
 import { createBanCache, DEFAULT_BAN_CACHE_SIZE } from './ban-cache.js'
 import { createBanCount } from './ban-count.js'
+import { ANONYMOUS_ID_PREFIX } from '../edge/client-address.js'
 import { limiterId } from './consumer-id.js'
 import { createStore, type StoreSettings } from './create-store.js'
 import { ANONYMOUS_PLAN } from '../../shared/labels.js'
@@ -118,8 +119,11 @@ export const limiterPlugin = fp<LimiterPluginOptions>(async function limiterPlug
     let result: ConsumeResult
     try {
       result = await store.consume(id, askOf(limits, ban, cost))
-    } catch {
+    } catch (err) {
       // Only the Redis store rejects: while Redis does not answer and STORE_ON_ERROR leaves nothing to admit from.
+      // Logged with why (what sent it to the outage policy, the shard's state, what was left): info, not warn — an
+      // outage under STORE_ON_ERROR=strict or closed refuses every request, and the shard's change is logged at error.
+      app.log.info({ limiterId: id.startsWith(ANONYMOUS_ID_PREFIX) ? undefined : id, reason: (err as Error).message }, 'limiter refused: store unavailable')
       throw gatewayErrors.limiterUnavailable(unavailableHeaders(limits, now()))
     }
     if (result.outcome !== 'key_banned' && result.outcome !== 'ban_started') return decide(result, limits, policy, cost)

@@ -16,6 +16,8 @@ import { FIELD } from '../../../src/gateway/limiter/redis/layout.js'
 /** 1 % of the business plan's 1,000/min, one process: 10 units. */
 const PERCENT = 1
 const ALLOWANCE = 10
+/** No data is lost here: a short barrier keeps each refusal's wait for Redis (half of it, at least STORE_TIMEOUT_MS) to 250 ms. */
+const BARRIER_MS = 500
 /** Below a minute's room at the consumer's rate (1,000/min ≈ 16/s): the allowance is not refused as racing. */
 const GAP_MS = 150
 
@@ -23,7 +25,7 @@ async function run (t: Test, policy: StoreOnError): Promise<{ statuses: number[]
   const redis = await startRedis(t)
   t.teardown(() => redis.signal('SIGCONT'))
   const backend = await startBackend(t)
-  const gw = await startGateway(t, { backendUrl: backend.url, limiter: { settings: { redisUrl: redis.url, storeOnError: policy, storeOutageAllowancePercent: PERCENT, storeProcesses: 1 } } })
+  const gw = await startGateway(t, { backendUrl: backend.url, limiter: { settings: { redisUrl: redis.url, storeOnError: policy, storeOutageAllowancePercent: PERCENT, storeProcesses: 1, recoveryBarrierMs: BARRIER_MS } } })
   const get = async (): Promise<Response> => { const res = await fetch(`${gw.url}/v1/pets?limit=1`, { headers: bearer(DEMO_KEYS.business) }); await res.arrayBuffer(); return res }
   const first = await get()
   const before = Number(first.headers.get('x-ratelimit-remaining'))

@@ -38,16 +38,27 @@ export interface CallDeps {
   readonly allowance: OutageAllowance
   readonly shards: Shards
   readonly batcher: { add: (job: Job) => void }
+  /**
+   * Under `local` and `strict`: how long a request nothing admits while its shard does not answer waits for the shard
+   * to answer again before it is refused (the budget of a probe or an epoch read, shard.ts: the larger of
+   * STORE_TIMEOUT_MS and half the recovery barrier, 1 s by default); answered again in time, it asks Redis.
+   */
+  readonly refusalWaitMs: number
   onBan: (id: string, until: number) => void
   /** A request was admitted while its shard did not answer, from the reserve or the allowance. */
   onOutageAdmission?: ((kind: 'reserve' | 'allowance') => void) | undefined
 }
+
+/** A request waiting for its shard to answer again before it is refused; `cancel` stops its refusal's timer. */
+interface Parked { readonly account: Account, readonly request: Waiting, readonly cancel: () => void }
 
 /** The write calls of every id, and what answers a request without one. */
 export function createCalls (deps: CallDeps) {
   const { runtime, policy, shards, batcher } = deps
   const reserves = policy === 'local' || policy === 'strict'
   const allowance = policy === 'local' ? deps.allowance : { share: 0, processes: 1 }
+  /** Requests refused for now, waiting for their shard to answer again (refuse), by shard. */
+  const parked = new Map<string, Set<Parked>>()
   const clockOf = (account: Account): ShardClock => shards.of(account.shard).clock
   const up = (account: Account): boolean => shards.of(account.shard).state === 'up'
 
@@ -103,20 +114,75 @@ export function createCalls (deps: CallDeps) {
     drain(account, localNow)
     if (account.waitingCount === 0) return
     if (up(account)) return callForWaiting(account)
-    for (const request of account.takeWaiting()) outage(account, request, localNow)
+    for (const request of account.takeWaiting()) outage(account, request, localNow, 'shard down while it waited')
   }
 
-  /** The outage policy's answer to `request` at local `localNow`: the reserve first, then the allowance. */
-  function outage (account: Account, request: Waiting, localNow: number): void {
+  /** The outage policy's answer to `request` at local `localNow` (`why`: what sent it there): the reserve first, then the allowance. */
+  function outage (account: Account, request: Waiting, localNow: number, why: string): void {
     if (policy === 'open') return request.resolve(unknownResult(account, runtime.now())) // nothing known: the whole limits
     const clock = clockOf(account)
     const units = allowanceUnits(allowance, account.limits.perMinute)
     const kind = !reserves ? undefined
       : accounts.spendReserve(account, clock, localNow, request.cost) ? 'reserve'
         : accounts.spendAllowance(account, clock, localNow, request.cost, units, units * allowance.processes) ? 'allowance' : undefined
-    if (kind === undefined) return request.reject(new StoreUnavailableError(`limiter store ${up(account) ? 'did not answer in time' : 'unavailable'}`))
+    if (kind === undefined) return refuse(account, request, localNow, why, units)
     deps.onOutageAdmission?.(kind)
     request.resolve(consumeResult(account, 'ok', clock.latest(localNow) ?? localNow, 'fallback', 0, undefined, outageRemaining(account, localNow, units), kind))
+  }
+
+  /**
+   * A request the outage policy cannot admit. Under `local` and `strict` it waits for its shard to answer again, at most
+   * refusalWaitMs from the first time it got here: the shard is `up` again (shardUp) — it asks Redis like any other —
+   * or the wait is over — refused, 503. Between Redis answering again and this process knowing it (the late reply of a
+   * call given up, a probe, the epoch read: a few round trips) its requests were refused for an outage already over:
+   * after a 60 s freeze, the busiest consumers, their reserve and allowance spent, got 503s in the first milliseconds
+   * after the thaw (bench/results/outage-tail.md, 29 Nov: 2 of 600; 9–20 ms on a quiet machine, up to 300 ms at load 14,
+   * hence a wait as long as a recovery's budget, not a call's). Only Redis decides a request that waited: no
+   * admission without its units counted, so the bounds are those of the policy (docs/limiter-internals.md).
+   */
+  function refuse (account: Account, request: Waiting, localNow: number, why: string, units: number): void {
+    request.parkedAt ??= localNow
+    const waitMs = request.parkedAt + deps.refusalWaitMs - localNow
+    if (!reserves || up(account) || waitMs <= 0) return request.reject(new StoreUnavailableError(refusalReason(account, localNow, why, units)))
+    let waiting = parked.get(account.shard)
+    if (waiting === undefined) parked.set(account.shard, waiting = new Set())
+    const parkedWaiting = waiting
+    const entry: Parked = {
+      account,
+      request,
+      cancel: runtime.after(waitMs, () => {
+        parkedWaiting.delete(entry)
+        request.reject(new StoreUnavailableError(refusalReason(account, runtime.now(), `${why}, then ${Math.round(runtime.now() - request.parkedAt!)} ms waiting for it to answer again`, units)))
+      })
+    }
+    parkedWaiting.add(entry)
+  }
+
+  /** Shard `name` is up again: the requests waiting for it (refuse) ask Redis, ahead of those that came meanwhile. */
+  function shardUp (name: string): void {
+    const waiting = parked.get(name)
+    if (waiting === undefined) return
+    parked.delete(name)
+    const byAccount = new Map<Account, Waiting[]>()
+    for (const { account, request, cancel } of waiting) {
+      cancel()
+      const requests = byAccount.get(account)
+      if (requests === undefined) byAccount.set(account, [request])
+      else requests.push(request)
+    }
+    for (const [account, requests] of byAccount) {
+      account.requeue(requests)
+      next(account)
+    }
+  }
+
+  /** Why an outage answer refused (the error's message, logged by the limiter): what sent it there, the shard's state and since when, what was left. */
+  function refusalReason (account: Account, localNow: number, why: string, units: number): string {
+    const shard = shards.of(account.shard)
+    const latest = clockOf(account).latest(localNow)
+    return `limiter store unavailable: ${why}; shard ${shard.state} for ${Math.round(localNow - shard.changedAt)} ms; ` +
+      `reserve ${account.reserve.left()} left of ${account.reserve.units}${latest !== undefined && !account.reserve.covers(latest) ? ' (lapsed)' : ''}, ` +
+      `allowance ${reserves ? accounts.allowanceLeft(account, localNow, units, units * allowance.processes) : 0} left of ${units}; ${account.rate(localNow).toFixed(1)} requests/s`
   }
 
   /** What this process may still admit for `account` while its shard does not answer: its reserve left and its allowance left. */
@@ -193,7 +259,7 @@ export function createCalls (deps: CallDeps) {
           request.refusedIn ??= bucket // asks again since this bucket: a ban begun meanwhile does not answer it
           retry.push(request)
         } else {
-          outage(account, request, received)
+          outage(account, request, received, `each of ${MAX_ATTEMPTS} replies too late to spend`)
         }
         return
       }
@@ -290,21 +356,21 @@ export function createCalls (deps: CallDeps) {
         // by the outage policy (its reply, if it comes, still fills the pool).
         timedOut = true
         const localNow = runtime.now()
-        for (const request of [...groups.flat(), ...account.takeWaiting()]) outage(account, request, localNow)
+        for (const request of [...groups.flat(), ...account.takeWaiting()]) outage(account, request, localNow, 'its call timed out')
       },
-      failed () {
+      failed (err) {
         // Whether Redis ran it is unknown: the reserve is held to the cap that holds either way, the
         // reserve admissions it carried are sent again (counted twice at worst), its give-backs are not.
         account.callEnded()
         account.reserve.callFailed()
         if (!timedOut) {
           const localNow = runtime.now()
-          for (const request of groups.flat()) outage(account, request, localNow)
+          for (const request of groups.flat()) outage(account, request, localNow, `its call failed (${err.message})`)
         }
         next(account)
       }
     }
   }
 
-  return { clockOf, up, call, callForWaiting, drain, next, outage }
+  return { clockOf, up, call, callForWaiting, drain, next, outage, shardUp }
 }

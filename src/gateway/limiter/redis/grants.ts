@@ -45,10 +45,17 @@ export function createGrants (opts: GrantsOptions) {
   const anonymous = new LRUCache<string, Account>({ max: opts.anonymousMax ?? DEFAULT_ANONYMOUS_ACCOUNTS })
   /** Ids whose re-seed is in flight: their requests wait for it (what the reserve is then is unknown). */
   const reseeding = new Set<Account>()
-  const shards = createShards({ ...opts, reseed })
+  const shards = createShards({
+    ...opts,
+    reseed,
+    onShardChange (shard, state, reason) {
+      opts.onShardChange?.(shard, state, reason)
+      if (state === 'up') shardUp(shard) // requests that waited for it ask it now
+    }
+  })
   const batcher = createBatcher(port, runtime, shards, holder, opts.timeoutMs)
   const allowance = opts.allowance ?? { share: DEFAULT_OUTAGE_ALLOWANCE_PERCENT / 100, processes: DEFAULT_STORE_PROCESSES }
-  const { clockOf, up, call, callForWaiting, next, outage } = createCalls({ runtime, policy, allowance, shards, batcher, onBan: (id, until) => { opts.onBan?.(id, until) }, onOutageAdmission: opts.onOutageAdmission })
+  const { clockOf, up, call, callForWaiting, next, outage, shardUp } = createCalls({ runtime, policy, allowance, shards, batcher, refusalWaitMs: shards.recoveryMs, onBan: (id, until) => { opts.onBan?.(id, until) }, onOutageAdmission: opts.onOutageAdmission })
   let closed = false
   let cancelSweep = runtime.after(SWEEP_MS, function tick () {
     sweep()
@@ -126,7 +133,7 @@ export function createGrants (opts: GrantsOptions) {
         return Promise.resolve(consumeResult(account, 'ok', account.redisTimeAt(localNow), 'grant'))
       }
       return new Promise((resolve, reject) => {
-        if (!up(account) && !reseeding.has(account)) return outage(account, { cost, resolve, reject, attempts: 0 }, localNow)
+        if (!up(account) && !reseeding.has(account)) return outage(account, { cost, resolve, reject, attempts: 0 }, localNow, 'shard not up')
         account.wait({ cost, resolve, reject, attempts: 0 })
         if (up(account) && !account.calling) callForWaiting(account)
       })

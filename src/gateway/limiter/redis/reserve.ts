@@ -36,9 +36,14 @@ export class Reserve {
     return Math.max(0, (this.#cap ?? this.#units) - this.unwrittenUnits())
   }
 
+  /** Whether Redis keeps the reserve long enough after an admission at the latest Redis time `latest`. */
+  covers (latest: number): boolean {
+    return latest <= this.#until - RESERVE_COVER_MS
+  }
+
   /** Spends `adjustment` (an admission at the latest Redis time `latest`) if the reserve covers it; false otherwise. */
   spend (latest: number, adjustment: Adjustment): boolean {
-    if (latest > this.#until - RESERVE_COVER_MS) return false
+    if (!this.covers(latest)) return false
     if (this.unwrittenUnits() + adjustment.delta > (this.#cap ?? this.#units)) return false
     this.#writeBacks = addAdjustment(this.#writeBacks, adjustment)
     return true

@@ -22,6 +22,8 @@ export interface Shard {
   readonly name: string
   readonly clock: ShardClock
   state: ShardState
+  /** Local time of the last change of state (diagnostics: how long a refusal came after it). */
+  changedAt: number
   /** The epoch mark last seen; undefined before the first. */
   epoch: string | undefined
   backoff: number
@@ -53,6 +55,7 @@ export function createShards (opts: ShardOptions) {
   function set (shard: Shard, state: ShardState, reason: string): void {
     if (shard.state === state) return
     shard.state = state
+    shard.changedAt = runtime.now()
     opts.onShardChange?.(shard.name, state, reason)
   }
 
@@ -108,7 +111,7 @@ export function createShards (opts: ShardOptions) {
   function of (name: string): Shard {
     let shard = shards.get(name)
     if (shard === undefined) {
-      shard = { name, clock: createShardClock(), state: 'recovering', epoch: undefined, backoff: DEFAULT_PROBE_FIRST_MS, cancel: undefined, run: 0 }
+      shard = { name, clock: createShardClock(), state: 'recovering', changedAt: runtime.now(), epoch: undefined, backoff: DEFAULT_PROBE_FIRST_MS, cancel: undefined, run: 0 }
       shards.set(name, shard)
       void recover(shard)
     }
@@ -123,6 +126,8 @@ export function createShards (opts: ShardOptions) {
 
   return {
     of,
+    /** How long a probe or an epoch read may take: a recovery's round trips fit in it (calls.ts's refusals wait as long). */
+    recoveryMs,
     /** A call to `name` failed or timed out: down, probing until it answers. */
     fail: (name: string, reason: string) => { down(of(name), reason) },
     /** A reply from `name` arrived after its call was given up: probe at once. */
