@@ -220,7 +220,7 @@ export function createCalls (deps: CallDeps) {
   /**
    * Whether a request first refused in minute bucket `refusedIn` still waits for blocks held elsewhere at a reply of
    * bucket `bucket`. Redis counts a block as held only until its bucket is BLOCK_HELD_BUCKETS seconds old (grant.lua
-   * read_blocks), so every block the request saw at its first refusal is given back or out of the count by bucket
+   * decide, where it reads the field p), so every block the request saw at its first refusal is given back or out of the count by bucket
    * refusedIn + BLOCK_HELD_BUCKETS. Until then it asks again when each second ends while Redis reports blocks held
    * elsewhere that could pay for it (newer ones too: units given back may be granted again as a block the next
    * second); from then on what Redis reports is newer than anything it saw, and its refusal is final. The bound: a
