@@ -190,13 +190,38 @@ export const MUTANTS: readonly Mutant[] = [
     file: `${LIMITER}/lua/grant.lua`,
     find: 'if spared_now > 0 then written[#written + 1] = fmt(\'%.0f:%ds\', now, spared_now) end',
     replace: '-- a spared refusal is not recorded'
+  },
+  {
+    name: 'refusal-not-waiting',
+    bug: 'a request the outage policy cannot admit is refused at once, not parked until its shard answers again (calls.ts refuse: the `waitMs <= 0` guard\'s sign flipped, so it always holds: the behaviour before issue 38)',
+    file: `${LIMITER}/redis/calls.ts`,
+    find: 'if (!reserves || up(account) || waitMs <= 0) return request.reject(',
+    replace: 'if (!reserves || up(account) || waitMs >= 0) return request.reject('
+  },
+  {
+    name: 'parked-not-resumed',
+    bug: 'a shard that answers again does not resume the requests parked for it (grants.ts onShardChange never calls shardUp): they wait out refusalWaitMs and are refused, 503',
+    file: `${LIMITER}/redis/grants.ts`,
+    find: 'if (state === \'up\') shardUp(shard) // requests that waited for it ask it now',
+    replace: 'void shardUp // requests that waited for it ask it now'
+  },
+  {
+    name: 'resumed-first-account-only',
+    bug: 'shardUp resumes the parked requests of the first account only (a `return` where the loop goes on): the other accounts\' requests, their timers cancelled, are never answered',
+    file: `${LIMITER}/redis/calls.ts`,
+    find: '      account.requeue(requests)\n      next(account)\n',
+    replace: '      account.requeue(requests)\n      return next(account)\n'
   }
 ]
 
 const ROOT = resolve(new URL('../../..', import.meta.url).pathname)
 const SIM_DIR = 'test/gateway/limiter/simulation'
-/** Files run in this order: the families most likely to catch a timing bug first (the gate stops at the first catch). */
-const FILE_ORDER = ['timing', 'cluster', 'targeted', 'chaos', 'steady']
+/**
+ * Files run in this order: the families most likely to catch a timing bug first (the gate stops at the first catch).
+ * `outage-thaw` leads: the only family aimed at a refusal's wait for its shard (calls.ts refuse/shardUp), whose
+ * mutants every other family passes, and the cheapest file (9 schedules, about 2 s of CPU).
+ */
+const FILE_ORDER = ['outage-thaw', 'timing', 'cluster', 'targeted', 'chaos', 'steady']
 
 /** How often `find` occurs in `text`. */
 function occurrences (text: string, find: string): number {

@@ -7,25 +7,51 @@
 // TEST_LONG=1 runs each family's long count (a nightly-style job); SIM_COUNT overrides the count,
 // SIM_COUNTS=family=n,… one family's, SIM_SCALE a fraction of each; SIM_FAMILIES=a,b runs only those.
 // Each family ends with a `# sim-result {json}` line: the mutation gate (mutants.ts) reads it.
+// A family with a world of its own (not runSchedule's: outage-thaw) passes `schedule`, which runs one seed
+// and returns its outcome, and gets the same seeds, counts, regression seeds and result line.
 import { randomInt } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import type { Test } from 'tap'
-import { createLuaVm } from './redis-model.js'
+import { createLuaVm, type LuaVm } from './redis-model.js'
 import { runSchedule, type Report } from './run.js'
 import type { Family } from './schedules.js'
 
-export interface FamilyRun {
-  family: Family
+/** What runFamilies asserts of every schedule, beside a family's own checks. */
+export interface ScheduleOutcome {
+  /** Rolling windows over their limit (empty: none). */
+  readonly violations: readonly unknown[]
+  readonly unanswered: number
+  readonly requests: number
+  readonly admitted: number
+  /** What happened, printed for a failing (or replayed) seed. */
+  describe: () => string
+}
+
+interface FamilyCounts {
   /** Schedules of the default run (ignored when SIM_SEED replays one, or SIM_COUNT is set). */
   count: number
   /** Schedules under TEST_LONG=1 (default: 5 × count). */
   longCount?: number
+}
+
+/** A family of the simulator's schedules (runSchedule). */
+export interface FamilyRun extends FamilyCounts {
+  family: Family
+  schedule?: undefined
   /** Extra checks of one schedule, beside the bound and every request answered. */
   check?: (t: Test, report: Report) => void
 }
 
-/** A seed that failed once, kept so it runs every time. */
-export interface RegressionSeed { readonly family: Family, readonly seed: number, readonly found: string }
+/** A family with a world of its own: `schedule` runs one seed. */
+export interface OwnFamilyRun<R extends ScheduleOutcome> extends FamilyCounts {
+  family: string
+  schedule: (seed: number, vm: LuaVm) => Promise<R>
+  /** Extra checks of one schedule, beside the bound and every request answered. */
+  check?: (t: Test, report: R) => void
+}
+
+/** A seed that failed once, kept so it runs every time (`family`: a simulator family or one with its own world). */
+export interface RegressionSeed { readonly family: string, readonly seed: number, readonly found: string }
 
 const REGRESSION_FILE = new URL('../../gateway/limiter/simulation/regression-seeds.json', import.meta.url)
 
@@ -34,14 +60,14 @@ export function regressionSeeds (): RegressionSeed[] {
 }
 
 /** What one family's run found, printed as `# sim-result {json}` for the mutation gate. */
-export interface FamilyResult { family: Family, base: number, run: number, count: number, failed: number, regressionRun: number, regressionFailed: number, seconds: number, cpuSeconds: number, stoppedEarly: boolean }
+export interface FamilyResult { family: string, base: number, run: number, count: number, failed: number, regressionRun: number, regressionFailed: number, seconds: number, cpuSeconds: number, stoppedEarly: boolean }
 
 /** SIM_COUNTS=family=n,…: counts per family (the mutation gate's `--counts`). */
 function countsByFamily (): Map<string, number> {
   return new Map((process.env.SIM_COUNTS ?? '').split(',').filter((x) => x.includes('=')).map((x) => [x.split('=')[0]!, Number(x.split('=')[1])]))
 }
 
-function countOf (run: FamilyRun): number {
+function countOf (run: FamilyCounts & { family: string }): number {
   const own = countsByFamily().get(run.family)
   if (own !== undefined) return own
   if (process.env.SIM_COUNT !== undefined) return Number(process.env.SIM_COUNT)
@@ -51,12 +77,26 @@ function countOf (run: FamilyRun): number {
 }
 
 /** Families this run keeps: SIM_FAMILY (one) or SIM_FAMILIES (a comma list); all when neither is set. */
-function selected (family: Family): boolean {
+function selected (family: string): boolean {
   const list = process.env.SIM_FAMILIES ?? process.env.SIM_FAMILY
   return list === undefined || list === '' || list.split(',').includes(family)
 }
 
-export async function runFamilies (t: Test, file: string, runs: readonly FamilyRun[]): Promise<void> {
+/** Runs one schedule of `run` and its family's checks: the outcome, and each check that failed. */
+async function runOne<R extends ScheduleOutcome> (run: FamilyRun | OwnFamilyRun<R>, seed: number, vm: LuaVm): Promise<{ report: ScheduleOutcome, extra: string[] }> {
+  const extra: string[] = []
+  const sub = { ok: (v: unknown, m: string) => { if (v !== true) extra.push(m) } } as unknown as Test
+  if (run.schedule === undefined) {
+    const report = await runSchedule(run.family, seed, vm)
+    run.check?.(sub, report)
+    return { report, extra }
+  }
+  const report = await run.schedule(seed, vm)
+  run.check?.(sub, report)
+  return { report, extra }
+}
+
+export async function runFamilies<R extends ScheduleOutcome> (t: Test, file: string, runs: ReadonlyArray<FamilyRun | OwnFamilyRun<R>>): Promise<void> {
   // Thousands of schedules take a minute or two on a quiet machine, several on a loaded one.
   t.setTimeout(1_800_000)
   const vm = await createLuaVm()
@@ -81,15 +121,12 @@ export async function runFamilies (t: Test, file: string, runs: readonly FamilyR
     const enough = Math.max(1, Math.ceil(count / 100))
     for (const [seed, isRegression] of [...regression.map((s) => [s, true] as const), ...fresh.map((s) => [s, false] as const)]) {
       if (stopWhenCaught && result.failed >= enough) { result.stoppedEarly = true; break }
-      const report = await runSchedule(run.family, seed, vm)
+      const { report, extra } = await runOne(run, seed, vm)
       total++
       if (isRegression) result.regressionRun++
       else result.run++
       admitted += report.admitted
       requests += report.requests
-      const extra: string[] = []
-      const sub = { ok: (v: unknown, m: string) => { if (v !== true) extra.push(m) } } as unknown as Test
-      run.check?.(sub, report)
       const bad = report.violations.length > 0 || report.unanswered > 0 || extra.length > 0
       if (bad) {
         if (isRegression) result.regressionFailed++

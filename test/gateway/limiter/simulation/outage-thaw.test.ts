@@ -13,19 +13,19 @@
 // but what Redis counted or a reserve covers); every request answered. Before the fix every schedule
 // refused 14–20 of its 24: those that reached a process before it saw the shard up, 2–8 of the 12
 // sent after the thaw among them.
-// Regression seeds first, then seeds fresh every run (printed); SIM_SEED=<seed> replays one.
-import { randomInt } from 'node:crypto'
+// A family of the simulator's suite (test/helpers/sim/suite.ts runFamilies), `outage-thaw`: its regression seeds
+// (regression-seeds.json) first, then seeds fresh every run (printed); SIM_FAMILY=outage-thaw SIM_SEED=<seed> replays
+// one; SIM_COUNT(S), TEST_LONG as for every family; its `# sim-result` line lets the mutation gate (mutants.ts) count it.
 import t from 'tap'
 import { violations } from '../../../helpers/sim/check.js'
 import { zipfPicker } from '../../../helpers/sim/outage-schedules.js'
 import { SimProcess } from '../../../helpers/sim/process.js'
-import { createLuaVm, SimRedis } from '../../../helpers/sim/redis-model.js'
+import { SimRedis, type LuaVm } from '../../../helpers/sim/redis-model.js'
+import { runFamilies, type ScheduleOutcome } from '../../../helpers/sim/suite.js'
 import { singleRedis } from '../../../helpers/sim/topology.js'
 import { IO, World } from '../../../helpers/sim/world.js'
-import { longOr } from '../../../helpers/long.js'
 import type { StoreOnError } from '../../../../src/gateway/limiter/redis/outage.js'
 
-const COUNT = Number(process.env.SIM_COUNT ?? longOr(8, 100))
 const CONSUMERS = 50
 /** STORE_TIMEOUT_MS of the processes: a call's budget (a refusal waits for its shard the larger of this and half the 2 s barrier). */
 const TIMEOUT_MS = 250
@@ -35,12 +35,11 @@ const THAW_FROM_MS = 150
 const THAW_TO_MS = 40
 const THAW_REQUESTS = 24
 const YEAR_START = Date.UTC(2030, 0, 1)
-/** Seeds run every time: 38 refused 20 of its 24 thaw requests before the fix, 8 of them sent after the thaw (a 67 s pause, strict). */
-const REGRESSION_SEEDS = [38]
 
-interface Outcome { readonly thawRefused: number, readonly refusedAfterThaw: number, readonly thawAdmitted: number, readonly thawByRedis: number, readonly over: number, readonly unanswered: number, readonly describe: string }
+/** One schedule: the suite's outcome (every window, every request answered) and what became of the thaw's requests. */
+interface ThawOutcome extends ScheduleOutcome { readonly thawRefused: number, readonly refusedAfterThaw: number, readonly thawAdmitted: number, readonly thawByRedis: number, readonly over: number }
 
-async function run (seed: number, vm: Awaited<ReturnType<typeof createLuaVm>>): Promise<Outcome> {
+async function run (seed: number, vm: LuaVm): Promise<ThawOutcome> {
   const world = new World(seed, 0)
   const start = YEAR_START + Math.floor(world.random() * 360) * 86_400_000 + world.between(0, 86_400_000)
   world.now = start - 5000
@@ -61,10 +60,12 @@ async function run (seed: number, vm: Awaited<ReturnType<typeof createLuaVm>>): 
   const end = thaw + 5_000
   const rate = world.between(20, 60) / 1000 // requests per virtual ms, all consumers
   const pick = zipfPicker(CONSUMERS)
+  let arrivals = 0
   for (let at = start; at < end; at += -Math.log(1 - world.random()) / rate) {
     const process = processes[world.chance(0.5) ? 1 : 0]!
     const consumer = pick(world.random())
     world.at(at, () => { process.request(`c${consumer}`, ask) }, process, IO)
+    arrivals++
   }
   // Half before the thaw, half after it.
   const thawArrivals = Array.from({ length: THAW_REQUESTS }, (_, k) => ({ t: thaw + (k < THAW_REQUESTS / 2 ? -world.between(0, THAW_FROM_MS) : world.between(0, THAW_TO_MS)), process: k % 2, consumer: `thaw${k}` }))
@@ -78,26 +79,43 @@ async function run (seed: number, vm: Awaited<ReturnType<typeof createLuaVm>>): 
   const found = violations(admissions, new Map(ids.map((id) => [id, { ...limits, perMonth: 0 }])))
   const thawAdmissions = admissions.filter((a) => isThaw(a.consumer))
   const refused = new Set(processes.flatMap((p) => p.refusals.filter((r) => isThaw(r.consumer)).map((r) => r.consumer)))
+  const thawRefused = refused.size
+  const refusedAfterThaw = thawArrivals.filter((a) => a.t >= thaw && refused.has(a.consumer)).length
+  const thawAdmitted = thawAdmissions.length
+  const thawByRedis = thawAdmissions.filter((a) => a.via === 'redis' || a.via === 'grant').length
+  const over = found.reduce((n, v) => Math.max(n, v.units - v.limit), 0)
+  const unanswered = processes.reduce((n, p) => n + p.waiting, 0)
   return {
-    thawRefused: refused.size,
-    refusedAfterThaw: thawArrivals.filter((a) => a.t >= thaw && refused.has(a.consumer)).length,
-    thawAdmitted: thawAdmissions.length,
-    thawByRedis: thawAdmissions.filter((a) => a.via === 'redis' || a.via === 'grant').length,
-    over: found.reduce((n, v) => Math.max(n, v.units - v.limit), 0),
-    unanswered: processes.reduce((n, p) => n + p.waiting, 0),
-    describe: `seed ${seed}: ${policy}, a ${(outageMs / 1000).toFixed(1)} s pause, ${(rate * 1000).toFixed(0)} requests/s`
+    violations: found,
+    unanswered,
+    requests: arrivals + THAW_REQUESTS,
+    admitted: admissions.length,
+    thawRefused,
+    refusedAfterThaw,
+    thawAdmitted,
+    thawByRedis,
+    over,
+    describe: () => `seed ${seed}: ${policy}, a ${(outageMs / 1000).toFixed(1)} s pause, ${(rate * 1000).toFixed(0)} requests/s: of ${THAW_REQUESTS} requests around the thaw ${thawAdmitted} admitted (${thawByRedis} by Redis), ${thawRefused} refused (${refusedAfterThaw} sent after the thaw); ${found.length} windows over (by up to ${over}), ${unanswered} unanswered`
   }
 }
 
-const vm = await createLuaVm()
-const base = process.env.SIM_SEEDS_FROM !== undefined ? Number(process.env.SIM_SEEDS_FROM) : randomInt(1, 2 ** 40)
-const seeds = process.env.SIM_SEED !== undefined ? [Number(process.env.SIM_SEED)] : [...REGRESSION_SEEDS, ...Array.from({ length: COUNT }, (_, i) => base + i)]
-t.comment(`regression seeds ${REGRESSION_SEEDS.join(', ')}, then fresh seeds ${base}…${base + COUNT - 1} (replay: SIM_SEEDS_FROM=${base} or SIM_SEED=<seed>)`)
-for (const seed of seeds) {
-  const r = await run(seed, vm)
-  t.comment(`${r.describe}: of ${THAW_REQUESTS} requests around the thaw ${r.thawAdmitted} admitted (${r.thawByRedis} by Redis), ${r.thawRefused} refused (${r.refusedAfterThaw} sent after the thaw)`)
-  t.equal(r.thawRefused, 0, `seed ${seed}: no request around the thaw refused (it waits for Redis)`)
-  t.equal(r.thawByRedis, THAW_REQUESTS, `seed ${seed}: each admitted by Redis`)
-  t.equal(r.over, 0, `seed ${seed}: never over a limit`)
-  t.equal(r.unanswered, 0, `seed ${seed}: every request answered`)
-}
+// 8 schedules by default (about 0.3 s of CPU each), 100 under TEST_LONG=1; regression seed 38 (regression-seeds.json)
+// refused 20 of its 24 thaw requests before the fix, 8 of them sent after the thaw (a 67 s pause, strict).
+let refusedSeen = 0
+let byRedis = 0
+let schedules = 0
+await runFamilies(t, 'test/gateway/limiter/simulation/outage-thaw.test.ts', [{
+  family: 'outage-thaw',
+  count: 8,
+  longCount: 100,
+  schedule: run,
+  check (t, r) {
+    schedules++
+    refusedSeen += r.thawRefused
+    byRedis += r.thawByRedis
+    t.ok(r.thawRefused === 0, `no request around the thaw refused (it waits for Redis): ${r.thawRefused} refused, ${r.refusedAfterThaw} of them sent after the thaw`)
+    t.ok(r.thawByRedis === THAW_REQUESTS, `each of the ${THAW_REQUESTS} requests around the thaw admitted by Redis: ${r.thawByRedis}`)
+    t.ok(r.over === 0, `never over a limit (${r.over})`)
+  }
+}])
+t.comment(`${schedules} schedules: of their ${schedules * THAW_REQUESTS} requests around the thaw ${byRedis} admitted by Redis, ${refusedSeen} refused`)
