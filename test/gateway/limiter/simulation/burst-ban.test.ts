@@ -36,6 +36,19 @@ import { longOr } from '../../../helpers/long.js'
 
 const WAIT_BOUND_MS = (BLOCK_HELD_BUCKETS + 1) * 1000 + 100
 
+/** The aimed families' common shape: one burst from two or three processes within 200 ms, no loop stalled by load, nothing sent after it, the plans' ban policy (each family adds its own timing). */
+const ONE_BURST = {
+  processes: [2, 3],
+  spreadMs: 200,
+  stallMs: [0, 0],
+  stallStart: [0, 0],
+  stallChance: 0,
+  twiceChance: 0,
+  gapMs: 0,
+  seconds: 0,
+  ban: PRO_BAN
+} as const satisfies Partial<BurstLoad>
+
 const FAMILIES: ReadonlyArray<{ name: string, count: number, load: BurstLoad }> = [
   {
     name: 'burst-ban',
@@ -59,17 +72,9 @@ const FAMILIES: ReadonlyArray<{ name: string, count: number, load: BurstLoad }> 
     name: 'burst-wait',
     count: longOr(100, 500),
     load: {
-      processes: [2, 3],
-      spreadMs: 200,
+      ...ONE_BURST,
       movingChance: 1,
-      stallMs: [0, 0],
-      stallStart: [0, 0],
-      stallChance: 0,
-      twiceChance: 0,
-      gapMs: 0,
-      seconds: 0,
       limit: [150, 401],
-      ban: PRO_BAN,
       startInSecond: [0, 300],
       waves: { share: [0.3, 0.5], firstOverMs: [20, 60], othersAfterMs: [80, 150] },
       holder: { start: [62, 78], ms: [1200, 2200] }
@@ -79,17 +84,9 @@ const FAMILIES: ReadonlyArray<{ name: string, count: number, load: BurstLoad }> 
     name: 'burst-spared',
     count: longOr(20, 100),
     load: {
-      processes: [2, 3],
-      spreadMs: 200,
+      ...ONE_BURST,
       movingChance: 0,
-      stallMs: [0, 0],
-      stallStart: [0, 0],
-      stallChance: 0,
-      twiceChance: 0,
-      gapMs: 0,
-      seconds: 0,
       limit: [200, 401],
-      ban: PRO_BAN,
       reserveHolder: { rate: [3, 6], leadMs: [2500, 5000], stallMs: [800, 1600], excess: [0.5, 1], tail: [3, 20], tailAfterMs: [300, 800], tailOverMs: [100, 1000] }
     }
   }
