@@ -144,11 +144,7 @@ export function bearer (key: string): Record<string, string> {
 
 /** `n` concurrent `GET /v1/pets?limit=1` with `key`, spread round-robin over `gateways`; their statuses in order. */
 export async function burst (gateways: StartedGateway[], key: string, n: number): Promise<number[]> {
-  return await Promise.all(Array.from({ length: n }, async (_, i) => {
-    const res = await fetch(`${gateways[i % gateways.length]!.url}/v1/pets?limit=1`, { headers: bearer(key) })
-    await res.arrayBuffer()
-    return res.status
-  }))
+  return (await burstAnswers(gateways, key, n)).map((answer) => answer.status)
 }
 
 /** One answer of a burst: its status, and the code and message of an Error body. */
@@ -159,9 +155,19 @@ export async function burstAnswers (gateways: StartedGateway[], key: string, n: 
   return await Promise.all(Array.from({ length: n }, async (_, i) => {
     const res = await fetch(`${gateways[i % gateways.length]!.url}/v1/pets?limit=1`, { headers: bearer(key) })
     if (res.status < 400) { await res.arrayBuffer(); return { status: res.status } }
-    const body = await res.json() as { code?: string, message?: string }
+    const body = errorBody(await res.text())
     return { status: res.status, ...(body.code === undefined ? {} : { code: body.code }), ...(body.message === undefined ? {} : { message: body.message }) }
   }))
+}
+
+/** An Error body's code and message; nothing from a body that is not JSON. */
+function errorBody (text: string): { code?: string, message?: string } {
+  try {
+    const parsed: unknown = JSON.parse(text)
+    return typeof parsed === 'object' && parsed !== null ? parsed as { code?: string, message?: string } : {}
+  } catch {
+    return {}
+  }
 }
 
 /** The upstream gate's refusal (the backend cannot take the request within its budget), whatever its Retry-After. */
