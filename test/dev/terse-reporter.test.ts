@@ -132,10 +132,12 @@ t.test('through the real tap runner, as package.json configures it: the failure 
   // this one's), with this repository's tap settings, its node_modules, and one failing check.
   const dir = mkdtempSync(join(tmpdir(), 'terse-reporter-'))
   t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  const { tap } = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { tap: { reporter: string, 'node-arg'?: string[] } }
-  // Its files (the reporter, the preloaded TypeScript resolve hook) are named relative to this checkout.
-  const nodeArgs = (tap['node-arg'] ?? []).map((arg) => arg.replace(/^--import=(\.\.?\/.*)$/, (_, path: string) => `--import=${pathToFileURL(resolve(REPO_ROOT, path)).href}`))
-  writeFileSync(join(dir, 'package.json'), JSON.stringify({ type: 'module', tap: { ...tap, reporter: resolve(REPO_ROOT, tap.reporter), 'node-arg': nodeArgs } }))
+  const { tap } = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { tap: { reporter: string, 'node-arg'?: string[], 'test-env'?: string[] } }
+  // Its files (the reporter, the preloaded TypeScript resolve hook, the test processes' first import in
+  // test-env's NODE_OPTIONS) are named relative to this checkout.
+  const anchored = (setting: string): string => setting.replace(/--import=(\.\.?\/\S*)/g, (_, path: string) => `--import=${pathToFileURL(resolve(REPO_ROOT, path)).href}`)
+  const settings = { ...tap, reporter: resolve(REPO_ROOT, tap.reporter), 'node-arg': (tap['node-arg'] ?? []).map(anchored), 'test-env': (tap['test-env'] ?? []).map(anchored) }
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ type: 'module', tap: settings }))
   symlinkSync(join(REPO_ROOT, 'node_modules'), join(dir, 'node_modules'))
   copyFileSync(join(REPO_ROOT, 'test/fixtures/reporter/one-failure.ts'), join(dir, 'one-failure.test.ts'))
   // None of this test process's TAP_* settings may leak into the child run.
