@@ -6,6 +6,8 @@
 // warm-up on the same workload. Info logs, metrics on, as the bench's gateway rows. Prints each
 // round and, per workload, the medians, the range and the median of the per-round differences.
 //   BENCH_BASELINE=/path/to/checkout node --import ./src/ts-resolve.ts bench/gateway-cpu-ab.ts
+//   BENCH_CHECKOUT_RUNTIME=1: each gateway on its own checkout's Node (node_modules/.bin/node), e.g. the same
+//   code on Node 22 (the baseline) and on Node 24 (this checkout)
 //   GATEWAY_AB_WORKLOADS (hot,zipf) GATEWAY_AB_ROUNDS (7) GATEWAY_AB_SECONDS (10)
 //   GATEWAY_AB_WARMUP_SECONDS (2) BENCH_CONNECTIONS (32)
 //   GATEWAY_AB_STORE=memory (default) | redis: each gateway on its own redis-server, whose CPU per

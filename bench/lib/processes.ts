@@ -27,6 +27,8 @@ export const UNBOUNDED_LIMITS = { perMinute: 1_000_000_000, perDay: 1_000_000_00
 
 export interface ChildOptions {
   env?: Record<string, string>
+  /** The Node binary to run it on; default this process's (process.execPath). */
+  node?: string
   /** Extra node flags (e.g. --cpu-prof). */
   nodeArgs?: string[]
   /** 'pipe': the caller reads stdout (a child that prints its ports); default 'ignore' (/dev/null). */
@@ -45,7 +47,7 @@ function pinned (command: string, args: string[], cpus: string | undefined): [st
 const started = new Set<ChildProcess>()
 
 export function startNode (args: string[], opts: ChildOptions = {}): ChildProcess {
-  const [command, argv] = pinned(process.execPath, [...(opts.nodeArgs ?? []), ...sourceLoaderArgs(args[0]!), ...args], opts.cpus)
+  const [command, argv] = pinned(opts.node ?? process.execPath, [...(opts.nodeArgs ?? []), ...sourceLoaderArgs(args[0]!), ...args], opts.cpus)
   const child = spawn(command, argv, {
     cwd: REPO_ROOT,
     env: { ...process.env, ...opts.env },

@@ -2,7 +2,7 @@
 // configured from the environment, or a bench server script that prints its port. Shared by
 // bench/run.ts, bench/overload.ts and bench/proxy-cost.ts so each measures the same thing.
 import type { ChildProcess } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { writeConfigWithKeys } from '../config-load.js'
@@ -42,12 +42,24 @@ export interface GatewayChild {
   readyTimeoutMs?: number
 }
 
+/**
+ * With BENCH_CHECKOUT_RUNTIME=1, the Node a checkout's own `npm ci` installed (node_modules/.bin/node), so a
+ * baseline checkout on another runtime is measured on it (e.g. the same code on Node 22 and on Node 24);
+ * otherwise, or when the checkout has none, undefined: this process's Node.
+ */
+function checkoutRuntime (root: string): string | undefined {
+  if (process.env.BENCH_CHECKOUT_RUNTIME !== '1') return undefined
+  const node = join(root, 'node_modules', '.bin', 'node')
+  return existsSync(node) ? node : undefined
+}
+
 /** The real entry point (src/gateway/server.ts), configured from the environment as users run it. */
 export async function startGateway (name: string, opts: GatewayChild): Promise<Target> {
   const port = await freePort()
   const adminPort = await freePort()
   const workers = opts.workers ?? 1
   const child = startNode([join(opts.root ?? REPO_ROOT, 'src', 'gateway', 'server.ts')], {
+    node: checkoutRuntime(opts.root ?? REPO_ROOT),
     cpus: workers === 1 ? opts.cpus : undefined,
     nodeArgs: opts.nodeArgs,
     env: {
