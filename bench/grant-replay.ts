@@ -3,15 +3,22 @@
 // the ARGV layout differs between checkouts) sent again to a fresh redis-server with that checkout's script, at their
 // recorded spacing (calls of one recorded millisecond together), so the script's paths (a bucket's slide, a reserve's
 // renewal) come as often as they did. Measured per call and per entry: the script's own time (INFO commandstats,
-// cmdstat_evalsha usec: wall time inside Redis) and redis-server's CPU (INFO cpu, user + system: the script, the
-// socket, the event loop), and the commands the scripts ran. Variants alternate by round (order reversed every other
+// cmdstat_evalsha usec: wall time inside Redis) and redis-server's CPU (its main thread's, /proc/PID/schedstat: the
+// script, the socket, the event loop), and the commands the scripts ran. Variants alternate by round (order reversed every other
 // round); the table is the medians.
 //   node --import ./src/ts-resolve.ts bench/grant-replay.ts CHECKOUT=CALLS.json [CHECKOUT=CALLS.json …]
 //   GRANT_REPLAY_ROUNDS (default 7). CHECKOUT is the root whose src/gateway/limiter/lua/grant.lua runs.
+//   GRANT_REPLAY_SIDE_BY_SIDE=1: every variant's redis-server runs at once (all pinned to the same core), and each
+//   recorded call goes to all of them together, so what else loads the machine loads them alike; the calls files must
+//   hold as many calls (the same file, or one converted). Each round's difference is then paired, not interleaved:
+//   the server sent each call first pays about 7 % more (the one after finds Redis's code and the Lua VM in the
+//   caches of the core they share), so the order alternates by round and the difference printed is order-balanced —
+//   the mean of the median paired difference of the rounds where the variant went first and of those where it went
+//   second (run an even number of rounds).
 import { execFile, spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
@@ -22,7 +29,7 @@ const run = promisify(execFile)
 interface RecordedCall { at: number, keys: string[], args: string[] }
 interface ReplayResult { calls: number, entries: number, scriptMicros: number, redisCpuMicros: number, commands: Record<string, number> }
 
-async function startRedis (): Promise<{ port: number, stop: () => Promise<void> }> {
+async function startRedis (): Promise<{ port: number, pid: number, stop: () => Promise<void> }> {
   const port = 21_000 + Math.floor(Math.random() * 20_000)
   const dir = mkdtempSync(join(tmpdir(), 'grant-replay-redis-'))
   const bin = taskset()
@@ -36,6 +43,7 @@ async function startRedis (): Promise<{ port: number, stop: () => Promise<void> 
   }
   return {
     port,
+    pid: server.pid!, // taskset execs redis-server: the same process
     stop: async () => {
       await new Promise<void>((done) => { server.once('exit', () => { done() }); server.kill('SIGTERM') })
       rmSync(dir, { recursive: true, force: true })
@@ -43,10 +51,9 @@ async function startRedis (): Promise<{ port: number, stop: () => Promise<void> 
   }
 }
 
-async function redisCpuMicros (client: Redis): Promise<number> {
-  const info = await client.info('cpu')
-  const seconds = (name: string): number => Number(new RegExp(`^${name}:([0-9.]+)`, 'm').exec(info)?.[1] ?? Number.NaN)
-  return Math.round((seconds('used_cpu_user') + seconds('used_cpu_sys')) * 1e6)
+/** redis-server's main thread's time on a CPU so far (µs), from /proc/PID/schedstat (ns, not the tick-sampled INFO cpu). */
+function redisCpuMicros (pid: number): number {
+  return Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1000
 }
 
 async function commandStats (client: Redis): Promise<{ calls: Record<string, number>, usec: Record<string, number> }> {
@@ -57,37 +64,47 @@ async function commandStats (client: Redis): Promise<{ calls: Record<string, num
   return { calls, usec }
 }
 
-/** Replays `calls` with `lua` on a fresh redis-server. */
-async function replay (lua: string, calls: readonly RecordedCall[]): Promise<ReplayResult> {
-  const redis = await startRedis()
-  const client = new Redis({ port: redis.port, host: '127.0.0.1' })
+/** What one replay sends: a script and its calls. */
+interface Replayed { lua: string, calls: readonly RecordedCall[] }
+
+/** Replays each variant's calls with its script on a fresh redis-server of its own, all at once (call i to each together). */
+async function replay (variants: readonly Replayed[]): Promise<ReplayResult[]> {
+  const servers = await Promise.all(variants.map(async () => await startRedis()))
+  const clients = servers.map((redis) => new Redis({ port: redis.port, host: '127.0.0.1' }))
   try {
-    const sha = createHash('sha1').update(lua).digest('hex')
-    await client.script('LOAD', lua)
-    await client.set('rl:{#epoch}', 'deployed,0')
-    await client.config('RESETSTAT')
-    const cpuBefore = await redisCpuMicros(client)
+    const shas = variants.map(({ lua }) => createHash('sha1').update(lua).digest('hex'))
+    for (const [index, client] of clients.entries()) {
+      await client.script('LOAD', variants[index]!.lua)
+      await client.set('rl:{#epoch}', 'deployed,0')
+      await client.config('RESETSTAT')
+    }
+    const cpuBefore = servers.map((redis) => redisCpuMicros(redis.pid))
+    const timeline = variants[0]!.calls
     const started = performance.now()
-    const first = calls[0]?.at ?? 0
-    let entries = 0
+    const first = timeline[0]?.at ?? 0
+    const entries = variants.map(() => 0)
     const pending: Array<Promise<unknown>> = []
-    for (let index = 0; index < calls.length;) {
-      const at = calls[index]!.at
+    for (let index = 0; index < timeline.length;) {
+      const at = timeline[index]!.at
       const wait = started + (at - first) - performance.now()
       if (wait > 0) await new Promise((done) => setTimeout(done, wait))
-      for (; index < calls.length && calls[index]!.at === at; index++) {
-        const call = calls[index]!
-        entries += call.keys.length / 2
-        pending.push(client.evalsha(sha, call.keys.length, ...call.keys, ...call.args))
+      for (; index < timeline.length && timeline[index]!.at === at; index++) {
+        variants.forEach(({ calls }, variant) => {
+          const call = calls[index]!
+          entries[variant]! += call.keys.length / 2
+          pending.push(clients[variant]!.evalsha(shas[variant]!, call.keys.length, ...call.keys, ...call.args))
+        })
       }
     }
     await Promise.all(pending)
-    const redisCpu = await redisCpuMicros(client) - cpuBefore
-    const stats = await commandStats(client)
-    return { calls: calls.length, entries, scriptMicros: stats.usec.evalsha ?? 0, redisCpuMicros: redisCpu, commands: stats.calls }
+    return await Promise.all(clients.map(async (client, variant) => {
+      const redisCpu = redisCpuMicros(servers[variant]!.pid) - cpuBefore[variant]!
+      const stats = await commandStats(client)
+      return { calls: timeline.length, entries: entries[variant]!, scriptMicros: stats.usec.evalsha ?? 0, redisCpuMicros: redisCpu, commands: stats.calls }
+    }))
   } finally {
-    client.disconnect()
-    await redis.stop()
+    for (const client of clients) client.disconnect()
+    await Promise.all(servers.map(async (redis) => { await redis.stop() }))
   }
 }
 
@@ -103,21 +120,40 @@ async function main (): Promise<void> {
     const [root, file] = pair.split('=') as [string, string]
     return { name: pair, lua: readFileSync(join(root, 'src/gateway/limiter/lua/grant.lua'), 'utf8'), calls: JSON.parse(readFileSync(file, 'utf8')) as RecordedCall[] }
   })
+  const sideBySide = process.env.GRANT_REPLAY_SIDE_BY_SIDE === '1'
+  if (sideBySide && variants.some((variant) => variant.calls.length !== variants[0]!.calls.length)) throw new Error('side by side: every calls file must hold as many calls')
   const results = new Map<string, ReplayResult[]>(variants.map((variant) => [variant.name, []]))
   for (let round = 0; round < rounds; round++) {
-    for (const variant of round % 2 === 0 ? variants : [...variants].reverse()) {
-      const result = await replay(variant.lua, variant.calls)
-      results.get(variant.name)!.push(result)
-      process.stderr.write(`round ${round + 1} ${variant.name}: ${JSON.stringify(result)}\n`)
+    const order = round % 2 === 0 ? variants : [...variants].reverse()
+    const runs = sideBySide ? [order] : order.map((variant) => [variant])
+    for (const together of runs) {
+      const replayed = await replay(together)
+      together.forEach((variant, index) => {
+        results.get(variant.name)!.push(replayed[index]!)
+        process.stderr.write(`round ${round + 1} ${variant.name}: ${JSON.stringify(replayed[index])}\n`)
+      })
     }
   }
-  console.log(`grant calls replayed at their recorded spacing, ${rounds} interleaved rounds; medians`)
+  console.log(`grant calls replayed at their recorded spacing, ${rounds} ${sideBySide ? 'side-by-side' : 'interleaved'} rounds; medians; load average (1, 5, 15 min) ${loadavg().map((average) => average.toFixed(2)).join(' ')}`)
   console.log('| checkout=calls | calls | entries | script µs per call | script µs per entry | Redis CPU µs per call | Redis CPU µs per entry | commands per entry (script\'s) |')
   console.log('|---|---:|---:|---:|---:|---:|---:|---|')
   for (const [name, list] of results) {
     const { calls, entries, commands } = list[0]!
     const inner = Object.entries(commands).filter(([command]) => !['evalsha', 'info', 'config', 'set', 'script', 'ping'].includes(command)).map(([command, count]) => `${command} ${(count / entries).toFixed(3)}`).join(', ')
     console.log(`| ${name} | ${calls} | ${entries} | ${median(list.map((result) => result.scriptMicros / calls)).toFixed(2)} | ${median(list.map((result) => result.scriptMicros / entries)).toFixed(2)} | ${median(list.map((result) => result.redisCpuMicros / calls)).toFixed(2)} | ${median(list.map((result) => result.redisCpuMicros / entries)).toFixed(2)} | ${inner} |`)
+  }
+  if (!sideBySide || variants.length < 2) return
+  // Order-balanced paired differences against the last variant (see the header): even rounds ran in the given order.
+  const last = results.get(variants[variants.length - 1]!.name)!
+  for (const variant of variants.slice(0, -1)) {
+    const list = results.get(variant.name)!
+    const balanced = (pick: (result: ReplayResult) => number): string => {
+      const differences = list.map((result, round) => ({ round, difference: (pick(result) - pick(last[round]!)) / result.calls }))
+      const first = median(differences.filter(({ round }) => round % 2 === 0).map(({ difference }) => difference))
+      const second = median(differences.filter(({ round }) => round % 2 === 1).map(({ difference }) => difference))
+      return `${((first + second) / 2).toFixed(2)} (going first ${first.toFixed(2)}, second ${second.toFixed(2)})`
+    }
+    console.log(`${variant.name} less ${variants[variants.length - 1]!.name}, µs per call, order-balanced: script ${balanced((result) => result.scriptMicros)}; Redis CPU ${balanced((result) => result.redisCpuMicros)}`)
   }
 }
 
