@@ -1,8 +1,9 @@
 // What grant.lua costs redis-server on real traffic, without the gateway process's timing in the way: grant calls a
 // zipf-calls run recorded (ZIPF_CALLS_RECORD of bench/zipf-calls.ts, each checkout's own store recording its own calls:
 // the ARGV layout differs between checkouts) sent again to a fresh redis-server with that checkout's script, at their
-// recorded spacing (calls of one recorded millisecond together), so the script's paths (a bucket's slide, a reserve's
-// renewal) come as often as they did. Measured per call and per entry: the script's own time (INFO commandstats,
+// recorded spacing (calls of one recorded millisecond together) and phase within the second, their buckets moved to
+// the replay's clock (moveBuckets), so the script's paths (a bucket's slide, a reserve's renewal, a give-back) come as
+// often as they did. Measured per call and per entry: the script's own time (INFO commandstats,
 // cmdstat_evalsha usec: wall time inside Redis) and redis-server's CPU (its main thread's, /proc/PID/schedstat: the
 // script, the socket, the event loop), and the commands the scripts ran. Variants alternate by round (order reversed every other
 // round); the table is the medians.
@@ -29,7 +30,19 @@ const run = promisify(execFile)
 interface RecordedCall { at: number, keys: string[], args: string[] }
 interface ReplayResult { calls: number, entries: number, scriptMicros: number, redisCpuMicros: number, commands: Record<string, number> }
 
+/** A fresh redis-server on a free port (another one is tried when it does not answer: the port was taken). */
 async function startRedis (): Promise<{ port: number, pid: number, stop: () => Promise<void> }> {
+  for (let attempt = 1; ; attempt++) {
+    const redis = await startRedisOnce()
+    try {
+      if ((await run('redis-cli', ['-p', String(redis.port), 'PING'])).stdout.trim() === 'PONG') return redis
+    } catch { /* not listening: tried again */ }
+    await redis.stop()
+    if (attempt >= 5) throw new Error('redis-server did not start')
+  }
+}
+
+async function startRedisOnce (): Promise<{ port: number, pid: number, stop: () => Promise<void> }> {
   const port = 21_000 + Math.floor(Math.random() * 20_000)
   const dir = mkdtempSync(join(tmpdir(), 'grant-replay-redis-'))
   const bin = taskset()
@@ -45,7 +58,7 @@ async function startRedis (): Promise<{ port: number, pid: number, stop: () => P
     port,
     pid: server.pid!, // taskset execs redis-server: the same process
     stop: async () => {
-      await new Promise<void>((done) => { server.once('exit', () => { done() }); server.kill('SIGTERM') })
+      if (server.exitCode === null && server.signalCode === null) await new Promise<void>((done) => { server.once('exit', () => { done() }); server.kill('SIGTERM') })
       rmSync(dir, { recursive: true, force: true })
     }
   }
@@ -64,6 +77,34 @@ async function commandStats (client: Redis): Promise<{ calls: Record<string, num
   return { calls, usec }
 }
 
+/**
+ * `call` as sent `shiftMs` later (whole seconds): the minute buckets its entries name (the blocks' bucket, the bucket
+ * of a first refusal, an adjustment's) moved by as many seconds, an adjustment's day bucket by as many day buckets as
+ * lie between the two instants — so a give-back lands in the bucket it would have, not in one long gone (which writes
+ * old day buckets and sets the day hash's expiry: work the live run never did). Months are left as recorded.
+ */
+function moveBuckets (call: RecordedCall, shiftMs: number): RecordedCall {
+  const seconds = shiftMs / 1000
+  const days = Math.floor((call.at + shiftMs) / 900_000) - Math.floor(call.at / 900_000)
+  const args = call.args.map((arg, position) => {
+    if (position === 0) return arg
+    if (position % 3 === 1) { // 'minuteLimit … mb mine [waited]': mb (a bucket, -1 none) and waited (0 none) move
+      const fields = arg.split(' ')
+      if (Number(fields[9]) > 0) fields[9] = String(Number(fields[9]) + seconds)
+      if (fields.length > 11 && Number(fields[11]) > 0) fields[11] = String(Number(fields[11]) + seconds)
+      return fields.join(' ')
+    }
+    if (position % 3 === 0 && arg !== '') { // adjustments 'minute,day,month,delta[a];…' (0: none)
+      return arg.split(';').map((item) => {
+        const [minute, day, ...rest] = item.split(',')
+        return [Number(minute) > 0 ? String(Number(minute) + seconds) : minute, Number(day) > 0 ? String(Number(day) + days) : day, ...rest].join(',')
+      }).join(';')
+    }
+    return arg
+  })
+  return { at: call.at + shiftMs, keys: call.keys, args }
+}
+
 /** What one replay sends: a script and its calls. */
 interface Replayed { lua: string, calls: readonly RecordedCall[] }
 
@@ -80,17 +121,20 @@ async function replay (variants: readonly Replayed[]): Promise<ReplayResult[]> {
     }
     const cpuBefore = servers.map((redis) => redisCpuMicros(redis.pid))
     const timeline = variants[0]!.calls
-    const started = performance.now()
     const first = timeline[0]?.at ?? 0
+    // The replay starts at the recorded first call's millisecond of a second, whole seconds later: its minute
+    // buckets are the recorded ones moved by whole seconds, and the calls' own buckets are moved alike.
+    const start = Date.now() + 1000 + (((first - Date.now()) % 1000) + 1000) % 1000
+    const moved = variants.map(({ calls }) => calls.map((call) => moveBuckets(call, start - first)))
     const entries = variants.map(() => 0)
     const pending: Array<Promise<unknown>> = []
     for (let index = 0; index < timeline.length;) {
       const at = timeline[index]!.at
-      const wait = started + (at - first) - performance.now()
+      const wait = at + (start - first) - Date.now()
       if (wait > 0) await new Promise((done) => setTimeout(done, wait))
       for (; index < timeline.length && timeline[index]!.at === at; index++) {
-        variants.forEach(({ calls }, variant) => {
-          const call = calls[index]!
+        variants.forEach((_, variant) => {
+          const call = moved[variant]![index]!
           entries[variant]! += call.keys.length / 2
           pending.push(clients[variant]!.evalsha(shas[variant]!, call.keys.length, ...call.keys, ...call.args))
         })
