@@ -388,7 +388,7 @@ local function decide (index)
     end
   end
 
-  local admitted, granted, reserve, payable, provisional, banned_at = 0, 0, keep, 0, 0, 0
+  local admitted, granted, reserve, banned_at = 0, 0, keep, 0
   local blocks_now = blocks_text
   if write then
     -- Admits the requests that fit, grants the block and sizes the caller's reserve, and counts what is added.
@@ -397,11 +397,6 @@ local function decide (index)
     room = room - admitted * cost
     granted = max(0, min(extra, floor(room / share)))
     room = room - granted
-    -- Requests refused only because units are kept back or pooled elsewhere (the window is not full) are no abuse:
-    -- those blocks held elsewhere could pay for are provisional while the blocks they first saw can still be held.
-    local elsewhere = (waited == 0 or minute_bucket < waited + BLOCK_HELD_BUCKETS) and held_elsewhere or 0
-    payable = floor(max(0, room + others + keep + elsewhere) / cost)
-    provisional = min(requests - admitted, floor(elsewhere / cost))
     -- A reserve grows only while the room left is at least twice the want: the caller asked for at most a quarter of
     -- the room it last saw, so less than twice means others took more than half of it since — the consumer races its
     -- limit, and a reserve started now would be kept back from their refusals (what it holds it keeps).
@@ -442,6 +437,13 @@ local function decide (index)
   -- A month out of room (this call's admissions counted) refuses: quota_exceeded, no abuse either.
   local quota_out = month_on and not soft and month_limit - month_units < cost
   if write and admitted < requests and policy ~= '' and not quota_out and not banned then
+    -- Requests refused only because units are kept back or pooled elsewhere (the window is not full) are no abuse:
+    -- those blocks held elsewhere could pay for are provisional while the blocks they first saw can still be held.
+    -- Found here, from the room left after this call's admissions and block (room is not changed after them), so an
+    -- entry that refuses nothing (the healthy path) pays nothing for them.
+    local elsewhere = (waited == 0 or minute_bucket < waited + BLOCK_HELD_BUCKETS) and held_elsewhere or 0
+    local payable = floor(max(0, room + others + keep + elsewhere) / cost)
+    local provisional = min(requests - admitted, floor(elsewhere / cost))
     local new_ban, must_write
     banned_at, new_ban, must_write = count_rejections(key, policy, requests - admitted, provisional, payable, values[11])
     if new_ban then ban_until = new_ban end
