@@ -14,7 +14,7 @@ import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 
 /** Changing a script changes its SHA: review the new script, then update the pin. */
 const PINNED_SHAS = {
-  grant: 'cb1acf886504529f3888dc198b8af1343a99d0d8',
+  grant: 'f5e05d239a2628c572dacc76763b79ded34ddcf0',
   epoch: '284dc9dc3d585ead4cdc8fabf40c553403b7b142'
 }
 
