@@ -49,7 +49,19 @@ function selfTimes (profile: CpuProfile, root: string, windowMicros: number): Ma
   return times
 }
 
+/** A fresh redis-server on a free port (another one is tried when it does not answer: the port was taken). */
 async function startRedis (): Promise<{ port: number, stop: () => Promise<void> }> {
+  for (let attempt = 1; ; attempt++) {
+    const redis = await startRedisOnce()
+    try {
+      if ((await run('redis-cli', ['-p', String(redis.port), 'PING'])).stdout.trim() === 'PONG') return redis
+    } catch { /* not listening: tried again */ }
+    await redis.stop()
+    if (attempt >= 5) throw new Error('redis-server did not start')
+  }
+}
+
+async function startRedisOnce (): Promise<{ port: number, stop: () => Promise<void> }> {
   const port = 21_000 + Math.floor(Math.random() * 20_000)
   const dir = mkdtempSync(join(tmpdir(), 'zipf-profile-redis-'))
   const bin = taskset()
@@ -61,7 +73,12 @@ async function startRedis (): Promise<{ port: number, stop: () => Promise<void> 
     } catch { /* not listening yet */ }
     await new Promise((done) => setTimeout(done, 50))
   }
-  return { port, stop: async () => { await new Promise<void>((done) => { server.once('exit', () => { done() }); server.kill('SIGTERM') }) } }
+  return {
+    port,
+    stop: async () => {
+      if (server.exitCode === null && server.signalCode === null) await new Promise<void>((done) => { server.once('exit', () => { done() }); server.kill('SIGTERM') })
+    }
+  }
 }
 
 /** One profiled child run of `variant`: its self times per decision (µs) and its decisions. */

@@ -157,7 +157,19 @@ function median (values: number[]): number {
   return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2
 }
 
+/** A fresh redis-server on a free port (another one is tried when it does not answer: the port was taken). */
 async function startRedis (): Promise<{ port: number, stop: () => Promise<void> }> {
+  for (let attempt = 1; ; attempt++) {
+    const redis = await startRedisOnce()
+    try {
+      if ((await run('redis-cli', ['-p', String(redis.port), 'PING'])).stdout.trim() === 'PONG') return redis
+    } catch { /* not listening: tried again */ }
+    await redis.stop()
+    if (attempt >= 5) throw new Error('redis-server did not start')
+  }
+}
+
+async function startRedisOnce (): Promise<{ port: number, stop: () => Promise<void> }> {
   const port = 21_000 + Math.floor(Math.random() * 20_000)
   const dir = mkdtempSync(join(tmpdir(), 'zipf-calls-redis-'))
   const bin = taskset()
@@ -172,7 +184,7 @@ async function startRedis (): Promise<{ port: number, stop: () => Promise<void> 
   return {
     port,
     stop: async () => {
-      await new Promise<void>((done) => { server.once('exit', () => { done() }); server.kill('SIGTERM') })
+      if (server.exitCode === null && server.signalCode === null) await new Promise<void>((done) => { server.once('exit', () => { done() }); server.kill('SIGTERM') })
       rmSync(dir, { recursive: true, force: true })
     }
   }
