@@ -15,7 +15,7 @@
 // A run that fails is run once more (said on stderr); a second failure ends the bench.
 import { execFile, spawn } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { loadavg, tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
@@ -46,6 +46,8 @@ interface RunResult {
   callsWithoutRequests: number
   /** This process's CPU (user + system, µs) over the decisions: the store's own cost, with the fixed work. */
   cpuMicros: number
+  /** Of cpuMicros, the system's (the kernel's work for this process: sockets, timers, wake-ups). */
+  cpuSystemMicros: number
   /** redis-server's CPU (user + system, µs, INFO cpu) over the same decisions: the scripts, the sockets, its event loop. */
   redisCpuMicros: number
   /** Every command Redis counted over the run (INFO commandstats: the scripts' inner calls included), by name. */
@@ -118,6 +120,8 @@ async function child (root: string, redisPort: number, seconds: number, rate: nu
   let nextIndex = 0
   let decisions = 0
   const redisBefore = await redisCpuMicros(client)
+  // bench/lib/heap-sampling.ts preloaded to start at SIGUSR2 (bench/zipf-calls-profile.ts PROFILE_HEAP=1): the decisions' allocations only.
+  if (process.env.HEAP_SAMPLING_ON === 'SIGUSR2') process.kill(process.pid, 'SIGUSR2')
   const started = performance.now()
   const cpuBefore = process.cpuUsage()
   async function loop (clientIndex: number): Promise<void> {
@@ -144,7 +148,7 @@ async function child (root: string, redisPort: number, seconds: number, rate: nu
   await new Promise((done) => setTimeout(done, 50))
   const calls = await commandCalls(redisPort)
   await store.close()
-  return { variant: root, decisions, seconds: elapsed, evalsha: calls.evalsha ?? 0, time: calls.time ?? 0, hmget: calls.hmget ?? 0, ...counted, cpuMicros: cpu.user + cpu.system, redisCpuMicros: redisUsed, commands: calls }
+  return { variant: root, decisions, seconds: elapsed, evalsha: calls.evalsha ?? 0, time: calls.time ?? 0, hmget: calls.hmget ?? 0, ...counted, cpuMicros: cpu.user + cpu.system, cpuSystemMicros: cpu.system, redisCpuMicros: redisUsed, commands: calls }
 }
 
 function median (values: number[]): number {
@@ -153,7 +157,19 @@ function median (values: number[]): number {
   return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2
 }
 
+/** A fresh redis-server on a free port (another one is tried when it does not answer: the port was taken). */
 async function startRedis (): Promise<{ port: number, stop: () => Promise<void> }> {
+  for (let attempt = 1; ; attempt++) {
+    const redis = await startRedisOnce()
+    try {
+      if ((await run('redis-cli', ['-p', String(redis.port), 'PING'])).stdout.trim() === 'PONG') return redis
+    } catch { /* not listening: tried again */ }
+    await redis.stop()
+    if (attempt >= 5) throw new Error('redis-server did not start')
+  }
+}
+
+async function startRedisOnce (): Promise<{ port: number, stop: () => Promise<void> }> {
   const port = 21_000 + Math.floor(Math.random() * 20_000)
   const dir = mkdtempSync(join(tmpdir(), 'zipf-calls-redis-'))
   const bin = taskset()
@@ -168,7 +184,7 @@ async function startRedis (): Promise<{ port: number, stop: () => Promise<void> 
   return {
     port,
     stop: async () => {
-      await new Promise<void>((done) => { server.once('exit', () => { done() }); server.kill('SIGTERM') })
+      if (server.exitCode === null && server.signalCode === null) await new Promise<void>((done) => { server.once('exit', () => { done() }); server.kill('SIGTERM') })
       rmSync(dir, { recursive: true, force: true })
     }
   }
@@ -185,6 +201,7 @@ async function main (): Promise<void> {
     process.exit(0)
   }
   const rounds = Number(process.env.ZIPF_CALLS_ROUNDS ?? 3)
+  const loadBefore = loadavg()
   // BENCH_BASELINE may name several checkouts, comma-separated (the code before a change, and an older one).
   const variants = [HERE, ...(process.env.BENCH_BASELINE ?? '').split(',').filter((dir) => dir.trim() !== '').map((dir) => resolve(dir.trim()))]
   const results = new Map<string, RunResult[]>(variants.map((variant) => [variant, []]))
@@ -211,11 +228,12 @@ async function main (): Promise<void> {
   }
   const per = (list: RunResult[], pick: (result: RunResult) => number): string => median(list.map((result) => pick(result) / result.decisions)).toFixed(4)
   const pacing = rate > 0 ? `paced to ${rate} req/s, ${seconds} s a run` : `unpaced, ${Math.round(seconds * 2_500)} requests a run`
-  console.log(`Zipf s = ${DEFAULT_ZIPF_EXPONENT} (seed ${DEFAULT_ZIPF_SEED}), ${clients} closed-loop clients ${pacing}, ${workMicros} µs of fixed CPU per request either side of the limiter, ${rounds} interleaved rounds; medians per decision`)
-  console.log('| checkout | decisions | req/s | EVALSHA | TIME | HMGET | entries | asking | settling only | reserve only | calls with no request | decisions per call | process CPU µs per decision | Redis CPU µs per decision |')
-  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
+  const load = (averages: number[]): string => averages.map((average) => average.toFixed(2)).join(' ')
+  console.log(`Zipf s = ${DEFAULT_ZIPF_EXPONENT} (seed ${DEFAULT_ZIPF_SEED}), ${clients} closed-loop clients ${pacing}, ${workMicros} µs of fixed CPU per request either side of the limiter, ${rounds} interleaved rounds; medians per decision; load average (1, 5, 15 min) ${load(loadBefore)} before, ${load(loadavg())} after`)
+  console.log('| checkout | decisions | req/s | EVALSHA | TIME | HMGET | entries | asking | settling only | reserve only | calls with no request | decisions per call | process CPU µs per decision | of it system | Redis CPU µs per decision |')
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
   for (const [variant, list] of results) {
-    console.log(`| ${variant} | ${median(list.map((result) => result.decisions))} | ${median(list.map((result) => result.decisions / result.seconds)).toFixed(0)} | ${per(list, (result) => result.evalsha)} | ${per(list, (result) => result.time)} | ${per(list, (result) => result.hmget)} | ${per(list, (result) => result.entries)} | ${per(list, (result) => result.asking)} | ${per(list, (result) => result.settling)} | ${per(list, (result) => result.reserveOnly)} | ${per(list, (result) => result.callsWithoutRequests)} | ${median(list.map((result) => result.decisions / result.evalsha)).toFixed(2)} | ${per(list, (result) => result.cpuMicros)} | ${per(list, (result) => result.redisCpuMicros)} |`)
+    console.log(`| ${variant} | ${median(list.map((result) => result.decisions))} | ${median(list.map((result) => result.decisions / result.seconds)).toFixed(0)} | ${per(list, (result) => result.evalsha)} | ${per(list, (result) => result.time)} | ${per(list, (result) => result.hmget)} | ${per(list, (result) => result.entries)} | ${per(list, (result) => result.asking)} | ${per(list, (result) => result.settling)} | ${per(list, (result) => result.reserveOnly)} | ${per(list, (result) => result.callsWithoutRequests)} | ${median(list.map((result) => result.decisions / result.evalsha)).toFixed(2)} | ${per(list, (result) => result.cpuMicros)} | ${per(list, (result) => result.cpuSystemMicros)} | ${per(list, (result) => result.redisCpuMicros)} |`)
   }
 }
 

@@ -14,7 +14,7 @@ import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 
 /** Changing a script changes its SHA: review the new script, then update the pin. */
 const PINNED_SHAS = {
-  grant: '273314d6f561814a9a68e5303a0cfb9b2bfc5784',
+  grant: 'f5e05d239a2628c572dacc76763b79ded34ddcf0',
   epoch: '284dc9dc3d585ead4cdc8fabf40c553403b7b142'
 }
 

@@ -70,8 +70,9 @@ end
 -- Units of bucket `bucket` of ring `shape` in a field value (0 when the value is another bucket's, or missing).
 local function units (value, bucket, shape)
   if not value then return 0 end
-  local stored = (value + 0) % shape.scale
-  return (value - stored) / shape.scale == bucket % shape.mod and stored or 0
+  local number = value + 0 -- the text turned into a number once (each arithmetic on the text would do it again)
+  local stored = number % shape.scale
+  return (number - stored) / shape.scale == bucket % shape.mod and stored or 0
 end
 
 -- The units of buckets from..to of ring `shape` (a table bucket → units), read in one HMGET.
@@ -244,6 +245,11 @@ local function decide (index)
   if month_on then stored_names[14], stored_names[15] = FIELD.month, FIELD.month_units end
   local values = redis.call('HMGET', key, unpack(stored_names, 1, count))
   local adjusted_value = adjusted and values[count]
+  -- The stored counts and positions the rings start from and the write compares with, each field's text turned into a
+  -- number once: in Redis's Lua every arithmetic on a text is a strtod of its own (false: missing).
+  local stored_minute_units, stored_minute_oldest = values[2] and values[2] + 0, values[3] and values[3] + 0
+  local stored_day_units, stored_day_oldest = values[6] and values[6] + 0, values[7] and values[7] + 0
+  local stored_day_newest_units = values[8] and values[8] + 0
   local ban_until = (values[9] or 0) + 0
   -- A ban answers new requests without counting them, and grants a banned key no block. What the entry settles is
   -- applied still (a give-back may pay for requests waiting since before the ban began; a write-back must count), and
@@ -258,8 +264,8 @@ local function decide (index)
   local minute_newest, minute_newest_units, minute_units, minute_oldest, minute_stored_newest =
     minute_bucket, 0, 0, nil, minute_bucket
   if values[1] then
-    minute_stored_newest, minute_units = floor(values[1]), values[2] + 0
-    minute_oldest = values[3] and floor(values[3])
+    minute_stored_newest, minute_units = floor(values[1]), stored_minute_units
+    minute_oldest = stored_minute_oldest and floor(stored_minute_oldest)
     if minute_bucket == minute_stored_newest then minute_newest_units = units(values[4], minute_bucket, MR)
     elseif minute_bucket < minute_stored_newest then
       minute_newest = minute_stored_newest
@@ -274,12 +280,12 @@ local function decide (index)
   local day_moved_name, day_moved_value, day_moved_bucket, day_written = nil, nil, nil, false
   if values[5] then
     local last = floor(values[5])
-    day_stored_newest, day_units, day_oldest = last, values[6] + 0, values[7] and floor(values[7])
-    if day_bucket <= last then day_newest, day_newest_units = last, (values[8] or 0) + 0
+    day_stored_newest, day_units, day_oldest = last, stored_day_units, stored_day_oldest and floor(stored_day_oldest)
+    if day_bucket <= last then day_newest, day_newest_units = last, stored_day_newest_units or 0
     else
-      if (values[8] or 0) + 0 > 0 and last > day_bucket - DR.slots then
+      if (stored_day_newest_units or 0) > 0 and last > day_bucket - DR.slots then
         day_moved_name, day_moved_value, day_moved_bucket =
-          slot_name(last, DR), fmt('%d', (last % DR.mod) * DR.scale + values[8]), last
+          slot_name(last, DR), fmt('%d', (last % DR.mod) * DR.scale + stored_day_newest_units), last
       end
       -- bucket `last` is in its field, never read: last > day_bucket - DR.slots here
       day_units, day_oldest = slide(day_key, DR, day_bucket, last, nil, day_units, day_oldest)
@@ -388,7 +394,7 @@ local function decide (index)
     end
   end
 
-  local admitted, granted, reserve, payable, provisional, banned_at = 0, 0, keep, 0, 0, 0
+  local admitted, granted, reserve, banned_at = 0, 0, keep, 0
   local blocks_now = blocks_text
   if write then
     -- Admits the requests that fit, grants the block and sizes the caller's reserve, and counts what is added.
@@ -397,11 +403,6 @@ local function decide (index)
     room = room - admitted * cost
     granted = max(0, min(extra, floor(room / share)))
     room = room - granted
-    -- Requests refused only because units are kept back or pooled elsewhere (the window is not full) are no abuse:
-    -- those blocks held elsewhere could pay for are provisional while the blocks they first saw can still be held.
-    local elsewhere = (waited == 0 or minute_bucket < waited + BLOCK_HELD_BUCKETS) and held_elsewhere or 0
-    payable = floor(max(0, room + others + keep + elsewhere) / cost)
-    provisional = min(requests - admitted, floor(elsewhere / cost))
     -- A reserve grows only while the room left is at least twice the want: the caller asked for at most a quarter of
     -- the room it last saw, so less than twice means others took more than half of it since — the consumer races its
     -- limit, and a reserve started now would be kept back from their refusals (what it holds it keeps).
@@ -442,6 +443,13 @@ local function decide (index)
   -- A month out of room (this call's admissions counted) refuses: quota_exceeded, no abuse either.
   local quota_out = month_on and not soft and month_limit - month_units < cost
   if write and admitted < requests and policy ~= '' and not quota_out and not banned then
+    -- Requests refused only because units are kept back or pooled elsewhere (the window is not full) are no abuse:
+    -- those blocks held elsewhere could pay for are provisional while the blocks they first saw can still be held.
+    -- Found here, from the room left after this call's admissions and block (room is not changed after them), so an
+    -- entry that refuses nothing (the healthy path) pays nothing for them.
+    local elsewhere = (waited == 0 or minute_bucket < waited + BLOCK_HELD_BUCKETS) and held_elsewhere or 0
+    local payable = floor(max(0, room + others + keep + elsewhere) / cost)
+    local provisional = min(requests - admitted, floor(elsewhere / cost))
     local new_ban, must_write
     banned_at, new_ban, must_write = count_rejections(key, policy, requests - admitted, provisional, payable, values[11])
     if new_ban then ban_until = new_ban end
@@ -458,13 +466,13 @@ local function decide (index)
       fields[1], fields[2] = slot_name(minute_newest, MR), fmt('%d', (minute_newest % MR.mod) * MR.scale + minute_newest_units)
     end
     count = 2
-    if minute_units ~= (values[2] or -1) + 0 then
+    if minute_units ~= (stored_minute_units or -1) then
       fields[count + 1], fields[count + 2], count = FIELD.minute_units, fmt('%d', minute_units), count + 2
     end
-    if day_units ~= (values[6] or -1) + 0 then
+    if day_units ~= (stored_day_units or -1) then
       fields[count + 1], fields[count + 2], count = FIELD.day_units, fmt('%d', day_units), count + 2
     end
-    if day_newest_units ~= (values[8] or -1) + 0 then
+    if day_newest_units ~= (stored_day_newest_units or -1) then
       fields[count + 1], fields[count + 2], count = FIELD.day_newest_units, fmt('%d', day_newest_units), count + 2
     end
     -- The rings' positions, when a ring moved on (or the hash is new); each only if its text is not the one stored.
@@ -473,14 +481,14 @@ local function decide (index)
         fields[count + 1], fields[count + 2], count = FIELD.minute_newest, fmt('%d', minute_newest), count + 2
       end
       local oldest = minute_oldest or minute_newest
-      if not values[3] or oldest ~= values[3] + 0 then
+      if not stored_minute_oldest or oldest ~= stored_minute_oldest then
         fields[count + 1], fields[count + 2], count = FIELD.minute_oldest, fmt('%d', oldest), count + 2
       end
       if not values[5] or day_newest ~= day_stored_newest then
         fields[count + 1], fields[count + 2], count = FIELD.day_newest, fmt('%d', day_newest), count + 2
       end
       oldest = day_oldest or day_newest
-      if not values[7] or oldest ~= values[7] + 0 then
+      if not stored_day_oldest or oldest ~= stored_day_oldest then
         fields[count + 1], fields[count + 2], count = FIELD.day_oldest, fmt('%d', oldest), count + 2
       end
     end
