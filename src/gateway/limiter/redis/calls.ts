@@ -139,10 +139,10 @@ export function createCalls (deps: CallDeps) {
    * after the thaw (bench/results/outage-tail.md, 29 Nov: 2 of 600; 9–20 ms on a quiet machine, up to 300 ms at load 14,
    * hence a wait as long as a recovery's budget, not a call's). Only Redis decides a request that waited: no
    * admission without its units counted, so the bounds are those of the policy (docs/limiter-internals.md).
-   * A request resumed by shardUp asks Redis; if that call is given up too, it waits once more, refusalWaitMs from
-   * then, for that call's late reply (answer: what it admitted asks again as waited) — never a third time, so a
-   * refusal comes at most two waits and two call budgets after the request (ban-recover seeds 1356, 1319894947:
-   * refused at once before, the units Redis counted for them stranded while a ban began).
+   * A request resumed by shardUp asks Redis; if that call is given up too, it waits again, refusalWaitMs from then,
+   * for that call's late reply (answer: what Redis admitted of it asks again as waited) — once: resumed a second time
+   * it keeps that wait's start, so it is answered within two waits and the calls around them (ban-recover seeds 1356,
+   * 1319894947: refused at once before, the units Redis had counted for them stranded while a ban began).
    */
   function refuse (account: Account, request: Waiting, localNow: number, why: string, units: number): void {
     request.parkedAt ??= localNow
