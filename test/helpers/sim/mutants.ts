@@ -211,6 +211,20 @@ export const MUTANTS: readonly Mutant[] = [
     file: `${LIMITER}/redis/calls.ts`,
     find: '      account.requeue(requests)\n      next(account)\n',
     replace: '      account.requeue(requests)\n      return next(account)\n'
+  },
+  {
+    name: 'resumed-wait-not-renewed',
+    bug: 'a request resumed by shardUp keeps the wait it began before (calls.ts shardUp: its parkedAt not cleared), so when the call it resumed into is given up it is refused at once, 503, and the units that call\'s late reply counted for it are stranded (the code before ban-recover seeds 1356 and 1319894947)',
+    file: `${LIMITER}/redis/calls.ts`,
+    find: 'if (request.resumed !== true) { request.resumed = true; request.parkedAt = undefined }',
+    replace: 'if (request.resumed !== true) { request.resumed = true }'
+  },
+  {
+    name: 'late-admission-not-waited',
+    bug: 'what a given-up call\'s late reply admitted asks again as a new request (calls.ts answer: refusedIn not set), so a ban begun meanwhile answers it and the units it gave back are never spent',
+    file: `${LIMITER}/redis/calls.ts`,
+    find: 'for (const request of group.slice(0, reply.admitted)) request.refusedIn ??= bucket',
+    replace: 'for (const request of group.slice(0, 0)) request.refusedIn ??= bucket'
   }
 ]
 

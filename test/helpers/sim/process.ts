@@ -129,7 +129,7 @@ export class SimProcess implements Owner {
           const owner = topology.nodeOf(keys[0]!)
           if (owner !== shard && topology.node(owner).state !== 'running') throw new Error(`MOVED to ${owner}, which does not answer`)
           const reply = topology.node(owner).runScript(script, keys, args)
-          if (script.sha === GRANT.sha) this.reservesSeen(keys, reply)
+          if (script.sha === GRANT.sha) { this.reservesSeen(keys, reply); this.backlogSeen(args) }
           return reply
         })
       },
@@ -241,6 +241,30 @@ export class SimProcess implements Owner {
       this.reserveDropSlow = undefined
       this.slow(slow.forMs, slow.extraMs)
     }
+  }
+
+  /** Armed by `slowWhenBacklog`: the requests a grant call must carry, how long the link is then slow, and by how much. */
+  private backlogSlow: { minRequests: number, forMs: number, extraMs: number, claim: () => boolean } | undefined = undefined
+
+  /**
+   * From now on, the first grant call Redis runs that carries at least `minRequests` requests (a backlog let go at
+   * once, as the requests parked through an outage are when their shard answers again) is answered late: from then
+   * the link is `extraMs` slower for `forMs`, that call's reply too. `claim`: shared by the processes armed together,
+   * true for the first of them only (the backlog Redis runs first is the one slowed).
+   */
+  slowWhenBacklog (minRequests: number, forMs: number, extraMs: number, claim: () => boolean): void {
+    this.backlogSlow = { minRequests, forMs, extraMs, claim }
+  }
+
+  /** A grant call's arguments (scripts.ts grantArgs: per entry, its fields' 4th is its requests): arms the slow link when they reach the backlog. */
+  private backlogSeen (args: readonly string[]): void {
+    const slow = this.backlogSlow
+    if (slow === undefined) return
+    let requests = 0
+    for (let position = 1; position < args.length; position += 3) requests += Number(args[position]!.split(' ')[3] ?? 0)
+    if (requests < slow.minRequests) return
+    this.backlogSlow = undefined
+    if (slow.claim()) this.slow(slow.forMs, slow.extraMs)
   }
 
   /** A slow link: every message takes `ms` more until `until` (virtual ms). */

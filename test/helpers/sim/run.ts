@@ -174,6 +174,12 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
         live[f.process]!.partition(f.ms)
       } else if (f.kind === 'slow') {
         if (f.onReserveDrop === true) live[f.process]!.slowWhenReserveDrops(f.ms, f.delay)
+        else if (f.onBacklog !== undefined) {
+          // Every live process is armed; the first whose backlog Redis runs is slowed (`process` is not used).
+          let claimed = false
+          const claim = (): boolean => { if (claimed) return false; claimed = true; return true }
+          for (const p of live) p.slowWhenBacklog(f.onBacklog, f.ms, f.delay, claim)
+        }
         else live[f.process]!.slow(f.ms, f.delay)
       } else if (f.kind === 'clock') {
         redis.stepClock(f.ms)

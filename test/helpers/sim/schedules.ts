@@ -10,8 +10,8 @@ import type { World } from './world.js'
 /** The families of timing-schedules.ts: long windows that slide, recovery under traffic, calendar edges, clocks, long outages. */
 export type TimingFamily = 'sliding' | 'recovery' | 'calendar' | 'clock' | 'long-outage' | 'drift-edge' | 'reserve-edge' | 'reseed-edge'
 export const TIMING_FAMILIES: readonly TimingFamily[] = ['sliding', 'recovery', 'calendar', 'clock', 'long-outage', 'drift-edge', 'reserve-edge', 'reseed-edge']
-export type Family = 'chaos' | 'idle-process' | 'ban-recover' | 'data-loss' | 'steady' | 'long-tail' | 'burst' | 'outage-tail' | 'cluster' | TimingFamily
-export const FAMILIES: readonly Family[] = ['chaos', 'idle-process', 'ban-recover', 'data-loss', 'steady', 'long-tail', 'burst', 'outage-tail', 'cluster', ...TIMING_FAMILIES]
+export type Family = 'chaos' | 'idle-process' | 'ban-recover' | 'ban-slow-thaw' | 'data-loss' | 'steady' | 'long-tail' | 'burst' | 'outage-tail' | 'cluster' | TimingFamily
+export const FAMILIES: readonly Family[] = ['chaos', 'idle-process', 'ban-recover', 'ban-slow-thaw', 'data-loss', 'steady', 'long-tail', 'burst', 'outage-tail', 'cluster', ...TIMING_FAMILIES]
 
 export interface Consumer {
   readonly id: string
@@ -43,9 +43,11 @@ export type Fault =
   /** One process's link is up but `delay` ms slower, for `ms`: its calls outlive their budget and are answered late. */
   /**
    * `onReserveDrop`: not at `at` but, from then on, as Redis runs the first call of that process that lowers a reserve
-   * to half or less (that call's reply is late too).
+   * to half or less (that call's reply is late too). `onBacklog`: likewise, as Redis runs the first grant call of any
+   * process that carries at least this many requests (a backlog let go at once: the requests parked through an
+   * outage), that process's link (`process` unused).
    */
-  | { readonly kind: 'slow', readonly at: number, readonly process: number, readonly ms: number, readonly delay: number, readonly onReserveDrop?: boolean }
+  | { readonly kind: 'slow', readonly at: number, readonly process: number, readonly ms: number, readonly delay: number, readonly onReserveDrop?: boolean, readonly onBacklog?: number }
   /** Redis's clock steps by `ms` (forward positive). */
   | { readonly kind: 'clock', readonly at: number, readonly ms: number }
 
@@ -172,7 +174,7 @@ export function makeSchedule (w: World, family: Family, start: number): Schedule
     for (let i = 0; i < perMinute; i++) arrivals.push({ t: freeze + w.between(0, ms + 3000), process: 1, consumer: 0, cost: 1 })
     return { ...base, processes: 2, consumers: [c], arrivals, faults: [{ kind: 'pause', at: freeze, ms }], duration: 40_000 }
   }
-  if (family === 'ban-recover') {
+  if (family === 'ban-recover' || family === 'ban-slow-thaw') {
     const perMinute = int(w, 60, 120)
     const c: Consumer = { id: 'flood', perMinute, perDay: perMinute * 10, perMonth: 0, overage: false, ban: DEFAULT_BAN }
     const arrivals: Arrival[] = []
@@ -181,7 +183,12 @@ export function makeSchedule (w: World, family: Family, start: number): Schedule
     const freeze = start + before * 20 + w.between(0, 500)
     // The flood runs through the 3 s freeze and 2 s past it.
     for (let i = 0; i < 4 * perMinute; i++) arrivals.push({ t: freeze - 300 + i * 5300 / (4 * perMinute), process: i % 2, consumer: 0, cost: 1 })
-    return { ...base, processes: 2, consumers: [c], arrivals, faults: [{ kind: 'pause', at: freeze, ms: 3000 }], duration: 40_000 }
+    const faults: Fault[] = [{ kind: 'pause', at: freeze, ms: 3000 }]
+    // ban-slow-thaw: as Redis runs the first call that carries a process's parked backlog after the thaw, that
+    // process's link turns slower than the call budget for a moment: the call is given up, its reply (what Redis
+    // admitted of the backlog) comes late, while the other process's backlog is refused into a ban.
+    if (family === 'ban-slow-thaw') faults.push({ kind: 'slow', at: freeze + 3000, process: 0, ms: w.between(50, 300), delay: w.between(300, 600), onBacklog: 5 })
+    return { ...base, processes: 2, consumers: [c], arrivals, faults, duration: 40_000 }
   }
   if (family === 'burst') {
     // A fresh consumer's burst of a third more than its minute limit, spread over up to 2.5 s from a

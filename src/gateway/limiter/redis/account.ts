@@ -26,9 +26,10 @@ export const ALLOWANCE_UNSEEN_RATE = 5
  * bucket (Redis's clock) of its first refusal while blocks were held elsewhere (it waits for them: calls.ts waitsForBlocks),
  * or of the reply that admitted it too late to spend: it asks again since then, and a ban begun meanwhile does not
  * answer it (grant.lua `waited`); `parkedAt`: the local instant the outage policy first could not admit it (it waits for
- * its shard to answer again from then, a bounded time: calls.ts refuse).
+ * its shard to answer again from then, a bounded time: calls.ts refuse); `resumed`: it was resumed once when its shard
+ * answered again, its `parkedAt` cleared (a call of it given up then waits once more, never again: calls.ts shardUp).
  */
-export interface Waiting { readonly cost: number, readonly resolve: (result: ConsumeResult) => void, readonly reject: (err: Error) => void, attempts: number, refusedIn?: number, parkedAt?: number }
+export interface Waiting { readonly cost: number, readonly resolve: (result: ConsumeResult) => void, readonly reject: (err: Error) => void, attempts: number, refusedIn?: number, parkedAt?: number, resumed?: boolean }
 
 /** What an account is asked with: its limits and ban policy (the rest of an Ask is per request). */
 export type AccountTerms = Pick<Ask, 'limits' | 'ban' | 'monthLimit' | 'overage'>

@@ -139,6 +139,10 @@ export function createCalls (deps: CallDeps) {
    * after the thaw (bench/results/outage-tail.md, 29 Nov: 2 of 600; 9–20 ms on a quiet machine, up to 300 ms at load 14,
    * hence a wait as long as a recovery's budget, not a call's). Only Redis decides a request that waited: no
    * admission without its units counted, so the bounds are those of the policy (docs/limiter-internals.md).
+   * A request resumed by shardUp asks Redis; if that call is given up too, it waits again, refusalWaitMs from then,
+   * for that call's late reply (answer: what Redis admitted of it asks again as waited) — once: resumed a second time
+   * it keeps that wait's start, so it is answered within two waits and the calls around them (ban-recover seeds 1356,
+   * 1319894947: refused at once before, the units Redis had counted for them stranded while a ban began).
    */
   function refuse (account: Account, request: Waiting, localNow: number, why: string, units: number): void {
     request.parkedAt ??= localNow
@@ -158,7 +162,11 @@ export function createCalls (deps: CallDeps) {
     parkedWaiting.add(entry)
   }
 
-  /** Shard `name` is up again: the requests waiting for it (refuse) ask Redis, ahead of those that came meanwhile. */
+  /**
+   * Shard `name` is up again: the requests waiting for it (refuse) ask Redis, ahead of those that came meanwhile. A
+   * request resumed for the first time starts a new wait should its call be given up (its `parkedAt` cleared): that
+   * call carries its decision, which a late reply still brings.
+   */
   function shardUp (name: string): void {
     const waiting = parked.get(name)
     if (waiting === undefined) return
@@ -166,6 +174,7 @@ export function createCalls (deps: CallDeps) {
     const byAccount = new Map<Account, Waiting[]>()
     for (const { account, request, cancel } of waiting) {
       cancel()
+      if (request.resumed !== true) { request.resumed = true; request.parkedAt = undefined }
       const requests = byAccount.get(account)
       if (requests === undefined) byAccount.set(account, [request])
       else requests.push(request)
@@ -242,14 +251,22 @@ export function createCalls (deps: CallDeps) {
     const cost = group[0]?.cost ?? 1
     account.fillPool(reply.admitted * cost + reply.extra, reply.extra, redisNow)
     if (reply.extra > 0) giveBackAtBucketEnd(account)
-    if (answered) return 0
+    const bucket = Math.floor(redisNow / MINUTE_BUCKET_MS)
+    if (answered) {
+      // The call was given up: its requests went to the outage policy, and those it could not admit wait (refuse).
+      // Those Redis admitted here ask again, when their shard is up, as requests waiting since this bucket: the units
+      // go back unless the pool still pays for them, and a ban begun meanwhile — by the refusals these units caused
+      // elsewhere — does not answer them (grant.lua `waited`), as for a reply read too late to spend (below). Else the
+      // flood after a freeze lost what such a reply counted: ban-recover seed 1356, 26 of 79 (docs/simulator.md).
+      for (const request of group.slice(0, reply.admitted)) request.refusedIn ??= bucket
+      return 0
+    }
     const clock = clockOf(account)
     const retry: Waiting[] = []
     // Blocks other processes hold (granted in the last BLOCK_HELD_BUCKETS seconds, not given back yet) may come back:
     // that many refusals ask again when this second ends — while the blocks they saw can still be held (limiter-internals.md).
     // They are provisional: not counted toward a ban, and a ban this reply starts does not answer them (grant.lua).
     let pooledElsewhere = reply.pooled
-    const bucket = Math.floor(redisNow / MINUTE_BUCKET_MS)
     let margin = 1 // after the bucket ends; a refusal waiting for blocks also gives their holders time to give back
     group.forEach((request, index) => {
       if (index < reply.admitted) {
