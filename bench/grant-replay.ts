@@ -16,53 +16,16 @@
 //   caches of the core they share), so the order alternates by round and the difference printed is order-balanced —
 //   the mean of the median paired difference of the rounds where the variant went first and of those where it went
 //   second (run an even number of rounds).
-import { execFile, spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { loadavg, tmpdir } from 'node:os'
+import { readFileSync } from 'node:fs'
+import { loadavg } from 'node:os'
 import { join } from 'node:path'
-import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
-import { taskset } from './lib/proc-cpu.js'
+import { startScratchRedis } from './lib/scratch-redis.js'
 
-const run = promisify(execFile)
 
 interface RecordedCall { at: number, keys: string[], args: string[] }
 interface ReplayResult { calls: number, entries: number, scriptMicros: number, redisCpuMicros: number, commands: Record<string, number> }
-
-/** A fresh redis-server on a free port (another one is tried when it does not answer: the port was taken). */
-async function startRedis (): Promise<{ port: number, pid: number, stop: () => Promise<void> }> {
-  for (let attempt = 1; ; attempt++) {
-    const redis = await startRedisOnce()
-    try {
-      if ((await run('redis-cli', ['-p', String(redis.port), 'PING'])).stdout.trim() === 'PONG') return redis
-    } catch { /* not listening: tried again */ }
-    await redis.stop()
-    if (attempt >= 5) throw new Error('redis-server did not start')
-  }
-}
-
-async function startRedisOnce (): Promise<{ port: number, pid: number, stop: () => Promise<void> }> {
-  const port = 21_000 + Math.floor(Math.random() * 20_000)
-  const dir = mkdtempSync(join(tmpdir(), 'grant-replay-redis-'))
-  const bin = taskset()
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no']
-  const server = bin === null ? spawn('redis-server', args, { cwd: dir, stdio: 'ignore' }) : spawn(bin, ['-c', '1', 'redis-server', ...args], { cwd: dir, stdio: 'ignore' })
-  for (let attempt = 0; attempt < 100; attempt++) {
-    try {
-      if ((await run('redis-cli', ['-p', String(port), 'PING'])).stdout.trim() === 'PONG') break
-    } catch { /* not listening yet */ }
-    await new Promise((done) => setTimeout(done, 50))
-  }
-  return {
-    port,
-    pid: server.pid!, // taskset execs redis-server: the same process
-    stop: async () => {
-      if (server.exitCode === null && server.signalCode === null) await new Promise<void>((done) => { server.once('exit', () => { done() }); server.kill('SIGTERM') })
-      rmSync(dir, { recursive: true, force: true })
-    }
-  }
-}
 
 /** redis-server's main thread's time on a CPU so far (µs), from /proc/PID/schedstat (ns, not the tick-sampled INFO cpu). */
 function redisCpuMicros (pid: number): number {
@@ -110,7 +73,7 @@ interface Replayed { lua: string, calls: readonly RecordedCall[] }
 
 /** Replays each variant's calls with its script on a fresh redis-server of its own, all at once (call i to each together). */
 async function replay (variants: readonly Replayed[]): Promise<ReplayResult[]> {
-  const servers = await Promise.all(variants.map(async () => await startRedis()))
+  const servers = await Promise.all(variants.map(async () => await startScratchRedis('grant-replay')))
   const clients = servers.map((redis) => new Redis({ port: redis.port, host: '127.0.0.1' }))
   try {
     const shas = variants.map(({ lua }) => createHash('sha1').update(lua).digest('hex'))

@@ -11,11 +11,12 @@
 //   started as the child's decisions start): bytes allocated per decision by frame, and the difference by file —
 //   what the process's other threads (parallel scavenges, concurrent marking) spend their CPU on, which --cpu-prof,
 //   sampling the main thread, does not show.
-import { execFile, spawn } from 'node:child_process'
+import { execFile } from 'node:child_process'
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, relative, resolve } from 'node:path'
 import { promisify } from 'node:util'
+import { startScratchRedis } from './lib/scratch-redis.js'
 import { compareAllocations, summarizeAllocations, type AllocationProfile } from './lib/heap-sampling.js'
 import { taskset } from './lib/proc-cpu.js'
 import { sourceLoaderArgs } from './lib/source-loader.js'
@@ -49,41 +50,9 @@ function selfTimes (profile: CpuProfile, root: string, windowMicros: number): Ma
   return times
 }
 
-/** A fresh redis-server on a free port (another one is tried when it does not answer: the port was taken). */
-async function startRedis (): Promise<{ port: number, stop: () => Promise<void> }> {
-  for (let attempt = 1; ; attempt++) {
-    const redis = await startRedisOnce()
-    try {
-      if ((await run('redis-cli', ['-p', String(redis.port), 'PING'])).stdout.trim() === 'PONG') return redis
-    } catch { /* not listening: tried again */ }
-    await redis.stop()
-    if (attempt >= 5) throw new Error('redis-server did not start')
-  }
-}
-
-async function startRedisOnce (): Promise<{ port: number, stop: () => Promise<void> }> {
-  const port = 21_000 + Math.floor(Math.random() * 20_000)
-  const dir = mkdtempSync(join(tmpdir(), 'zipf-profile-redis-'))
-  const bin = taskset()
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no']
-  const server = bin === null ? spawn('redis-server', args, { cwd: dir, stdio: 'ignore' }) : spawn(bin, ['-c', '1', 'redis-server', ...args], { cwd: dir, stdio: 'ignore' })
-  for (let attempt = 0; attempt < 100; attempt++) {
-    try {
-      if ((await run('redis-cli', ['-p', String(port), 'PING'])).stdout.trim() === 'PONG') break
-    } catch { /* not listening yet */ }
-    await new Promise((done) => setTimeout(done, 50))
-  }
-  return {
-    port,
-    stop: async () => {
-      if (server.exitCode === null && server.signalCode === null) await new Promise<void>((done) => { server.once('exit', () => { done() }); server.kill('SIGTERM') })
-    }
-  }
-}
-
 /** One profiled child run of `variant`: its self times per decision (µs) and its decisions. */
 async function profiled (variant: string, intervalMicros: number, windowMicros: number, heap: boolean): Promise<{ perDecision: Map<string, number>, decisions: number, cpuMicros: number, allocations: AllocationProfile | undefined }> {
-  const redis = await startRedis()
+  const redis = await startScratchRedis('zipf-profile')
   const dir = mkdtempSync(join(tmpdir(), 'zipf-profile-'))
   const heapFile = join(dir, 'heap.json')
   try {

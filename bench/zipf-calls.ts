@@ -13,12 +13,13 @@
 //   ZIPF_CALLS_TIMEOUT_MS (the store's call timeout; unset: its default — on a loaded machine a call late past it
 //   takes the shard down and the run ends on an outage refusal, so a CPU measure there sets it higher, e.g. 2000)
 // A run that fails is run once more (said on stderr); a second failure ends the bench.
-import { execFile, spawn } from 'node:child_process'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { loadavg, tmpdir } from 'node:os'
+import { execFile } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
+import { loadavg } from 'node:os'
 import { join, resolve } from 'node:path'
 import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
+import { startScratchRedis } from './lib/scratch-redis.js'
 import { taskset } from './lib/proc-cpu.js'
 import { sourceLoaderArgs } from './lib/source-loader.js'
 import { DEFAULT_ZIPF_CONSUMERS, DEFAULT_ZIPF_EXPONENT, DEFAULT_ZIPF_SEED, DEFAULT_ZIPF_SEQUENCE_LENGTH, zipfSequence } from './lib/zipf.js'
@@ -157,39 +158,6 @@ function median (values: number[]): number {
   return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2
 }
 
-/** A fresh redis-server on a free port (another one is tried when it does not answer: the port was taken). */
-async function startRedis (): Promise<{ port: number, stop: () => Promise<void> }> {
-  for (let attempt = 1; ; attempt++) {
-    const redis = await startRedisOnce()
-    try {
-      if ((await run('redis-cli', ['-p', String(redis.port), 'PING'])).stdout.trim() === 'PONG') return redis
-    } catch { /* not listening: tried again */ }
-    await redis.stop()
-    if (attempt >= 5) throw new Error('redis-server did not start')
-  }
-}
-
-async function startRedisOnce (): Promise<{ port: number, stop: () => Promise<void> }> {
-  const port = 21_000 + Math.floor(Math.random() * 20_000)
-  const dir = mkdtempSync(join(tmpdir(), 'zipf-calls-redis-'))
-  const bin = taskset()
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no']
-  const server = bin === null ? spawn('redis-server', args, { cwd: dir, stdio: 'ignore' }) : spawn(bin, ['-c', '1', 'redis-server', ...args], { cwd: dir, stdio: 'ignore' })
-  for (let attempt = 0; attempt < 100; attempt++) {
-    try {
-      if ((await run('redis-cli', ['-p', String(port), 'PING'])).stdout.trim() === 'PONG') break
-    } catch { /* not listening yet */ }
-    await new Promise((done) => setTimeout(done, 50))
-  }
-  return {
-    port,
-    stop: async () => {
-      if (server.exitCode === null && server.signalCode === null) await new Promise<void>((done) => { server.once('exit', () => { done() }); server.kill('SIGTERM') })
-      rmSync(dir, { recursive: true, force: true })
-    }
-  }
-}
-
 async function main (): Promise<void> {
   const [mode, root, redisPort] = process.argv.slice(2)
   const seconds = Number(process.env.ZIPF_CALLS_SECONDS ?? 6)
@@ -209,7 +177,7 @@ async function main (): Promise<void> {
   for (let round = 0; round < rounds; round++) {
     for (const variant of round % 2 === 0 ? variants : [...variants].reverse()) { // the order reversed every other round
       for (let attempt = 1; ; attempt++) {
-        const redis = await startRedis()
+        const redis = await startScratchRedis('zipf-calls')
         try {
           const command = [process.execPath, ...sourceLoaderArgs(join(variant, 'src', 'gateway', 'server.ts')), join(HERE, 'bench/zipf-calls.ts'), '--child', variant, String(redis.port)]
           const { stdout } = bin === null ? await run(command[0]!, command.slice(1), { cwd: HERE, maxBuffer: 1 << 20 }) : await run(bin, ['-c', '0', ...command], { cwd: HERE, maxBuffer: 1 << 20 })
