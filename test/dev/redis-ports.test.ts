@@ -1,7 +1,8 @@
 // The tests' Redis helper picks ports another test file cannot take between its check and the server's bind:
 // below the kernel's ephemeral range (where listen(0) and outgoing connections take theirs), and when another
 // test's Redis took the port first anyway, the server's exit is seen at once and another port is tried (a
-// Cluster node once waited 30 s for a PING its server, gone at start, never answered).
+// Cluster node once waited 30 s for a PING its server, gone at start, never answered). The processes tests start
+// (gateways, backends) get ports below Redis's for the same reason (test/helpers/ports.ts).
 import t from 'tap'
 import { readFileSync, mkdtempSync, rmSync } from 'node:fs'
 import { createServer, type Server } from 'node:net'
@@ -35,4 +36,13 @@ t.test('a port taken between the check and the bind: the server exits, another p
   t.same(offered, [takenPort, spare], 'the taken port was tried first, then another')
   t.equal(started.port, spare)
   t.equal(started.child.exitCode, null, 'the server on the second port runs')
+})
+
+t.test('ports for the processes tests start lie below Redis\'s ports and the ephemeral range, where connections take theirs', async (t) => {
+  const ephemeralLow = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0])
+  const { low: redisLow } = redisPortRange()
+  const ports = await Promise.all(Array.from({ length: 200 }, async () => await freePort()))
+  const outside = ports.filter((port) => port < 1024 || port >= redisLow || port >= ephemeralLow)
+  t.same(outside, [], `200 ports in ${Math.min(...ports)}–${Math.max(...ports)}, below ${redisLow} (Redis) and ${ephemeralLow} (ephemeral)`)
+  t.same(ports.filter((port) => [3001, 6379, 8080, 9091].includes(port)), [], 'never an entry point\'s default port')
 })

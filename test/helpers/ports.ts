@@ -3,15 +3,22 @@
 import { createServer } from 'node:net'
 import { until } from './poll.js'
 
+/**
+ * The band a test's processes listen in: below the Redis ports (test/helpers/redis.ts: 10000 up) and, above all,
+ * below the kernel's ephemeral range (32768–60999 here), where every outgoing connection of every process on the
+ * machine takes its local port. A port chosen there by listen(0) and handed to a child could be taken by any
+ * connection in the seconds before the child listens — a gateway that never came up ("fetch failed" for 90 s,
+ * once in a suite beside another full suite). Here only another test's choice can collide, and isFree() checks it.
+ * The entry points' default ports are left out.
+ */
+const PROCESS_PORTS = { low: 4_000, high: 10_000 } as const
+const DEFAULT_PORTS: ReadonlySet<number> = new Set([3001, 4317, 4318, 6379, 8080, 9090, 9091])
+
 export async function freePort (): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number }
-      server.close(() => resolve(port))
-    })
-  })
+  for (;;) {
+    const port = PROCESS_PORTS.low + Math.floor(Math.random() * (PROCESS_PORTS.high - PROCESS_PORTS.low))
+    if (!DEFAULT_PORTS.has(port) && await isFree(port)) return port
+  }
 }
 
 /** Whether `port` can be listened on at 127.0.0.1 right now. */
