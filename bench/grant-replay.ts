@@ -21,6 +21,7 @@ import { readFileSync } from 'node:fs'
 import { loadavg } from 'node:os'
 import { join } from 'node:path'
 import { Redis } from 'ioredis'
+import { median } from './lib/load.js'
 import { startScratchRedis } from './lib/scratch-redis.js'
 
 
@@ -113,12 +114,6 @@ async function replay (variants: readonly Replayed[]): Promise<ReplayResult[]> {
     for (const client of clients) client.disconnect()
     await Promise.all(servers.map(async (redis) => { await redis.stop() }))
   }
-}
-
-function median (values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b)
-  const middle = Math.floor(sorted.length / 2)
-  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2
 }
 
 async function main (): Promise<void> {
