@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import type { Test } from 'tap'
+import { diagnoseChild, reportNodeArgs } from './child-diagnosis.js'
 import { freePort, PROCESS_START_TIMEOUT_MS, waitForHttp } from './ports.js'
 
 export const REPO_ROOT = join(import.meta.dirname, '..', '..')
@@ -51,9 +52,12 @@ export interface RunningProcess {
   exited: Promise<{ code: number | null, signal: NodeJS.Signals | null }>
 }
 
-/** Runs `entry` (a path in the checkout at `root`, default this one) on Node's type stripping (TS_NODE_ARGS). */
+/**
+ * Runs `entry` (a path in the checkout at `root`, default this one) on Node's type stripping (TS_NODE_ARGS),
+ * able to tell what it was doing if it never answers (child-diagnosis.ts).
+ */
 export function runEntry (t: Pick<Test, 'teardown'>, entry: string, env: Record<string, string>, root = REPO_ROOT): RunningProcess {
-  const child = spawn(process.execPath, [...TS_NODE_ARGS, join(root, entry)], {
+  const child = spawn(process.execPath, [...reportNodeArgs(), ...TS_NODE_ARGS, join(root, entry)], {
     cwd: root,
     env: { ...process.env, ...CHILD_ENV, LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe']
@@ -126,6 +130,26 @@ export function gatewayProcessEnv (opts: GatewayProcessOptions, extra: Record<st
 }
 
 /**
+ * Waits until `proc` answers `url` with a status `accepted` takes; if it exits first or never does, fails
+ * with its output and what it was doing then (diagnoseChild).
+ */
+export async function waitForProcessHttp (proc: RunningProcess, url: string, accepted: (status: number) => boolean = () => true, timeoutMs = PROCESS_START_TIMEOUT_MS): Promise<void> {
+  const outcome = await Promise.race([
+    waitForHttp(url, timeoutMs, accepted).then(() => 'ready' as const, (err: Error) => err),
+    proc.exited.then(({ code, signal }) => `exited (code ${code}, signal ${signal})`)
+  ])
+  if (outcome === 'ready') return
+  throw new Error(await notServing(proc, outcome instanceof Error ? outcome.message : outcome))
+}
+
+/** The failure of a child that never answered: why, its output's last 2 kB, and its diagnosis if it still runs. */
+async function notServing (proc: RunningProcess, why: string): Promise<string> {
+  const running = proc.child.exitCode === null && proc.child.signalCode === null
+  const diagnosis = running ? await diagnoseChild(proc.child.pid) : 'it is not running'
+  return `${why}; its output: ${proc.output().slice(-2_000)}\n${diagnosis}`
+}
+
+/**
  * A gateway process (src/gateway/server.ts) on two free ports, ready: `envFor` gives its environment
  * for them. A port another test took between freePort() and the child's listen makes the child exit
  * at start: it is started again on other ports (three tries), and its output is shown if it never comes up.
@@ -139,6 +163,6 @@ export async function startGatewayProcess (t: Pick<Test, 'teardown'>, envFor: (p
       proc.exited.then(() => 'exited' as const)
     ])
     if (outcome === 'ready') return { port, adminPort, proc }
-    if (outcome instanceof Error || attempt === 3) throw new Error(`gateway on :${port} not ready (${outcome instanceof Error ? outcome.message : 'exited'}); its output: ${proc.output().slice(-2_000)}`)
+    if (outcome instanceof Error || attempt === 3) throw new Error(await notServing(proc, `gateway on :${port} not ready (${outcome instanceof Error ? outcome.message : 'exited'})`))
   }
 }
