@@ -4,8 +4,8 @@ import { createServer, type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { DEMO_KEYS, FIXTURE_CONFIG_DIR } from '../helpers/gateway.js'
 import { EVENT_TIMEOUT_MS, poll, sleep } from '../helpers/poll.js'
-import { freePort, PROCESS_START_TIMEOUT_MS, waitForHttp } from '../helpers/ports.js'
-import { gatewayProcessEnv, runEntry } from '../helpers/processes.js'
+import { freePort } from '../helpers/ports.js'
+import { gatewayProcessEnv, runEntry, waitForProcessHttp } from '../helpers/processes.js'
 
 /** A gateway on free ports in front of a backend port nothing listens on. */
 async function gatewayEnv (configDir: string, extra: Record<string, string> = {}): Promise<Record<string, string>> {
@@ -58,7 +58,7 @@ t.test('one gateway process: serves, reports health, SIGHUP reloads its config (
   cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
   const env = await gatewayEnv(dir)
   const proc = runEntry(t, 'src/gateway/server.ts', env)
-  await waitForHttp(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`, PROCESS_START_TIMEOUT_MS)
+  await waitForProcessHttp(proc, `http://127.0.0.1:${env.ADMIN_PORT}/healthz`)
 
   t.test('it serves and reports health', async (t) => {
     const health = await fetch(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`)

@@ -17,9 +17,9 @@ import type { BanPolicy } from '../../src/gateway/config/types.js'
 import type { StoreOnError } from '../../src/gateway/limiter/redis/outage.js'
 import { FIXTURE_CONFIG_DIR, plansYaml } from './gateway.js'
 import { sleep } from './poll.js'
-import { freePort, PROCESS_START_TIMEOUT_MS, waitForHttp } from './ports.js'
+import { freePort } from './ports.js'
 import { TEST_LONG } from './long.js'
-import { gatewayProcessEnv, REPO_ROOT, runEntry, startGatewayProcess } from './processes.js'
+import { REPO_ROOT, gatewayProcessEnv, runEntry, startGatewayProcess, waitForProcessHttp } from './processes.js'
 import { startRedis, type RedisProcess } from './redis.js'
 import { parseScrape, sampleValue } from './scrape.js'
 
@@ -132,9 +132,9 @@ async function startBackendProcess (t: Pick<Test, 'teardown'>, root: string): Pr
   const dir = mkdtempSync(join(tmpdir(), 'petstore-attack-backend-'))
   t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
   const port = await freePort()
-  runEntry(t, 'src/backend/server.ts', { BACKEND_PORT: String(port), PETS_DB: join(dir, 'pets.db'), LOG_LEVEL: 'warn' }, root)
+  const backend = runEntry(t, 'src/backend/server.ts', { BACKEND_PORT: String(port), PETS_DB: join(dir, 'pets.db'), LOG_LEVEL: 'warn' }, root)
   const url = `http://127.0.0.1:${port}`
-  await waitForHttp(`${url}/v1/pets`, PROCESS_START_TIMEOUT_MS)
+  await waitForProcessHttp(backend, `${url}/v1/pets`)
   return url
 }
 

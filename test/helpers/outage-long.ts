@@ -15,8 +15,8 @@ import { mostInAnyMinute } from './attack.js'
 import { FIXTURE_CONFIG_DIR, plansYaml } from './gateway.js'
 import { seededZipf, type Phase } from './outage-tail.js'
 import { sleep } from './poll.js'
-import { freePort, waitForHttp } from './ports.js'
-import { gatewayProcessEnv, REPO_ROOT, runEntry, startGatewayProcess } from './processes.js'
+import { freePort } from './ports.js'
+import { REPO_ROOT, gatewayProcessEnv, runEntry, startGatewayProcess, waitForProcessHttp } from './processes.js'
 import { reserveUnits, startRedis } from './redis.js'
 import { parseScrape, sampleValue } from './scrape.js'
 
@@ -100,9 +100,9 @@ export async function longOutage (t: Pick<Test, 'teardown'>, opts: LongOutageOpt
   const backendDir = mkdtempSync(join(tmpdir(), 'petstore-outage-long-backend-'))
   t.teardown(() => { rmSync(backendDir, { recursive: true, force: true }) })
   const backendPort = await freePort()
-  runEntry(t, 'src/backend/server.ts', { BACKEND_PORT: String(backendPort), PETS_DB: join(backendDir, 'pets.db'), LOG_LEVEL: 'warn' }, REPO_ROOT)
+  const backend = runEntry(t, 'src/backend/server.ts', { BACKEND_PORT: String(backendPort), PETS_DB: join(backendDir, 'pets.db'), LOG_LEVEL: 'warn' }, REPO_ROOT)
   const backendUrl = `http://127.0.0.1:${backendPort}`
-  await waitForHttp(`${backendUrl}/v1/pets`, 30_000)
+  await waitForProcessHttp(backend, `${backendUrl}/v1/pets`)
   const dir = configDir(opts)
   t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
   // One after the other: two gateways compiling at once on a loaded 2-core machine can miss the start timeout.

@@ -12,8 +12,8 @@ import type { Test } from 'tap'
 import { Pool } from 'undici'
 import { FIXTURE_CONFIG_DIR, plansYaml } from './gateway.js'
 import { sleep } from './poll.js'
-import { freePort, waitForHttp } from './ports.js'
-import { gatewayProcessEnv, REPO_ROOT, runEntry, startGatewayProcess } from './processes.js'
+import { freePort } from './ports.js'
+import { REPO_ROOT, gatewayProcessEnv, runEntry, startGatewayProcess, waitForProcessHttp } from './processes.js'
 import { startRedis } from './redis.js'
 import { zipfPicker } from './sim/outage-schedules.js'
 import { parseScrape, sampleValue } from './scrape.js'
@@ -76,9 +76,9 @@ export async function outageTail (t: Pick<Test, 'teardown'>, opts: OutageTailOpt
   const backendDir = mkdtempSync(join(tmpdir(), 'petstore-outage-backend-'))
   t.teardown(() => { rmSync(backendDir, { recursive: true, force: true }) })
   const backendPort = await freePort()
-  runEntry(t, 'src/backend/server.ts', { BACKEND_PORT: String(backendPort), PETS_DB: join(backendDir, 'pets.db'), LOG_LEVEL: 'warn' }, root)
+  const backend = runEntry(t, 'src/backend/server.ts', { BACKEND_PORT: String(backendPort), PETS_DB: join(backendDir, 'pets.db'), LOG_LEVEL: 'warn' }, root)
   const backendUrl = `http://127.0.0.1:${backendPort}`
-  await waitForHttp(`${backendUrl}/v1/pets`, 30_000)
+  await waitForProcessHttp(backend, `${backendUrl}/v1/pets`)
   const dir = configDir(opts.consumers, opts.perMinute)
   t.teardown(() => { rmSync(dir, { recursive: true, force: true }) })
   // One after the other: two gateways compiling at once on a loaded 2-core machine can miss the start timeout.

@@ -36,6 +36,16 @@ export async function poll<T> (probe: () => T | NotYet | Promise<T | NotYet>, ti
   }
 }
 
+/** An error with its causes (fetch's "fetch failed" says why only in `cause`: refused, reset, timed out…). */
+function describeError (err: unknown): string {
+  const parts: string[] = []
+  for (let current: unknown = err; current !== undefined && current !== null && parts.length < 4; current = (current as { cause?: unknown }).cause) {
+    const code = (current as { code?: unknown }).code
+    parts.push(`${String(current)}${typeof code === 'string' ? ` (${code})` : ''}`)
+  }
+  return parts.join(' ← ')
+}
+
 /**
  * `poll`, failing with "`what` not within `timeoutMs` ms" when it never happens. The default is
  * `EVENT_TIMEOUT_MS`: a wait for an event only tells a hang from a late event (10 s was missed at
@@ -46,7 +56,7 @@ export async function until<T> (what: string, probe: () => T | NotYet | Promise<
   try {
     value = await poll(probe, timeoutMs, intervalMs)
   } catch (err) {
-    throw new Error(`${what} not within ${timeoutMs} ms: ${String(err)}`)
+    throw new Error(`${what} not within ${timeoutMs} ms: ${describeError(err)}`)
   }
   if (value === undefined) throw new Error(`${what} not within ${timeoutMs} ms`)
   return value

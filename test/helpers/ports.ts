@@ -6,18 +6,31 @@ import { until } from './poll.js'
 /**
  * The band a test's processes listen in: below the Redis ports (test/helpers/redis.ts: 10000 up) and, above all,
  * below the kernel's ephemeral range (32768–60999 here), where every outgoing connection of every process on the
- * machine takes its local port. A port chosen there by listen(0) and handed to a child could be taken by any
- * connection in the seconds before the child listens — a gateway that never came up ("fetch failed" for 90 s,
- * once in a suite beside another full suite). Here only another test's choice can collide, and isFree() checks it.
+ * machine takes its local port: a port chosen there by listen(0) and handed to a child could be taken by any
+ * connection in the seconds before the child listens. Here only another test's choice can collide, and isFree() checks it.
  * The entry points' default ports are left out.
  */
 const PROCESS_PORTS = { low: 4_000, high: 10_000 } as const
 const DEFAULT_PORTS: ReadonlySet<number> = new Set([3001, 4317, 4318, 6379, 8080, 9090, 9091])
 
+/**
+ * The ports of the band that `fetch` refuses to connect to: the Fetch standard's "bad ports"
+ * (https://fetch.spec.whatwg.org/#port-blocking; undici, Node's fetch, follows it). A child listening on one
+ * is never reached by a test's fetch — "fetch failed" (cause: "bad port") for the whole start timeout, while the
+ * child serves. It failed a full suite about once in ten (6668 in CI; 6697 alone). test/dev/ports.test.ts checks
+ * this list against undici's.
+ */
+export const FETCH_BLOCKED_PORTS: ReadonlySet<number> = new Set([4045, 4190, 5060, 5061, 6000, 6566, 6665, 6666, 6667, 6668, 6669, 6679, 6697])
+
+/** Whether `port` may be handed to a test's process: in the band, no entry point's default, reachable by fetch. */
+export function isProcessPort (port: number): boolean {
+  return port >= PROCESS_PORTS.low && port < PROCESS_PORTS.high && !DEFAULT_PORTS.has(port) && !FETCH_BLOCKED_PORTS.has(port)
+}
+
 export async function freePort (): Promise<number> {
   for (;;) {
     const port = PROCESS_PORTS.low + Math.floor(Math.random() * (PROCESS_PORTS.high - PROCESS_PORTS.low))
-    if (!DEFAULT_PORTS.has(port) && await isFree(port)) return port
+    if (isProcessPort(port) && await isFree(port)) return port
   }
 }
 

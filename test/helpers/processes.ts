@@ -7,7 +7,8 @@ import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import type { Test } from 'tap'
 import { diagnoseChild, reportNodeArgs } from './child-diagnosis.js'
-import { freePort, PROCESS_START_TIMEOUT_MS, waitForHttp } from './ports.js'
+import { until } from './poll.js'
+import { freePort, PROCESS_START_TIMEOUT_MS } from './ports.js'
 
 export const REPO_ROOT = join(import.meta.dirname, '..', '..')
 
@@ -129,17 +130,34 @@ export function gatewayProcessEnv (opts: GatewayProcessOptions, extra: Record<st
   }
 }
 
+/** A child that exited before it answered, or never answered: the message carries its output and diagnosis. */
+export class NotServingError extends Error {
+  readonly exited: boolean
+  constructor (message: string, exited: boolean) {
+    super(message)
+    this.exited = exited
+  }
+}
+
 /**
- * Waits until `proc` answers `url` with a status `accepted` takes; if it exits first or never does, fails
- * with its output and what it was doing then (diagnoseChild).
+ * Waits until `proc` answers `url` with a status `accepted` takes. If it exits first, fails at once with its
+ * exit and output; if it never answers, with what it was doing then as well (diagnoseChild). Polling stops
+ * either way, so no wait outlives the process it was for.
  */
 export async function waitForProcessHttp (proc: RunningProcess, url: string, accepted: (status: number) => boolean = () => true, timeoutMs = PROCESS_START_TIMEOUT_MS): Promise<void> {
-  const outcome = await Promise.race([
-    waitForHttp(url, timeoutMs, accepted).then(() => 'ready' as const, (err: Error) => err),
-    proc.exited.then(({ code, signal }) => `exited (code ${code}, signal ${signal})`)
-  ])
-  if (outcome === 'ready') return
-  throw new Error(await notServing(proc, outcome instanceof Error ? outcome.message : outcome))
+  let exit: string | undefined
+  void proc.exited.then(({ code, signal }) => { exit = `exited (code ${code}, signal ${signal})` })
+  try {
+    await until(url, async () => {
+      if (exit !== undefined) return true
+      const res = await fetch(url)
+      await res.arrayBuffer()
+      return accepted(res.status)
+    }, timeoutMs, 50)
+  } catch (err) {
+    throw new NotServingError(await notServing(proc, err instanceof Error ? err.message : String(err)), false)
+  }
+  if (exit !== undefined) throw new NotServingError(await notServing(proc, exit), true)
 }
 
 /** The failure of a child that never answered: why, its output's last 2 kB, and its diagnosis if it still runs. */
@@ -158,11 +176,11 @@ export async function startGatewayProcess (t: Pick<Test, 'teardown'>, envFor: (p
   for (let attempt = 1; ; attempt++) {
     const [port, adminPort] = [await freePort(), await freePort()]
     const proc = runEntry(t, 'src/gateway/server.ts', envFor(port, adminPort), root)
-    const outcome = await Promise.race([
-      waitForHttp(`http://127.0.0.1:${adminPort}/readyz`, PROCESS_START_TIMEOUT_MS, (s) => s === 200).then(() => 'ready' as const, (err: Error) => err),
-      proc.exited.then(() => 'exited' as const)
-    ])
-    if (outcome === 'ready') return { port, adminPort, proc }
-    if (outcome instanceof Error || attempt === 3) throw new Error(await notServing(proc, `gateway on :${port} not ready (${outcome instanceof Error ? outcome.message : 'exited'})`))
+    try {
+      await waitForProcessHttp(proc, `http://127.0.0.1:${adminPort}/readyz`, (status) => status === 200)
+      return { port, adminPort, proc }
+    } catch (err) {
+      if (!(err instanceof NotServingError) || !err.exited || attempt === 3) throw err
+    }
   }
 }

@@ -14,7 +14,7 @@ const run = promisify(execFile)
 const CLUSTER_BUS_OFFSET = 10_000
 
 /**
- * The ports Redis may take: below the kernel's ephemeral range (where `freePort()`'s listen(0) and every outgoing
+ * The ports Redis may take: below the kernel's ephemeral range (where listen(0) and every outgoing
  * connection take theirs), the cluster bus port (+10000) too, so only another Redis of the tests can take the same one.
  */
 export function redisPortRange (): { low: number, high: number } {

@@ -14,7 +14,7 @@ import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { bearer, DEMO_KEYS, FIXTURE_CONFIG_DIR } from '../../helpers/gateway.js'
 import { freePort, waitForHttp } from '../../helpers/ports.js'
-import { gatewayProcessEnv, runEntry } from '../../helpers/processes.js'
+import { gatewayProcessEnv, runEntry, waitForProcessHttp } from '../../helpers/processes.js'
 import { startRedis } from '../../helpers/redis.js'
 import { parseScrape } from '../../helpers/scrape.js'
 
@@ -30,9 +30,9 @@ interface GatewayProcess { url: string, adminUrl: string }
 /** The backend in a process of its own, as deployed: in this process it would share the burst's client's loop. */
 async function backendProcess (t: Test, dir: string): Promise<{ url: string }> {
   const port = await freePort()
-  runEntry(t, 'src/backend/server.ts', { BACKEND_HOST: '127.0.0.1', BACKEND_PORT: String(port), PETS_DB: join(dir, 'pets.db'), LOG_LEVEL: 'warn' })
+  const backend = runEntry(t, 'src/backend/server.ts', { BACKEND_HOST: '127.0.0.1', BACKEND_PORT: String(port), PETS_DB: join(dir, 'pets.db'), LOG_LEVEL: 'warn' })
   const url = `http://127.0.0.1:${port}`
-  await waitForHttp(`${url}/v1/pets`, 30_000)
+  await waitForProcessHttp(backend, `${url}/v1/pets`)
   return { url }
 }
 

@@ -5,8 +5,8 @@ import t from 'tap'
 import { settingsFromEnv } from '../../../src/gateway/runtime/settings.js'
 import { startBackend } from '../../helpers/backend.js'
 import { plansYaml, FIXTURE_CONFIG_DIR, startGateway, testConfig } from '../../helpers/gateway.js'
-import { freePort, waitForHttp } from '../../helpers/ports.js'
-import { runEntry } from '../../helpers/processes.js'
+import { freePort } from '../../helpers/ports.js'
+import { runEntry, waitForProcessHttp } from '../../helpers/processes.js'
 import { poll } from '../../helpers/poll.js'
 
 async function gatewayEnv (): Promise<Record<string, string>> {
@@ -36,7 +36,7 @@ t.test('TRUST_PROXY=true with NODE_ENV=production: the process exits non-zero an
 t.test('TRUST_PROXY=true elsewhere: starts, with a warning in the log', async (t) => {
   const env = await gatewayEnv()
   const gateway = runEntry(t, 'src/gateway/server.ts', env)
-  await waitForHttp(`http://127.0.0.1:${env.ADMIN_PORT}/healthz`, 20_000)
+  await waitForProcessHttp(gateway, `http://127.0.0.1:${env.ADMIN_PORT}/healthz`)
   const findWarning = (): { level: number, msg: string } | undefined => gateway.output().split('\n').filter((l) => l.startsWith('{'))
     .map((l) => JSON.parse(l) as { level: number, msg: string }).find((l) => l.msg.startsWith('TRUST_PROXY=true'))
   // Log lines are batched (written at least every 200 ms): wait for the flush, not for a fixed time.

@@ -12,8 +12,8 @@ import { startBackend } from '../../helpers/backend.js'
 import { cliInProcess } from '../../helpers/cli.js'
 import { ADMIN_JSON, bearer, FIXTURE_CONFIG_DIR, plansYaml } from '../../helpers/gateway.js'
 import { until } from '../../helpers/poll.js'
-import { freePort, PROCESS_START_TIMEOUT_MS, waitForHttp } from '../../helpers/ports.js'
-import { gatewayProcessEnv, runEntry } from '../../helpers/processes.js'
+import { freePort } from '../../helpers/ports.js'
+import { gatewayProcessEnv, runEntry, waitForProcessHttp } from '../../helpers/processes.js'
 import { startRedis } from '../../helpers/redis.js'
 import { sampleValue, scrape } from '../../helpers/scrape.js'
 
@@ -39,9 +39,9 @@ t.test('two gateway processes rehearse a lower Free limit: all admitted, plans s
     const env = gatewayProcessEnv({ port: await freePort(), adminPort: await freePort(), backendUrl: backend.url, configDir: dir, redisUrl: redis.url }, {
       HISTORY_FLUSH_MS: '200'
     })
-    runEntry(t, 'src/gateway/server.ts', env)
+    const proc = runEntry(t, 'src/gateway/server.ts', env)
     const adminUrl = `http://127.0.0.1:${env.ADMIN_PORT}`
-    await waitForHttp(`${adminUrl}/readyz`, PROCESS_START_TIMEOUT_MS, (status) => status === 200)
+    await waitForProcessHttp(proc, `${adminUrl}/readyz`, (status) => status === 200)
     return { url: `http://127.0.0.1:${env.GATEWAY_PORT}`, adminUrl }
   }))
 

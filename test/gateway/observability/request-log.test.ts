@@ -2,8 +2,8 @@ import { createHash } from 'node:crypto'
 import t from 'tap'
 import { startEchoUpstream } from '../../helpers/echo-upstream.js'
 import { bearer, DEMO_KEYS, FIXTURE_CONFIG_DIR, startGateway } from '../../helpers/gateway.js'
-import { freePort, PROCESS_START_TIMEOUT_MS, waitForHttp } from '../../helpers/ports.js'
-import { runEntry } from '../../helpers/processes.js'
+import { freePort } from '../../helpers/ports.js'
+import { runEntry, waitForProcessHttp } from '../../helpers/processes.js'
 import { EVENT_TIMEOUT_MS, poll } from '../../helpers/poll.js'
 
 const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex')
@@ -75,8 +75,8 @@ t.test('the process logs start-up and config once, at the level LOG_LEVEL sets',
   const warnEnv = await base()
   const info = runEntry(t, 'src/gateway/server.ts', { ...infoEnv, LOG_LEVEL: 'info' })
   const warn = runEntry(t, 'src/gateway/server.ts', { ...warnEnv, LOG_LEVEL: 'warn' })
-  await waitForHttp(`http://127.0.0.1:${infoEnv.ADMIN_PORT}/healthz`, PROCESS_START_TIMEOUT_MS)
-  await waitForHttp(`http://127.0.0.1:${warnEnv.ADMIN_PORT}/healthz`, PROCESS_START_TIMEOUT_MS)
+  await waitForProcessHttp(info, `http://127.0.0.1:${infoEnv.ADMIN_PORT}/healthz`)
+  await waitForProcessHttp(warn, `http://127.0.0.1:${warnEnv.ADMIN_PORT}/healthz`)
   await poll(() => info.output().includes('"msg":"gateway listening"'), EVENT_TIMEOUT_MS, 20)
   const count = (text: string, msg: string): number => text.split(`"msg":"${msg}"`).length - 1
   const infoOut = info.output()

@@ -17,8 +17,8 @@ import { shutdownPlugin, stopGateway } from '../../../src/gateway/runtime/shutdo
 import { DEMO_KEYS, FIXTURE_CONFIG_DIR } from '../../helpers/gateway.js'
 import { startEchoUpstream } from '../../helpers/echo-upstream.js'
 import { poll, sleep, until } from '../../helpers/poll.js'
-import { freePort, PROCESS_START_TIMEOUT_MS, waitForHttp } from '../../helpers/ports.js'
-import { gatewayProcessEnv, runEntry } from '../../helpers/processes.js'
+import { freePort } from '../../helpers/ports.js'
+import { gatewayProcessEnv, runEntry, waitForProcessHttp } from '../../helpers/processes.js'
 import { startRedis } from '../../helpers/redis.js'
 
 const CLIENTS = 16
@@ -76,7 +76,7 @@ async function startStack (t: Test, drainDelayMs: number | undefined) {
     SHUTDOWN_GRACE_MS: '5000',
     ...(drainDelayMs === undefined ? {} : { SHUTDOWN_DRAIN_DELAY_MS: String(drainDelayMs) })
   }))
-  await waitForHttp(`http://127.0.0.1:${adminPort}/healthz`, PROCESS_START_TIMEOUT_MS) // start-up only; slow on a busy machine
+  await waitForProcessHttp(proc, `http://127.0.0.1:${adminPort}/healthz`) // start-up only; slow on a busy machine
   return { proc, redis, upstream, url: `http://127.0.0.1:${port}`, adminUrl: `http://127.0.0.1:${adminPort}` }
 }
 
@@ -182,7 +182,7 @@ t.test('the drain is bounded: a request still running at the grace deadline is c
     SHUTDOWN_GRACE_MS: '500',
     SHUTDOWN_DRAIN_DELAY_MS: '0'
   }))
-  await waitForHttp(`http://127.0.0.1:${adminPort}/healthz`, PROCESS_START_TIMEOUT_MS)
+  await waitForProcessHttp(proc, `http://127.0.0.1:${adminPort}/healthz`)
   const hanging = fetch(`http://127.0.0.1:${port}/v1/pets`, { headers: AUTH }).then(() => 'answered', (err: unknown) => errorCode(err))
   await until('the request reached the backend', () => upstream.received.length >= 1)
   const signalledAt = Date.now()

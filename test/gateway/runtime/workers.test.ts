@@ -9,8 +9,8 @@ import { join } from 'node:path'
 import { startBackend } from '../../helpers/backend.js'
 import { FIXTURE_CONFIG_DIR } from '../../helpers/gateway.js'
 import { poll, until } from '../../helpers/poll.js'
-import { freePort, isFree, PROCESS_START_TIMEOUT_MS, waitForHttp } from '../../helpers/ports.js'
-import { gatewayProcessEnv, runEntry, type RunningProcess } from '../../helpers/processes.js'
+import { freePort, isFree, PROCESS_START_TIMEOUT_MS } from '../../helpers/ports.js'
+import { gatewayProcessEnv, runEntry, type RunningProcess, waitForProcessHttp } from '../../helpers/processes.js'
 import { startRedis } from '../../helpers/redis.js'
 
 const TOKEN = 'psk_test_workers_0123456789abcdef'
@@ -75,8 +75,8 @@ t.test('two workers on one Redis: exactly the limit of a key across both; a work
   const adminPort = await freePortPair()
   const proc = runEntry(t, 'src/gateway/server.ts', gatewayProcessEnv({ port, adminPort, backendUrl: backend.url, configDir: configDir(t), redisUrl: redis.url }, { GATEWAY_WORKERS: '2' }))
   await until('two workers listening', () => (proc.output().match(/"msg":"gateway listening"/g) ?? []).length === 2, WORKERS_START_MS)
-  await waitForHttp(`http://127.0.0.1:${adminPort}/healthz`, PROCESS_START_TIMEOUT_MS)
-  await waitForHttp(`http://127.0.0.1:${adminPort + 1}/healthz`, PROCESS_START_TIMEOUT_MS)
+  await waitForProcessHttp(proc, `http://127.0.0.1:${adminPort}/healthz`)
+  await waitForProcessHttp(proc, `http://127.0.0.1:${adminPort + 1}/healthz`)
   const pids = workerPids(proc)
   t.equal(pids.length, 2, 'two worker processes')
 
