@@ -6,11 +6,11 @@
 # Ports: 8080 gateway (public), 9091 gateway admin (/healthz /readyz /metrics), 3001 backend.
 # Stages: `build` compiles TypeScript with the dev dependencies; `prod-deps` installs production
 # dependencies only; the runtime stage copies both results into a slim image without npm caches or
-# sources. Node 22 LTS (package.json engines). No native addon: the backend uses Node's built-in
-# node:sqlite, so no stage needs a compiler. The image's own Node runs the app: the Node 22 binary
+# sources. Node 24 LTS (22.18 or later also runs it: package.json engines). No native addon: the backend uses Node's built-in
+# node:sqlite, so no stage needs a compiler. The image's own Node runs the app: the Node 24 binary
 # that `npm ci` brings for machines with an older node (optionalDependencies) is left out of it.
-ARG BUILD_IMAGE=node:22-bookworm
-ARG NODE_IMAGE=node:22-bookworm-slim
+ARG BUILD_IMAGE=node:24-bookworm
+ARG NODE_IMAGE=node:24-bookworm-slim
 
 FROM ${BUILD_IMAGE} AS toolchain
 WORKDIR /app

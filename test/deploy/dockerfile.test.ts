@@ -38,18 +38,18 @@ t.test('Dockerfile: multi-stage, production deps only, non-root, signals, health
 
   t.ok(stages.length >= 3, 'several stages')
   t.ok(stages.slice(0, -1).every((s) => s.name !== undefined), 'every stage but the last is named (FROM ... AS name)')
-  t.match(runtime.image, /^node:22[\w.-]*-slim$/, 'runtime stage is a slim Node 22 image')
+  t.match(runtime.image, /^node:24[\w.-]*-slim$/, 'runtime stage is a slim Node 24 image')
   const engines = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as Json).engines.node as string
   t.equal(engines, '>=22.18', 'package.json engines: Node 22.18 (type stripping on by default, node:sqlite unflagged) or later')
-  t.equal(readFileSync(join(ROOT, '.nvmrc'), 'utf8').trim(), '22', '.nvmrc names the same major')
+  t.equal(readFileSync(join(ROOT, '.nvmrc'), 'utf8').trim(), '24', '.nvmrc names the images\' major')
   const baseImage = (stage: Stage): string => { const parent = named.get(stage.image); return parent === undefined ? stage.image : baseImage(parent) }
-  for (const stage of stages) t.match(baseImage(stage), /^node:22-bookworm(-slim)?$/, `stage ${stage.name ?? 'runtime'} is on Node 22 (${baseImage(stage)})`)
+  for (const stage of stages) t.match(baseImage(stage), /^node:24-bookworm(-slim)?$/, `stage ${stage.name ?? 'runtime'} is on Node 24 (${baseImage(stage)})`)
 
   const build = stages.find((s) => /\bnpm ci\b(?![^\n]*--omit=dev)/.test(runsOf(s)) && /npm run build/.test(runsOf(s)))
   t.ok(build, 'a build stage installs all dependencies (npm ci) and runs npm run build')
   const prodDeps = stages.find((s) => /npm ci --omit=dev/.test(runsOf(s)))
   t.ok(prodDeps, 'a stage installs production dependencies only (npm ci --omit=dev)')
-  t.match(runsOf(prodDeps as Stage), /--omit=optional/, 'without the Node binary npm ci brings for older machines: the image has its own Node 22')
+  t.match(runsOf(prodDeps as Stage), /--omit=optional/, 'without the Node binary npm ci brings for older machines: the image has its own Node 24')
   t.match(runsOf(prodDeps as Stage), /require\('node:sqlite'\)/, 'and checks that the image\'s Node has node:sqlite, failing the build if not')
   t.notMatch(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'), /better-sqlite3|g\+\+|python3/, 'no native addon, so no compiler in any stage')
   t.notMatch(all(runtime, 'RUN').map((i) => i.args).join('\n'), /npm (ci|install)|g\+\+|python3/, 'runtime stage installs no packages with npm and no compilers')
