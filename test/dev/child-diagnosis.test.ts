@@ -18,7 +18,7 @@ t.test('an event loop that turns but never serves: its threads and its open hand
   t.match(message, /not within 1500 ms/, 'it says how long it waited')
   t.match(message, /fetch failed ← .*(ECONNRESET|UND_ERR_SOCKET|other side closed)/, 'and why each try failed: the cause, not only "fetch failed"')
   t.match(message, /its output: started/, 'with the child\'s output')
-  t.match(message, new RegExp(`threads of ${proc.child.pid ?? 0}:\\n {2}\\d+ node: state [RS]`), 'each thread\'s state')
+  t.match(message, new RegExp(`threads of ${proc.child.pid ?? 0}:\\n {2}\\d+ \\S+: state [RS]`), 'each thread\'s state')
   t.match(message, /active libuv handles \(\d+\):/, 'the diagnostic report was written and read')
   t.match(message, new RegExp(`tcp \\{[^}]*"port":${port}\\}`), 'it names the listening socket')
   t.match(message, /\n {2}timer /, 'and the timer')
