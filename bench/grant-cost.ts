@@ -18,6 +18,8 @@ import { join } from 'node:path'
 import { Redis } from 'ioredis'
 import { GRANT, grantArgs, grantKeys, type GrantEntry } from '../src/gateway/limiter/redis/scripts.js'
 import { REPO_ROOT, startRedis, stop } from './lib/processes.js'
+import { parseCommandStats } from './lib/commandstats.js'
+import { mainThreadCpuMicros } from './lib/proc-cpu.js'
 
 const ROUNDS = Number(process.env.BENCH_GRANT_ROUNDS ?? 7)
 const ENTRIES_PER_MEASURE = Number(process.env.BENCH_GRANT_ENTRIES ?? 2000)
@@ -83,21 +85,6 @@ function entryOf (key: string, kind: Kind, nowMs: number): GrantEntry {
   }
 }
 
-/** CPU time of `pid`'s main thread (the one that runs commands and scripts) in µs, from schedstat's nanoseconds. */
-function cpuMicros (pid: number): number {
-  return Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1000
-}
-
-/** commandstats as name → { calls, usec }. */
-async function commandStats (client: Redis): Promise<Map<string, { calls: number, usec: number }>> {
-  const info = await client.info('commandstats')
-  const stats = new Map<string, { calls: number, usec: number }>()
-  for (const match of info.matchAll(/cmdstat_([a-z|]+):calls=(\d+),usec=(\d+)/g)) {
-    stats.set(match[1]!, { calls: Number(match[2]), usec: Number(match[3]) })
-  }
-  return stats
-}
-
 /** Runs ENTRIES_PER_MEASURE entries of `kind` in calls of `size` with `script`, on fresh keys, BATCH_ENTRIES at a time. */
 async function measure (client: Redis, pid: number, script: Script, kind: Kind, size: number, round: number): Promise<Measure> {
   const calls = Math.ceil(ENTRIES_PER_MEASURE / size)
@@ -110,7 +97,7 @@ async function measure (client: Redis, pid: number, script: Script, kind: Kind, 
     // Warm keys are seeded just before their batch (HMSET: a command the script never runs, left out of its counts),
     // so each call finds the last second's bucket newest, whatever the batches before took.
     if (kind === 'warm') await seedWarm(client, prefix, first * size, last * size, Date.now())
-    const cpuBefore = cpuMicros(pid)
+    const cpuBefore = mainThreadCpuMicros(pid)
     let next = first
     const worker = async (): Promise<void> => {
       for (let call = next++; call < last; call = next++) {
@@ -121,9 +108,9 @@ async function measure (client: Redis, pid: number, script: Script, kind: Kind, 
       }
     }
     await Promise.all(Array.from({ length: IN_FLIGHT }, worker))
-    cpu += cpuMicros(pid) - cpuBefore
+    cpu += mainThreadCpuMicros(pid) - cpuBefore
   }
-  const stats = await commandStats(client)
+  const stats = parseCommandStats(await client.info('commandstats'))
   const entries = calls * size
   const innerPerEntry: Record<string, number> = {}
   for (const [name, stat] of stats) if (!['evalsha', 'hmset', 'info'].includes(name) && !name.startsWith('config')) innerPerEntry[name] = stat.calls / entries

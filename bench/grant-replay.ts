@@ -23,23 +23,12 @@ import { join } from 'node:path'
 import { Redis } from 'ioredis'
 import { median } from './lib/load.js'
 import { startScratchRedis } from './lib/scratch-redis.js'
+import { parseCommandStats } from './lib/commandstats.js'
+import { mainThreadCpuMicros } from './lib/proc-cpu.js'
 
 
 interface RecordedCall { at: number, keys: string[], args: string[] }
 interface ReplayResult { calls: number, entries: number, scriptMicros: number, redisCpuMicros: number, commands: Record<string, number> }
-
-/** redis-server's main thread's time on a CPU so far (µs), from /proc/PID/schedstat (ns, not the tick-sampled INFO cpu). */
-function redisCpuMicros (pid: number): number {
-  return Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1000
-}
-
-async function commandStats (client: Redis): Promise<{ calls: Record<string, number>, usec: Record<string, number> }> {
-  const info = await client.info('commandstats')
-  const calls: Record<string, number> = {}
-  const usec: Record<string, number> = {}
-  for (const match of info.matchAll(/cmdstat_(\w+):calls=(\d+),usec=(\d+)/g)) { calls[match[1]!] = Number(match[2]); usec[match[1]!] = Number(match[3]) }
-  return { calls, usec }
-}
 
 /**
  * `call` as sent `shiftMs` later (whole seconds): the minute buckets its entries name (the blocks' bucket, the bucket
@@ -83,7 +72,7 @@ async function replay (variants: readonly Replayed[]): Promise<ReplayResult[]> {
       await client.set('rl:{#epoch}', 'deployed,0')
       await client.config('RESETSTAT')
     }
-    const cpuBefore = servers.map((redis) => redisCpuMicros(redis.pid))
+    const cpuBefore = servers.map((redis) => mainThreadCpuMicros(redis.pid))
     const timeline = variants[0]!.calls
     const first = timeline[0]?.at ?? 0
     // The replay starts at the recorded first call's millisecond of a second, whole seconds later: its minute
@@ -106,9 +95,9 @@ async function replay (variants: readonly Replayed[]): Promise<ReplayResult[]> {
     }
     await Promise.all(pending)
     return await Promise.all(clients.map(async (client, variant) => {
-      const redisCpu = redisCpuMicros(servers[variant]!.pid) - cpuBefore[variant]!
-      const stats = await commandStats(client)
-      return { calls: timeline.length, entries: entries[variant]!, scriptMicros: stats.usec.evalsha ?? 0, redisCpuMicros: redisCpu, commands: stats.calls }
+      const redisCpu = mainThreadCpuMicros(servers[variant]!.pid) - cpuBefore[variant]!
+      const stats = parseCommandStats(await client.info('commandstats'))
+      return { calls: timeline.length, entries: entries[variant]!, scriptMicros: stats.get('evalsha')?.usec ?? 0, redisCpuMicros: redisCpu, commands: Object.fromEntries([...stats].map(([name, stat]) => [name, stat.calls])) }
     }))
   } finally {
     for (const client of clients) client.disconnect()

@@ -78,6 +78,14 @@ export function cpuMicros (pid: number | undefined): number {
 }
 
 /** Read and write system calls so far of `pid` and every live descendant. */
+/**
+ * On-CPU time of `pid`'s main thread so far (µs), from /proc/PID/schedstat's nanoseconds: finer than the
+ * tick-sampled utime + stime, for a process whose work is one thread (redis-server's commands and scripts).
+ */
+export function mainThreadCpuMicros (pid: number): number {
+  return Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1000
+}
+
 export function ioCalls (pid: number | undefined): number {
   return overTree(pid, ownIoCalls)
 }

@@ -14,6 +14,7 @@ import { redisCli } from '../../test/helpers/redis.js'
 import { EPOCH, GRANT } from '../../src/gateway/limiter/redis/scripts.js'
 import { taskset } from './proc-cpu.js'
 import { sourceLoaderArgs } from './source-loader.js'
+import { parseCommandStats } from './commandstats.js'
 
 export { freePort, redisCli, sourceLoaderArgs }
 
@@ -142,12 +143,9 @@ export interface CommandStats { calls: Map<string, number>, usec: Map<string, nu
 export async function commandCalls (redis: RedisServer): Promise<CommandStats> {
   const info = await redis.cli('INFO', 'commandstats')
   const stats = await redis.cli('INFO', 'stats')
-  const calls = new Map<string, number>()
-  const usec = new Map<string, number>()
-  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm)) {
-    calls.set(m[1] ?? '', Number(m[2]))
-    usec.set(m[1] ?? '', Number(m[3]))
-  }
+  const parsed = parseCommandStats(info)
+  const calls = new Map([...parsed].map(([name, stat]) => [name, stat.calls]))
+  const usec = new Map([...parsed].map(([name, stat]) => [name, stat.usec]))
   return { calls, usec, total: Number(/total_commands_processed:(\d+)/.exec(stats)?.[1] ?? NaN) }
 }
 
