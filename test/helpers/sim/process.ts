@@ -16,6 +16,9 @@ import type { Topology } from './topology.js'
 import { CHECK, IO, TIMER, type Owner, type World } from './world.js'
 
 /** How long one way takes: a base, jitter, and now and then a slow stretch. */
+/** What fires a process's armed slow link (SimProcess.slowWhen). */
+export type SlowTrigger = { kind: 'reserve-drop' } | { kind: 'backlog', minRequests: number, claim: () => boolean }
+
 export interface Net {
   base: number
   jitter: number
@@ -213,17 +216,20 @@ export class SimProcess implements Owner {
     return this.reserves.get(key) ?? 0
   }
 
-  /** Armed by `slowWhenReserveDrops`: how long the link is slow, and by how much. */
-  private reserveDropSlow: { forMs: number, extraMs: number } | undefined = undefined
+  /** Armed by `slowWhen`: what fires it, how long the link is then slow, and by how much. */
+  private armedSlow: { trigger: SlowTrigger, forMs: number, extraMs: number } | undefined = undefined
 
   /**
-   * From now on, the first grant call Redis runs that lowers one of this process's reserves to half or less (at least
-   * 3 units handed back) is answered late: from then the link is `extraMs` slower for `forMs`, that call's reply
-   * too, so the process goes into its outage with the call that lowered its reserve in flight and applied (what
-   * the reserve cap is for: only the lower figure may be spent until the reply says which).
+   * From now on, the first grant call that meets `trigger` is answered late: from then the link is `extraMs` slower
+   * for `forMs`, that call's reply too. `reserve-drop`: a call Redis runs that lowers one of this process's reserves
+   * to half or less (at least 3 units handed back), so the process goes into its outage with the call that lowered its
+   * reserve in flight and applied (what the reserve cap is for: only the lower figure may be spent until the reply
+   * says which). `backlog`: a call that carries at least `minRequests` requests (a backlog let go at once, as the
+   * requests parked through an outage are when their shard answers again); `claim`, shared by the processes armed
+   * together, is true for the first of them only (the backlog Redis runs first is the one slowed).
    */
-  slowWhenReserveDrops (forMs: number, extraMs: number): void {
-    this.reserveDropSlow = { forMs, extraMs }
+  slowWhen (trigger: SlowTrigger, forMs: number, extraMs: number): void {
+    this.armedSlow = { trigger, forMs, extraMs }
   }
 
   private reservesSeen (keys: readonly string[], reply: unknown): void {
@@ -236,35 +242,22 @@ export class SimProcess implements Owner {
       if (before >= 3 && reserve <= before / 2) dropped = true
       this.reserves.set(keys[2 * entry]!, reserve)
     }
-    const slow = this.reserveDropSlow
-    if (dropped && slow !== undefined) {
-      this.reserveDropSlow = undefined
-      this.slow(slow.forMs, slow.extraMs)
+    const armed = this.armedSlow
+    if (dropped && armed?.trigger.kind === 'reserve-drop') {
+      this.armedSlow = undefined
+      this.slow(armed.forMs, armed.extraMs)
     }
   }
 
-  /** Armed by `slowWhenBacklog`: the requests a grant call must carry, how long the link is then slow, and by how much. */
-  private backlogSlow: { minRequests: number, forMs: number, extraMs: number, claim: () => boolean } | undefined = undefined
-
-  /**
-   * From now on, the first grant call Redis runs that carries at least `minRequests` requests (a backlog let go at
-   * once, as the requests parked through an outage are when their shard answers again) is answered late: from then
-   * the link is `extraMs` slower for `forMs`, that call's reply too. `claim`: shared by the processes armed together,
-   * true for the first of them only (the backlog Redis runs first is the one slowed).
-   */
-  slowWhenBacklog (minRequests: number, forMs: number, extraMs: number, claim: () => boolean): void {
-    this.backlogSlow = { minRequests, forMs, extraMs, claim }
-  }
-
-  /** A grant call's arguments (scripts.ts grantArgs: per entry, its fields' 4th is its requests): arms the slow link when they reach the backlog. */
+  /** A grant call's arguments (scripts.ts grantArgs: per entry, its fields' 4th is its requests): fires a `backlog` trigger when they reach it. */
   private backlogSeen (args: readonly string[]): void {
-    const slow = this.backlogSlow
-    if (slow === undefined) return
+    const armed = this.armedSlow
+    if (armed?.trigger.kind !== 'backlog') return
     let requests = 0
     for (let position = 1; position < args.length; position += 3) requests += Number(args[position]!.split(' ')[3] ?? 0)
-    if (requests < slow.minRequests) return
-    this.backlogSlow = undefined
-    if (slow.claim()) this.slow(slow.forMs, slow.extraMs)
+    if (requests < armed.trigger.minRequests) return
+    this.armedSlow = undefined
+    if (armed.trigger.claim()) this.slow(armed.forMs, armed.extraMs)
   }
 
   /** A slow link: every message takes `ms` more until `until` (virtual ms). */

@@ -173,12 +173,12 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
       } else if (f.kind === 'partition') {
         live[f.process]!.partition(f.ms)
       } else if (f.kind === 'slow') {
-        if (f.onReserveDrop === true) live[f.process]!.slowWhenReserveDrops(f.ms, f.delay)
+        if (f.onReserveDrop === true) live[f.process]!.slowWhen({ kind: 'reserve-drop' }, f.ms, f.delay)
         else if (f.onBacklog !== undefined) {
           // Every live process is armed; the first whose backlog Redis runs is slowed (`process` is not used).
           let claimed = false
           const claim = (): boolean => { if (claimed) return false; claimed = true; return true }
-          for (const p of live) p.slowWhenBacklog(f.onBacklog, f.ms, f.delay, claim)
+          for (const p of live) p.slowWhen({ kind: 'backlog', minRequests: f.onBacklog, claim }, f.ms, f.delay)
         }
         else live[f.process]!.slow(f.ms, f.delay)
       } else if (f.kind === 'clock') {
