@@ -61,6 +61,8 @@ export async function spawnNpmStart (t: Test, extra: Record<string, string> = {}
   const launcher = await until('the launcher', () => childPids(npm.pid ?? 0)[0])
   const tracked: number[] = []
   t.teardown(async () => {
+    // A failed test shows what the launcher and its children printed (a child's crash, a restart) beside its failure.
+    if (!t.passing()) process.stderr.write(`npm start's output (the last 8 kB), for the failure of "${t.name}":\n${out.slice(-8_000)}\n`)
     // Whatever the launcher runs now (children restarted since included), then the launcher and npm.
     for (const pid of [...childPids(launcher), ...tracked, launcher, npm.pid ?? 0]) {
       try { process.kill(pid, 'SIGKILL') } catch { /* already gone */ }
