@@ -15,7 +15,8 @@ import { parseScrape, sampleValue } from '../../helpers/scrape.js'
 import { FIELD } from '../../../src/gateway/limiter/redis/layout.js'
 
 /** Limits far above what the load sends, so every answer should be 200 unless something fails. */
-const HIGH_PLANS = plansYaml({ business: { perMinute: 100000, perDay: 1000000 } })
+const HIGH_LIMIT = 100_000
+const HIGH_PLANS = plansYaml({ business: { perMinute: HIGH_LIMIT, perDay: 1_000_000 } })
 const CONCURRENCY = 8
 /** Long enough for a consumer to count as busy (seen in two seconds running): it holds a reserve. */
 const WARM_UP_MS = 2_200
@@ -63,7 +64,7 @@ async function fallbackGauge (gw: StartedGateway): Promise<number | undefined> {
   return sampleValue(parseScrape(await res.text()), 'gateway_store_fallback_active')
 }
 
-/** Units the business demo consumer has counted in its day window in Redis (grows while Redis counts). */
+/** Units the business demo consumer has counted in its day window in Redis (printed: give-backs can make it fall while Redis counts). */
 async function countedInRedis (cli: (...args: string[]) => Promise<string>): Promise<number> {
   return Number(await cli('HGET', 'rl:{demo-business}', FIELD.dayUnits))
 }
@@ -92,10 +93,10 @@ t.test('local: redis-server killed under load, restarted on its port', async (t)
   t.ok(await poll(() => !gw.app.limiterStatus.fallbackActive(), 6_000), 'it comes back up by itself')
   t.equal(await fallbackGauge(gw), 0, 'and the gauge returns to 0')
   const recoveredAt = performance.now()
-  const before = await countedInRedis(redis.cli)
+  const [before, callsBefore] = [await countedInRedis(redis.cli), await scriptCalls(redis.cli)]
   await sleep(1_200)
   const samples = await traffic.stop()
-  const after = await countedInRedis(redis.cli)
+  const [after, callsAfter] = [await countedInRedis(redis.cli), await scriptCalls(redis.cli)]
 
   const at = (s: Sample): string => `${s.status}@${(s.start - killedAt).toFixed(0)}ms`
   t.same(statusCounts(samples), { 200: samples.length }, `every request admitted: no 5xx, no failure (${samples.filter((s) => s.status !== 200).map(at).join(' ')}; restarted at ${(restartedAt - killedAt).toFixed(0)} ms)`)
@@ -103,7 +104,8 @@ t.test('local: redis-server killed under load, restarted on its port', async (t)
   t.ok(outage.length > 20, `load went on during the outage (${outage.length} requests)`)
   const calm = samples.filter((s) => s.start < killedAt).map((s) => s.ms)
   t.ok(withinBudget(p90(outage), p90(calm), 300), `p90 during the outage ${p90(outage).toFixed(1)} ms ≤ p90 before it ${p90(calm).toFixed(1)} ms + 300 ms`)
-  t.ok(after - before > 0, `counting is back in Redis: ${after - before} more counted in 1.2 s after recovery`)
+  // Grant calls reaching the restarted Redis, as in the freeze below (a net count can fall while blocks are given back).
+  t.ok(callsAfter > callsBefore, `counting is back in Redis: ${callsAfter - callsBefore} grant calls in 1.2 s after recovery`)
   t.ok(gw.app.limiterStatus.storeErrors() > 0, 'the failures are counted')
   t.comment(`kill: ${samples.length} requests, outage p90 ${p90(outage).toFixed(1)} ms (max ${Math.max(...outage).toFixed(1)}), ` +
     `recovery ${(recoveredAt - restartedAt).toFixed(0)} ms after restart (the recovery barrier included), ${after - before} counted in 1.2 s after, ` +
@@ -127,10 +129,12 @@ t.test('local: redis-server frozen (SIGSTOP) answers nothing; requests wait at m
   }
   const resumedAt = performance.now()
   t.ok(await poll(() => !gw.app.limiterStatus.fallbackActive(), 4_000), 'after SIGCONT it comes back up by itself')
-  const before = await countedInRedis(redis.cli)
+  // Counting is back when grant calls reach Redis again. Not the net count: blocks held through the freeze are given
+  // back after it, and beside a CPU hog the traffic of 1.2 s counted fewer units than those give-backs (-65, once in 5).
+  const [before, callsBefore] = [await countedInRedis(redis.cli), await scriptCalls(redis.cli)]
   await sleep(1_200)
   const samples = await traffic.stop()
-  const after = await countedInRedis(redis.cli)
+  const [after, callsAfter] = [await countedInRedis(redis.cli), await scriptCalls(redis.cli)]
 
   t.same(statusCounts(samples), { 200: samples.length }, 'every request admitted')
   const frozen = samples.filter((s) => s.start >= stoppedAt && s.start < resumedAt).map((s) => s.ms)
@@ -138,8 +142,8 @@ t.test('local: redis-server frozen (SIGSTOP) answers nothing; requests wait at m
   const calm = samples.filter((s) => s.start < stoppedAt).map((s) => s.ms)
   t.ok(withinBudget(p90(frozen), p90(calm), 300), `p90 while frozen ${p90(frozen).toFixed(1)} ms ≤ p90 before it ${p90(calm).toFixed(1)} ms + 300 ms`)
   t.ok(withinBudget(Math.max(...frozen), Math.max(...calm), 1_000), `no request hangs (max ${Math.max(...frozen).toFixed(1)} ms ≤ max before ${Math.max(...calm).toFixed(1)} ms + 1,000 ms)`)
-  t.ok(after - before > 0, `counting is back in Redis: ${after - before} more counted in 1.2 s`)
-  t.comment(`SIGSTOP: outage p90 ${p90(frozen).toFixed(1)} ms (max ${Math.max(...frozen).toFixed(1)}), storeErrors ${gw.app.limiterStatus.storeErrors()}`)
+  t.ok(callsAfter > callsBefore, `counting is back in Redis: ${callsAfter - callsBefore} grant calls in 1.2 s after the thaw`)
+  t.comment(`SIGSTOP: outage p90 ${p90(frozen).toFixed(1)} ms (max ${Math.max(...frozen).toFixed(1)}), net ${after - before} counted in 1.2 s after the thaw, storeErrors ${gw.app.limiterStatus.storeErrors()}`)
 })
 
 t.test('closed: 503 unavailable with the Error shape and "retry shortly" rate-limit headers; open: admitted', async (t) => {
@@ -243,7 +247,11 @@ t.test('Cluster: one master lost; surviving slots keep counting in Redis, lost s
   const late = (key: string): Sample[] => samples.filter((s) => s.key === key && s.start > killedAt && s.status === 200)
   for (const { key, id } of lost) {
     t.ok(late(key).length > 0, `${id} (lost master) still answered after the loss`)
-    t.ok(Math.max(...late(key).map((s) => s.remaining)) <= before(key), `${id} (lost master) is decided from the count last heard: remaining never back up from ${before(key)}`)
+    // Not "never above it": a block held at the kill and given back unspent (its second's end, a timer late on a loaded
+    // machine) raises a later answer by what was never spent (99,790 → above it once in 5 beside a CPU hog). A count
+    // started afresh would answer near the limit: every answer stays nearer the count last heard than that.
+    const highest = Math.max(...late(key).map((s) => s.remaining))
+    t.ok(highest < HIGH_LIMIT - (HIGH_LIMIT - before(key)) / 2, `${id} (lost master) is decided from the count last heard (${HIGH_LIMIT - before(key)} used), not afresh: highest remaining after the loss ${highest}`)
     t.ok(Math.min(...late(key).map((s) => s.remaining)) < before(key), `${id} (lost master): its reserve admissions count down from there`)
   }
   // The lowest remaining after the loss, not every one: a block given back at its second's end (a timer, late on a
