@@ -77,7 +77,6 @@ export function cpuMicros (pid: number | undefined): number {
   return overTree(pid, ownMicros)
 }
 
-/** Read and write system calls so far of `pid` and every live descendant. */
 /**
  * On-CPU time of `pid`'s main thread so far (µs), from /proc/PID/schedstat's nanoseconds: finer than the
  * tick-sampled utime + stime, for a process whose work is one thread (redis-server's commands and scripts).
@@ -86,6 +85,7 @@ export function mainThreadCpuMicros (pid: number): number {
   return Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]) / 1000
 }
 
+/** Read and write system calls so far of `pid` and every live descendant. */
 export function ioCalls (pid: number | undefined): number {
   return overTree(pid, ownIoCalls)
 }

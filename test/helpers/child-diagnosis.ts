@@ -3,7 +3,7 @@
 // while it starts). Read from outside, so it works whatever the child is stuck in: each thread's
 // kernel state and the system call it waits in (/proc), the CPU it used, and — when its event loop
 // still turns — Node's diagnostic report, asked for by signal (runEntry starts every child with
-// REPORT_NODE_ARGS): the JavaScript stack and every libuv handle still open (timers, sockets, workers).
+// reportNodeArgs()): every libuv handle still open (timers, sockets, workers).
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'

@@ -15,10 +15,10 @@ import { GRANT } from '../../../src/gateway/limiter/redis/scripts.js'
 import type { Topology } from './topology.js'
 import { CHECK, IO, TIMER, type Owner, type World } from './world.js'
 
-/** How long one way takes: a base, jitter, and now and then a slow stretch. */
 /** What fires a process's armed slow link (SimProcess.slowWhen). */
 export type SlowTrigger = { kind: 'reserve-drop' } | { kind: 'backlog', minRequests: number, claim: () => boolean }
 
+/** How long one way takes: a base, jitter, and now and then a slow stretch. */
 export interface Net {
   base: number
   jitter: number
