@@ -19,6 +19,7 @@ import { Redis } from 'ioredis'
 import { GRANT, grantArgs, grantKeys, type GrantEntry } from '../src/gateway/limiter/redis/scripts.js'
 import { REPO_ROOT, startRedis, stop } from './lib/processes.js'
 import { parseCommandStats } from './lib/commandstats.js'
+import { median } from './lib/load.js'
 import { mainThreadCpuMicros } from './lib/proc-cpu.js'
 
 const ROUNDS = Number(process.env.BENCH_GRANT_ROUNDS ?? 7)
@@ -115,12 +116,6 @@ async function measure (client: Redis, pid: number, script: Script, kind: Kind, 
   const innerPerEntry: Record<string, number> = {}
   for (const [name, stat] of stats) if (!['evalsha', 'hmset', 'info'].includes(name) && !name.startsWith('config')) innerPerEntry[name] = stat.calls / entries
   return { evalUsPerEntry: (stats.get('evalsha')?.usec ?? 0) / entries, cpuUsPerEntry: cpu / entries, innerPerEntry }
-}
-
-function median (values: number[]): number {
-  const sorted = [...values].sort((left, right) => left - right)
-  const middle = Math.floor(sorted.length / 2)
-  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2
 }
 
 async function main (): Promise<void> {

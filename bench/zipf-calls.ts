@@ -20,6 +20,7 @@ import { join, resolve } from 'node:path'
 import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
 import { startScratchRedis } from './lib/scratch-redis.js'
+import { median } from './lib/load.js'
 import { taskset } from './lib/proc-cpu.js'
 import { sourceLoaderArgs } from './lib/source-loader.js'
 import { DEFAULT_ZIPF_CONSUMERS, DEFAULT_ZIPF_EXPONENT, DEFAULT_ZIPF_SEED, DEFAULT_ZIPF_SEQUENCE_LENGTH, zipfSequence } from './lib/zipf.js'
@@ -150,12 +151,6 @@ async function child (root: string, redisPort: number, seconds: number, rate: nu
   const calls = await commandCalls(redisPort)
   await store.close()
   return { variant: root, decisions, seconds: elapsed, evalsha: calls.evalsha ?? 0, time: calls.time ?? 0, hmget: calls.hmget ?? 0, ...counted, cpuMicros: cpu.user + cpu.system, cpuSystemMicros: cpu.system, redisCpuMicros: redisUsed, commands: calls }
-}
-
-function median (values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b)
-  const middle = Math.floor(sorted.length / 2)
-  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2
 }
 
 async function main (): Promise<void> {
