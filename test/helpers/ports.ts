@@ -57,10 +57,13 @@ export const PROCESS_START_TIMEOUT_MS = 90_000
  */
 export async function waitForHttp (url: string, timeoutMs = 10_000, accepted: (status: number) => boolean = () => true, intervalMs = 50): Promise<number> {
   const started = Date.now()
-  await until(url, async () => {
-    const res = await fetch(url)
-    await res.arrayBuffer()
-    return accepted(res.status)
-  }, timeoutMs, intervalMs)
+  await until(url, async () => await answersHttp(url, accepted), timeoutMs, intervalMs)
   return Date.now() - started
+}
+
+/** One probe of a wait: whether `url` answers with a status `accepted` takes (its body read, so the connection is free). */
+export async function answersHttp (url: string, accepted: (status: number) => boolean): Promise<boolean> {
+  const res = await fetch(url)
+  await res.arrayBuffer()
+  return accepted(res.status)
 }

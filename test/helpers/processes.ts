@@ -8,7 +8,7 @@ import { pathToFileURL } from 'node:url'
 import type { Test } from 'tap'
 import { diagnoseChild, reportNodeArgs } from './child-diagnosis.js'
 import { until } from './poll.js'
-import { freePort, PROCESS_START_TIMEOUT_MS } from './ports.js'
+import { answersHttp, freePort, PROCESS_START_TIMEOUT_MS } from './ports.js'
 
 export const REPO_ROOT = join(import.meta.dirname, '..', '..')
 
@@ -150,9 +150,7 @@ export async function waitForProcessHttp (proc: RunningProcess, url: string, acc
   try {
     await until(url, async () => {
       if (exit !== undefined) return true
-      const res = await fetch(url)
-      await res.arrayBuffer()
-      return accepted(res.status)
+      return await answersHttp(url, accepted)
     }, timeoutMs, 50)
   } catch (err) {
     throw new NotServingError(await notServing(proc, err instanceof Error ? err.message : String(err)), false)
