@@ -44,18 +44,18 @@ function sampleTestProcesses (into: Map<number, string>): void {
 }
 
 function table (files: readonly FileCpu[], top: number): string {
-  const total = files.reduce((sum, f) => sum + f.cpuSeconds, 0)
-  const tests = files.filter((f) => f.file !== '(outside)')
+  const total = files.reduce((sum, entry) => sum + entry.cpuSeconds, 0)
+  const tests = files.filter((entry) => entry.file !== '(outside)')
   const lines = [
-    `${total.toFixed(1)} s of CPU in ${files.reduce((sum, f) => sum + f.processes, 0)} processes; ${tests.length} test files ` +
-      `(${tests.reduce((sum, f) => sum + f.cpuSeconds, 0).toFixed(1)} s), outside them ${(total - tests.reduce((sum, f) => sum + f.cpuSeconds, 0)).toFixed(1)} s`,
+    `${total.toFixed(1)} s of CPU in ${files.reduce((sum, entry) => sum + entry.processes, 0)} processes; ${tests.length} test files ` +
+      `(${tests.reduce((sum, entry) => sum + entry.cpuSeconds, 0).toFixed(1)} s), outside them ${(total - tests.reduce((sum, entry) => sum + entry.cpuSeconds, 0)).toFixed(1)} s`,
     '',
     '| CPU s | processes | file | by command |',
     '|---:|---:|---|---|'
   ]
-  for (const f of files.slice(0, top)) {
-    const commands = f.byCommand.slice(0, 4).map(([command, seconds]) => `${command} ${seconds.toFixed(1)}`).join(', ')
-    lines.push(`| ${f.cpuSeconds.toFixed(1)} | ${f.processes} | \`${f.file}\` | ${commands} |`)
+  for (const entry of files.slice(0, top)) {
+    const commands = entry.byCommand.slice(0, 4).map(([command, seconds]) => `${command} ${seconds.toFixed(1)}`).join(', ')
+    lines.push(`| ${entry.cpuSeconds.toFixed(1)} | ${entry.processes} | \`${entry.file}\` | ${commands} |`)
   }
   return lines.join('\n')
 }

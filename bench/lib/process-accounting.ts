@@ -58,16 +58,17 @@ export interface FileCpu {
 }
 
 /**
- * Puts each ended process on the nearest ancestor that ran a test file (`fileOfPid`, seen while the
- * suite ran); a process under none (the runner, npm, the coverage report) goes on `(outside)`.
+ * Puts each ended process on the outermost ancestor that ran a test file (`fileOfPid`, seen while the
+ * suite ran): a test that runs tap on a fixture's test file pays for it. A process under none (the
+ * runner, npm, the coverage report) goes on `(outside)`.
  */
 export function cpuPerFile (processes: readonly AccountedProcess[], fileOfPid: ReadonlyMap<number, string>): FileCpu[] {
   const parentOf = new Map(processes.map((p) => [p.pid, p.parentPid]))
   const totals = new Map<string, { cpu: number, processes: number, byCommand: Map<string, number> }>()
   for (const ended of processes) {
     let file: string | undefined
-    for (let pid = ended.pid, hops = 0; pid > 1 && hops < 64 && file === undefined; hops++) {
-      file = fileOfPid.get(pid)
+    for (let pid = ended.pid, hops = 0; pid > 1 && hops < 64; hops++) {
+      file = fileOfPid.get(pid) ?? file
       pid = parentOf.get(pid) ?? 0
     }
     const key = file ?? '(outside)'

@@ -38,20 +38,21 @@ t.test('each record: pid, parent, exit code, command, user + system CPU in secon
   t.throws(() => parseAccounting(older), /version 2, not 3/, 'another layout is refused, not misread')
 })
 
-t.test('a process counts for the nearest ancestor that ran a test file; the rest is outside', async (t) => {
+t.test('a process counts for the outermost ancestor that ran a test file; the rest is outside', async (t) => {
   const processes = [
     { pid: 10, parentPid: 1, command: 'node', cpuSeconds: 2, exitCode: 0 }, // the runner
     { pid: 20, parentPid: 10, command: 'MainThread', cpuSeconds: 3, exitCode: 0 }, // test a
     { pid: 21, parentPid: 20, command: 'redis-server', cpuSeconds: 1.5, exitCode: 0 },
     { pid: 22, parentPid: 21, command: 'sh', cpuSeconds: 0.25, exitCode: 0 }, // a grandchild of test a
     { pid: 30, parentPid: 10, command: 'MainThread', cpuSeconds: 4, exitCode: 0 }, // test b
-    { pid: 31, parentPid: 30, command: 'MainThread', cpuSeconds: 1, exitCode: 0 }
+    { pid: 31, parentPid: 30, command: 'MainThread', cpuSeconds: 1, exitCode: 0 }, // a fixture's test file, run by test b:
+    { pid: 32, parentPid: 31, command: 'MainThread', cpuSeconds: 0.5, exitCode: 0 } // its tree is test b's
   ]
-  const files = cpuPerFile(processes, new Map([[20, 'test/a.test.ts'], [30, 'test/b.test.ts']]))
-  t.same(files.map((f) => [f.file, f.cpuSeconds, f.processes]), [
+  const files = cpuPerFile(processes, new Map([[20, 'test/a.test.ts'], [30, 'test/b.test.ts'], [31, 'fixture/x.test.ts']]))
+  t.same(files.map((entry) => [entry.file, entry.cpuSeconds, entry.processes]), [
     ['test/a.test.ts', 4.75, 3],
-    ['test/b.test.ts', 5, 2],
+    ['test/b.test.ts', 5.5, 3],
     ['(outside)', 2, 1]
   ].sort((x, y) => (y[1] as number) - (x[1] as number)), 'largest first')
-  t.same(files.find((f) => f.file === 'test/a.test.ts')!.byCommand, [['MainThread', 3], ['redis-server', 1.5], ['sh', 0.25]])
+  t.same(files.find((entry) => entry.file === 'test/a.test.ts')!.byCommand, [['MainThread', 3], ['redis-server', 1.5], ['sh', 0.25]])
 })

@@ -291,7 +291,7 @@ async function attackOnce (redis: RedisProcess, pools: readonly Pool[], opts: At
   return { answers, seeded, most: mostInAnyMinute(admitted), statuses, faults }
 }
 
-/** Just before a boundary, just after one, mid-second: the first three are `npm test`'s round (FIRST_ROUND_MS), the rest repeat them. */
+/** Just before a boundary, just after one, mid-second: the first three are `npm test`'s round (FIRST_ROUND_MS); TEST_LONG adds two more before a boundary and one more mid-second. */
 const PAUSES_AT = [2_980, 6_003, 9_500, 12_990, 16_500, 19_985]
 const pausesOf = (ms: number): Fault[] => PAUSES_AT.map((at) => ({ kind: 'pause', at, ms }))
 
