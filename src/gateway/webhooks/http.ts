@@ -20,6 +20,11 @@ export type AttemptOutcome = { readonly ok: true, readonly status: number } | { 
 
 export interface WebhookSender {
   send: (url: string, headers: WebhookHeaders, body: string) => Promise<AttemptOutcome>
+  /**
+   * Drops every connection, an attempt still in flight included (its send resolves as a failed attempt): a closing
+   * gateway has already waited what it will for its round (plugin.ts CLOSE_WAIT_MS) and closed its queue, so the job
+   * is not settled and stays pending; a receiver that holds the request must not hold the close for its response timeout.
+   */
   close: () => Promise<void>
 }
 
@@ -46,6 +51,6 @@ export function createSender (opts: HttpOptions = {}): WebhookSender {
         return { ok: false, error: typeof code === 'string' ? code : err instanceof Error ? err.name : 'error' }
       }
     },
-    async close () { await agent.close() }
+    async close () { await agent.destroy() }
   }
 }
