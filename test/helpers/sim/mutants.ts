@@ -188,8 +188,43 @@ export const MUTANTS: readonly Mutant[] = [
     name: 'spared-never-counted',
     bug: 'grant.lua does not record a refusal spared for a reserve as pending, so it is never counted toward the ban once its holder spends that room (the accounting before 29 Nov)',
     file: `${LIMITER}/lua/grant.lua`,
-    find: 'if spared_now > 0 then written[#written + 1] = fmt(\'%.0f:%ds\', now, spared_now) end',
+    find: 'if spared_now > 0 then add(bucket_at, spared_now, \'s\') end',
     replace: '-- a spared refusal is not recorded'
+  },
+  {
+    name: 'ban-record-per-call',
+    bug: 'grant.lua keeps each refusing call\'s 429s at its own millisecond, not its bucket\'s start (the record before 29 Nov: one event per refusing call, thousands under a flood at a high threshold)',
+    file: `${LIMITER}/lua/grant.lua`,
+    find: 'local bucket_at = fmt(\'%.0f\', floor(now / bucket_ms) * bucket_ms)',
+    replace: 'local bucket_at = fmt(\'%.0f\', now)'
+  },
+  {
+    name: 'ban-record-bucket-end',
+    bug: 'grant.lua keeps a 429 at its bucket\'s end: it counts up to one bucket past the window, so a ban can start where an exact count would not',
+    file: `${LIMITER}/lua/grant.lua`,
+    find: 'local bucket_at = fmt(\'%.0f\', floor(now / bucket_ms) * bucket_ms)',
+    replace: 'local bucket_at = fmt(\'%.0f\', (floor(now / bucket_ms) + 1) * bucket_ms)'
+  },
+  {
+    name: 'ban-record-not-merged',
+    bug: 'grant.lua writes each call\'s 429s as a new event even when its bucket already has one (the record grows with the calls, not the buckets)',
+    file: `${LIMITER}/lua/grant.lua`,
+    find: 'if event then event.count = event.count + count; return end',
+    replace: 'if event and kind == \'s\' then event.count = event.count + count; return end'
+  },
+  {
+    name: 'ban-window-edge-inclusive',
+    bug: 'grant.lua counts a 429 whose bucket starts exactly one window ago (>= for >): one bucket too many at the edge',
+    file: `${LIMITER}/lua/grant.lua`,
+    find: 'if at + 0 > now - window then',
+    replace: 'if at + 0 >= now - window then'
+  },
+  {
+    name: 'memory-ban-edge-inclusive',
+    bug: 'the in-process store keeps a 429 whose bucket starts exactly one window ago (ban-record.ts: < for <=)',
+    file: `${LIMITER}/ban-record.ts`,
+    find: 'record[expired]! <= nowMs - windowMs',
+    replace: 'record[expired]! < nowMs - windowMs'
   },
   {
     name: 'refusal-not-waiting',
@@ -233,9 +268,10 @@ const SIM_DIR = 'test/gateway/limiter/simulation'
 /**
  * Files run in this order: the families most likely to catch a timing bug first (the gate stops at the first catch).
  * `outage-thaw` leads: the only family aimed at a refusal's wait for its shard (calls.ts refuse/shardUp), whose
- * mutants every other family passes, and the cheapest file (9 schedules, about 2 s of CPU).
+ * mutants every other family passes, and the cheapest file (9 schedules, about 2 s of CPU); `ban-record` next, the
+ * only family aimed at the ban's record of recent 429s, and about 3 s.
  */
-const FILE_ORDER = ['outage-thaw', 'timing', 'cluster', 'targeted', 'chaos', 'steady']
+const FILE_ORDER = ['outage-thaw', 'ban-record', 'timing', 'cluster', 'targeted', 'chaos', 'steady']
 
 /** How often `find` occurs in `text`. */
 function occurrences (text: string, find: string): number {

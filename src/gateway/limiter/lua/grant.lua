@@ -7,11 +7,12 @@
 -- kept back room that could pay for it is counted once that room is spent. Layout and proof: docs/limiter-internals.md.
 -- KEYS[2i-1]  rl:{id}    t, n, o minute ring (newest bucket, units in window, oldest bucket with units), '0'..'60' its
 --                        buckets; D, N, O, c the day ring's (c: bucket D's units); Q, q month, units; b, e, l ban end,
---                        last ban's end, level; k recent 429s 'ms:n,…' ('ms:ns': spared for reserves, pending); r
---                        reserves 'holder,units,untilMs;…'; p blocks held 'holder,minuteBucket,units;…' (granted in the
---                        last BLOCK_HELD_BUCKETS minute buckets, not given back yet); x expiry (Unix ms); L lapsed
---                        reserves charged to the day and month 'holder,units,dayBucket,month;…' (taken back when
---                        their holder calls again: its write-backs count what it spent)
+--                        last ban's end, level; k recent 429s 'ms:n,…' per bucket of the ban window, at its start
+--                        ('ms:ns': spared for reserves, pending); r reserves 'holder,units,untilMs;…'; p blocks held
+--                        'holder,minuteBucket,units;…' (granted in the last BLOCK_HELD_BUCKETS minute buckets, not
+--                        given back yet); x expiry (Unix ms); L lapsed reserves charged to the day and month
+--                        'holder,units,dayBucket,month;…' (taken back when their holder calls again: its write-backs
+--                        count what it spent)
 -- KEYS[2i]    rl:{id}:d  the day ring's buckets before D, '0'..'96'
 --                        Both keys expire at x: a call that writes either one sets its expiry in that call
 --                        (decide's write), so neither outlives the windows of a consumer that never comes back.
@@ -52,6 +53,10 @@ local MR = { ms = 1000.0, slots = 61, mod = 2 ^ 20, scale = 2 ^ 32, names = {} }
 local DR = { ms = 900000.0, slots = 97, mod = 2 ^ 13, scale = 2 ^ 40, names = {} }
 local ESCALATION_MS, RESERVE_TTL_MS = 86400000, 120000
 local BLOCK_HELD_BUCKETS = 3
+-- Recent 429s are kept per bucket of the ban window, at the bucket's start (src/gateway/limiter/ban-record.ts, which a
+-- test checks against this): at most two events a bucket however hard a key is flooded, and a 429 counts toward the
+-- ban for at least the window less one bucket and at most the window.
+local BAN_BUCKETS = 60
 local floor, min, max, fmt = math.floor, math.min, math.max, string.format
 
 local CALLER = ARGV[1]
@@ -154,18 +159,21 @@ end
 -- have paid for it) is recorded pending ('ms:ns'): excused while the window could still pay for it — the room left,
 -- the reserves kept back and the blocks held elsewhere, older pending ones first — and counted from the first call
 -- with a refusal that finds that spent (the holder spent its reserve, or handed it back and it was admitted).
+-- Each 429 is kept at the start of its bucket of the window (BAN_BUCKETS), merged with that bucket's event of its kind.
 -- Returns the rejected request that started a ban (0: none), the ban's end (nil: no new ban), and whether the hash
 -- must be written (a ban, or a new hash's first rejections: decide's write sets its expiry).
 local function count_rejections (key, policy, refused, provisional, payable, stored_expiry)
   local threshold, window, base_ms, max_ms = string.match(policy, '^(%d+),(%d+),(%d+),(%d+)$')
   threshold, window, base_ms, max_ms = threshold + 0, window + 0, base_ms + 0, max_ms + 0
+  local bucket_ms = math.ceil(window / BAN_BUCKETS)
+  local bucket_at = fmt('%.0f', floor(now / bucket_ms) * bucket_ms)
   local stored = redis.call('HMGET', key, FIELD.recent_rejections, FIELD.last_ban_end, FIELD.ban_level)
   local last_end, level = (stored[2] or 0) + 0, (stored[3] or -1) + 0
   local excusable = max(0, payable - provisional) -- what the window could still pay for, past the provisional
   local recent, pending, events = 0, 0, {}
   for at, count, spared in string.gmatch(stored[1] or '', '(%d+):(%d+)(s?)') do
     if at + 0 > now - window then
-      events[#events + 1] = { at = at, count = count + 0, spared = spared == 's' }
+      events[#events + 1] = { at = at, count = count + 0, kind = spared }
       if spared == 's' then pending = pending + count else recent = recent + count end
     end
   end
@@ -173,15 +181,22 @@ local function count_rejections (key, policy, refused, provisional, payable, sto
   local spared_now = min(refused - provisional, excusable - (pending - converted))
   local spared = provisional + spared_now
   local rejected = refused - spared
-  local written = {}
+  -- What is written back: one event per bucket start and kind ('' counted, 's' pending), in the order first met.
+  local written, event_of = {}, {}
+  local function add (at, count, kind)
+    local event = event_of[at .. kind]
+    if event then event.count = event.count + count; return end
+    event = { at = at, count = count, kind = kind }
+    event_of[at .. kind], written[#written + 1] = event, event
+  end
   for _, event in ipairs(events) do
     local count = event.count
-    if event.spared and converted > 0 then
+    if event.kind == 's' and converted > 0 then
       local counted = min(converted, count)
       converted, count, recent = converted - counted, count - counted, recent + counted
-      written[#written + 1] = fmt('%s:%d', event.at, counted)
+      add(event.at, counted, '')
     end
-    if count > 0 then written[#written + 1] = fmt('%s:%d%s', event.at, count, event.spared and 's' or '') end
+    if count > 0 then add(event.at, count, event.kind) end
   end
   if rejected > 0 and recent + rejected > threshold then
     local banned_at = spared + max(1, threshold - recent + 1)
@@ -191,9 +206,11 @@ local function count_rejections (key, policy, refused, provisional, payable, sto
       fmt('%.0f', ban_until), FIELD.ban_level, level, FIELD.recent_rejections, '')
     return banned_at, ban_until, true
   end
-  if rejected > 0 then written[#written + 1] = fmt('%.0f:%d', now, rejected) end
-  if spared_now > 0 then written[#written + 1] = fmt('%.0f:%ds', now, spared_now) end
-  local value = table.concat(written, ',')
+  if rejected > 0 then add(bucket_at, rejected, '') end
+  if spared_now > 0 then add(bucket_at, spared_now, 's') end
+  local parts = {}
+  for slot, event in ipairs(written) do parts[slot] = fmt('%s:%d%s', event.at, event.count, event.kind) end
+  local value = table.concat(parts, ',')
   if value ~= (stored[1] or '') then
     redis.call('HSET', key, FIELD.recent_rejections, value)
     return 0, nil, not stored_expiry -- a new hash: decide's write sets its expiry

@@ -9,6 +9,7 @@
 import { SecondChanceMap } from '../../../shared/second-chance-map.js'
 import { ANONYMOUS_ID_PREFIX } from '../../edge/client-address.js'
 import { addToWindow, calendarMonth, DAY_WINDOW, MINUTE_WINDOW, newRing, readWindow, type Ring, type WindowReading, type WindowSpec } from '../arithmetic.js'
+import { recordRejection } from '../ban-record.js'
 import { IN_PROCESS_HEALTH } from '../store-health.js'
 import type { Ask, BanEntry, ConsumeOutcome, ConsumeResult, LimiterStore, WindowState } from '../store.js'
 
@@ -31,6 +32,7 @@ interface KeyState {
   banUntil: number
   level: number
   levelUntil: number
+  /** Recent 429s per bucket of the ban window: `bucketStart, count` pairs, oldest first (ban-record.ts). */
   rejections: number[]
 }
 
@@ -111,18 +113,14 @@ export function createMemoryStore (opts: MemoryStoreOptions = {}): LimiterStore 
     }
     // A month out of quota refuses, and such a refusal is no abuse: no 429 counted toward a ban.
     if (!write || ban === null || (month !== undefined && month.retryAt > 0)) return resultAt(nowMs, 'rate_limited', minute, day, 0, month)
-    state.rejections.push(nowMs)
-    if (state.rejections.length > ban.threshold) {
-      state.rejections.splice(0, state.rejections.length - ban.threshold - 1)
-      if (nowMs - (state.rejections[0] ?? nowMs) < ban.windowSeconds * 1000) {
-        const level = state.levelUntil > nowMs ? state.level + 1 : 0
-        const maxMs = ban.maxDurationSeconds * 1000
-        state.banUntil = nowMs + (level < MAX_LEVEL ? Math.min(ban.durationSeconds * 1000 * 2 ** level, maxMs) : maxMs)
-        state.level = level
-        state.levelUntil = state.banUntil + ESCALATION_MEMORY_MS
-        state.rejections = []
-        return resultAt(nowMs, 'ban_started', minute, day, state.banUntil, month)
-      }
+    if (recordRejection(state.rejections, nowMs, ban.windowSeconds * 1000) > ban.threshold) {
+      const level = state.levelUntil > nowMs ? state.level + 1 : 0
+      const maxMs = ban.maxDurationSeconds * 1000
+      state.banUntil = nowMs + (level < MAX_LEVEL ? Math.min(ban.durationSeconds * 1000 * 2 ** level, maxMs) : maxMs)
+      state.level = level
+      state.levelUntil = state.banUntil + ESCALATION_MEMORY_MS
+      state.rejections = []
+      return resultAt(nowMs, 'ban_started', minute, day, state.banUntil, month)
     }
     return resultAt(nowMs, 'rate_limited', minute, day, 0, month)
   }

@@ -17,7 +17,10 @@ export const FIELD = {
   /** The calendar month (year × 12 + month − 1) and its units. */
   month: 'Q',
   monthUnits: 'q',
-  /** The ban's end, the last ban's end, its escalation level; recent 429s 'ms:n,…' ('ms:ns': spared for reserves, pending). */
+  /**
+   * The ban's end, the last ban's end, its escalation level; recent 429s 'ms:n,…' per bucket of the ban window, at its
+   * start ('ms:ns': spared for reserves, pending; ban-record.ts).
+   */
   banEnd: 'b',
   lastBanEnd: 'e',
   banLevel: 'l',
