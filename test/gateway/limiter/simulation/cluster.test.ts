@@ -15,5 +15,7 @@ await runFamilies(t, 'test/gateway/limiter/simulation/cluster.test.ts', [
     // Every fault is over at least 17 s before the run ends: by then each process has every node back (a
     // re-seed that can never succeed — CROSSSLOT — leaves its node down for good while the outage policy answers).
     check: (t, r) => { t.ok(r.degradedAtEnd === 0, `every process has every node back by the end (${r.degradedAtEnd} still degraded)`) }
-  }
+  },
+  // Aimed at each shard's own clock bound (cluster-schedules.ts): no faults, the nodes 20–50 ms apart.
+  { family: 'cluster-clock', count: 10, longCount: 50 }
 ])
