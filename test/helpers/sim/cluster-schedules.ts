@@ -30,6 +30,7 @@ import { atLimit, minuteConsumer, stream } from './timing-schedules.js'
 import calculateSlot from 'cluster-key-slot'
 
 export type ClusterKind = 'node-faults' | 'failover' | 'migration'
+export type ClusterFamily = 'cluster' | 'cluster-clock' | 'cluster-reseed'
 
 const SLOTS = 16_384
 
@@ -39,7 +40,8 @@ const SLOTS = 16_384
  */
 const withLoss = process.env.SIM_CLUSTER_LOSS !== '0'
 
-export function makeClusterSchedule (w: World, start: number, family: 'cluster' | 'cluster-clock' = 'cluster'): Schedule {
+export function makeClusterSchedule (w: World, start: number, family: ClusterFamily = 'cluster'): Schedule {
+  if (family === 'cluster-reseed') return reseedSchedule(w, start)
   const aimed = family === 'cluster-clock'
   const skew = w.between(-5000, 5000)
   const base = { family, policy: 'local' as StoreOnError, timeoutMs: 250, barrierMs: 2000, net: net(w), skew, seasoned: w.chance(0.7), steady: false }
@@ -112,4 +114,25 @@ export function makeClusterSchedule (w: World, start: number, family: 'cluster' 
   if (w.chance(0.3)) faults.push({ kind: 'kill', at: at(), ms: w.between(20, 1000), keepData: true, node: int(w, 0, nodes - 1) })
   const spreadMs = Math.max(...nodeSkews) - Math.min(...nodeSkews)
   return { ...base, processes, consumers, arrivals, faults, duration, cluster: { nodeSkews }, checkBy: { clock: 'world', slackMs: spreadMs } }
+}
+
+/**
+ * `cluster-reseed`: 3–6 consumers at their limits, all on one node of 2–3, and that node killed once with its data lost
+ * (20 ms–3 s) 5 s in or later, over at least 17 s before the end: every live process re-seeds what it admitted there,
+ * accounts of several slots of one node. Checked exactly, and every node back by the end.
+ */
+function reseedSchedule (w: World, start: number): Schedule {
+  const skew = w.between(-5000, 5000)
+  const nodes = int(w, 2, 3)
+  const nodeSkews = Array.from({ length: nodes }, () => w.between(-10, 10))
+  const processes = int(w, 2, 3)
+  const duration = w.between(50_000, 70_000)
+  const end = start + duration
+  const node = int(w, 0, nodes - 1)
+  const nodeOf = (id: string): number => Math.floor(calculateSlot(limiterKey(id)) * nodes / SLOTS)
+  const ids = Array.from({ length: 256 }, (_, n) => `r${n}`).filter((id) => nodeOf(id) === node)
+  const consumers: Consumer[] = ids.slice(0, int(w, 3, 6)).map((id) => minuteConsumer(w, id, int(w, 10, 90)))
+  const arrivals: Arrival[] = consumers.flatMap((c, i) => atLimit(w, i, c, { start, skew: skew + nodeSkews[node]!, end, processes }, false))
+  const faults: Fault[] = [{ kind: 'kill', at: start + w.between(5_000, duration - 20_000), ms: w.between(20, 3000), keepData: false, node }]
+  return { family: 'cluster-reseed', policy: 'local', timeoutMs: 250, barrierMs: 2000, net: net(w), skew, seasoned: w.chance(0.7), steady: false, processes, consumers, arrivals, faults, duration, cluster: { nodeSkews } }
 }

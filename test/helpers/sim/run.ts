@@ -82,7 +82,7 @@ export async function runSchedule (family: Family, seed: number, vm: LuaVm): Pro
   const world = new World(seed, 0)
   const drawn = YEAR_START + Math.floor(world.random() * 360) * 86_400_000 + (world.chance(0.2) ? 86_400_000 * 28 - 30_000 : world.between(0, 86_400_000))
   world.now = drawn - 5000
-  const schedule = family === 'cluster' || family === 'cluster-clock'
+  const schedule = family === 'cluster' || family === 'cluster-clock' || family === 'cluster-reseed'
     ? makeClusterSchedule(world, drawn, family)
     : TIMING_FAMILIES.includes(family as TimingFamily) ? makeTimingSchedule(world, family as TimingFamily, drawn) : makeSchedule(world, family, drawn)
   // A schedule may pick its own start (a month's end); nothing is queued yet, so the clock can move there.

@@ -10,8 +10,8 @@ import type { World } from './world.js'
 /** The families of timing-schedules.ts: long windows that slide, recovery under traffic, calendar edges, clocks, long outages. */
 export type TimingFamily = 'sliding' | 'recovery' | 'calendar' | 'clock' | 'long-outage' | 'drift-edge' | 'reserve-edge' | 'reseed-edge'
 export const TIMING_FAMILIES: readonly TimingFamily[] = ['sliding', 'recovery', 'calendar', 'clock', 'long-outage', 'drift-edge', 'reserve-edge', 'reseed-edge']
-export type Family = 'chaos' | 'idle-process' | 'ban-recover' | 'ban-slow-thaw' | 'data-loss' | 'steady' | 'long-tail' | 'burst' | 'outage-tail' | 'cluster' | 'cluster-clock' | TimingFamily
-export const FAMILIES: readonly Family[] = ['chaos', 'idle-process', 'ban-recover', 'ban-slow-thaw', 'data-loss', 'steady', 'long-tail', 'burst', 'outage-tail', 'cluster', 'cluster-clock', ...TIMING_FAMILIES]
+export type Family = 'chaos' | 'idle-process' | 'ban-recover' | 'ban-slow-thaw' | 'data-loss' | 'steady' | 'long-tail' | 'burst' | 'outage-tail' | 'cluster' | 'cluster-clock' | 'cluster-reseed' | TimingFamily
+export const FAMILIES: readonly Family[] = ['chaos', 'idle-process', 'ban-recover', 'ban-slow-thaw', 'data-loss', 'steady', 'long-tail', 'burst', 'outage-tail', 'cluster', 'cluster-clock', 'cluster-reseed', ...TIMING_FAMILIES]
 
 export interface Consumer {
   readonly id: string

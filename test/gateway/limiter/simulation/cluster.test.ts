@@ -17,5 +17,12 @@ await runFamilies(t, 'test/gateway/limiter/simulation/cluster.test.ts', [
     check: (t, r) => { t.ok(r.degradedAtEnd === 0, `every process has every node back by the end (${r.degradedAtEnd} still degraded)`) }
   },
   // Aimed at each shard's own clock bound (cluster-schedules.ts): no faults, the nodes 20–50 ms apart.
-  { family: 'cluster-clock', count: 10, longCount: 50 }
+  { family: 'cluster-clock', count: 10, longCount: 50 },
+  // Aimed at the re-seed of one node's accounts, of several slots, after it lost its data.
+  {
+    family: 'cluster-reseed',
+    count: 6,
+    longCount: 30,
+    check: (t, r) => { t.ok(r.degradedAtEnd === 0, `every process has every node back by the end (${r.degradedAtEnd} still degraded)`) }
+  }
 ])
