@@ -14,7 +14,7 @@ import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 
 /** Changing a script changes its SHA: review the new script, then update the pin. */
 const PINNED_SHAS = {
-  grant: 'f5e05d239a2628c572dacc76763b79ded34ddcf0',
+  grant: 'aebf2def9fcc6c220f37bf63e0ece0914188d6bd',
   epoch: '284dc9dc3d585ead4cdc8fabf40c553403b7b142'
 }
 
