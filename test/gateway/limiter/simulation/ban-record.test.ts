@@ -264,4 +264,5 @@ await runFamilies(t, 'test/gateway/limiter/simulation/ban-record.test.ts', [{
   }
 }])
 t.comment(`ban-record: ${schedules} schedules, ${banned} with a ban; the largest field ${mostEvents} events, holding up to ${most429s} 429s`)
-t.ok(banned >= schedules / 4, `bans start and lapse in many schedules (${banned} of ${schedules}): the rule's edges are exercised`)
+// The generator's aim, over a run of many schedules (a replayed seed or a stopped gate run has too few to say): bans start.
+if (schedules >= 20) t.ok(banned >= schedules / 4, `bans start and lapse in many schedules (${banned} of ${schedules}): the rule's edges are exercised`)
