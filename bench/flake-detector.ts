@@ -13,9 +13,8 @@ import { loadavg } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { flakeReport, readRun, type RunRecord } from './lib/flake-table.js'
+import { REPO_ROOT, TAP_BIN } from './lib/processes.js'
 
-const REPO_ROOT = join(import.meta.dirname, '..')
-const TAP_BIN = join(REPO_ROOT, 'node_modules', '.bin', 'tap')
 const KEPT_DIR = join(REPO_ROOT, '.tap', 'flakes')
 
 interface Hog {

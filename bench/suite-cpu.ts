@@ -13,9 +13,8 @@ import { tmpdir } from 'node:os'
 import { join, relative, resolve as resolvePath } from 'node:path'
 import { parseArgs } from 'node:util'
 import { cpuPerFile, parseAccounting, type FileCpu } from './lib/process-accounting.js'
+import { REPO_ROOT, TAP_BIN } from './lib/processes.js'
 
-const REPO_ROOT = join(import.meta.dirname, '..')
-const TAP_BIN = join(REPO_ROOT, 'node_modules', '.bin', 'tap')
 const TEST_FILE = /\.test\.ts$/
 const TAP_RUNNER = /(^tap(\s|$)|\/\.bin\/tap$|@tapjs\/run\/)/
 

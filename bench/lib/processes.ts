@@ -19,6 +19,8 @@ import { parseCommandStats } from './commandstats.js'
 export { freePort, redisCli, sourceLoaderArgs }
 
 export const REPO_ROOT = join(import.meta.dirname, '..', '..')
+/** The project's tap, as `npm test` runs it (the suite's CPU and flake scripts run it the same way). */
+export const TAP_BIN = join(REPO_ROOT, 'node_modules', '.bin', 'tap')
 export const DEFAULT_READY_TIMEOUT_MS = 20_000
 export const DEFAULT_STOP_TIMEOUT_MS = 15_000
 const READY_POLL_MS = 100
