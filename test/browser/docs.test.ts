@@ -5,7 +5,8 @@ import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { chromium, type Browser, type Request } from 'playwright-core'
 import t from 'tap'
-import { bearer, DEMO_KEYS, startGateway } from '../helpers/gateway.js'
+import { startGateway } from '../helpers/gateway.js'
+import { bearer, DEMO_KEYS } from '../helpers/config-fixture.js'
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 const LAUNCH_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync']

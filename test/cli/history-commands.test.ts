@@ -3,7 +3,8 @@
 // shadow` as a table, and their refusals.
 import t from 'tap'
 import { formatShadow, table } from '../../src/cli/format-history.js'
-import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartedGateway } from '../helpers/gateway.js'
+import { startGateway, type StartedGateway } from '../helpers/gateway.js'
+import { bearer, DEMO_KEYS, plansYaml, testConfig } from '../helpers/config-fixture.js'
 import { cliInProcess } from '../helpers/cli.js'
 
 async function send (gw: StartedGateway, key: string, n: number): Promise<void> {

@@ -7,7 +7,8 @@ import { cpSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { cliInProcess } from '../helpers/cli.js'
 import { plansDiff } from '../../src/cli/plans-diff.js'
-import { FIXTURE_CONFIG_DIR, plansYaml, startGateway, testConfig } from '../helpers/gateway.js'
+import { startGateway } from '../helpers/gateway.js'
+import { FIXTURE_CONFIG_DIR, plansYaml, testConfig } from '../helpers/config-fixture.js'
 
 t.test('plans diff: which limits change, shadow included, and for how many consumers', async (t) => {
   const gw = await startGateway(t)

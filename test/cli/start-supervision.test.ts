@@ -5,7 +5,7 @@
 // and restarts nothing. The stop signals themselves are test/cli/start.test.ts's.
 import { createServer, type AddressInfo } from 'node:net'
 import t from 'tap'
-import { DEMO_KEYS } from '../helpers/gateway.js'
+import { DEMO_KEYS } from '../helpers/config-fixture.js'
 import { alive, bound, childRunning, npmStart, spawnNpmStart } from '../helpers/npm-start.js'
 import { until } from '../helpers/poll.js'
 import { PROCESS_START_TIMEOUT_MS } from '../helpers/ports.js'

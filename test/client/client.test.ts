@@ -3,7 +3,8 @@
 // without the test waiting a minute; every response the client receives is recorded.
 import t, { type Test } from 'tap'
 import { createPetStoreClient, PetStoreError, type DeprecationWarningInfo, type PetStoreClientOptions, type RateLimitInfo } from '../../src/client/index.js'
-import { bearer, DEMO_KEYS, startGateway, testConfig, type StartedGateway } from '../helpers/gateway.js'
+import { startGateway, type StartedGateway } from '../helpers/gateway.js'
+import { bearer, DEMO_KEYS, testConfig } from '../helpers/config-fixture.js'
 
 interface Seen { status: number, code: string | undefined, retryAfter: number | undefined }
 

@@ -3,7 +3,8 @@
 // client reports X-Quota-Overage as rateLimit.overage.
 import t, { type Test } from 'tap'
 import { createPetStoreClient, PetStoreError, type PetStoreClientOptions } from '../../src/client/index.js'
-import { DEMO_KEYS, startGateway, testConfig } from '../helpers/gateway.js'
+import { startGateway } from '../helpers/gateway.js'
+import { DEMO_KEYS, testConfig } from '../helpers/config-fixture.js'
 import { METERED_PLANS } from '../helpers/quota.js'
 
 interface Stack {

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { loadConfigDir } from '../../src/gateway/config/read-files.js'
-import { DEMO_KEYS, SHIPPED_CONFIG_DIR } from '../helpers/gateway.js'
+import { DEMO_KEYS, SHIPPED_CONFIG_DIR } from '../helpers/config-fixture.js'
 
 const README = readFileSync(join(SHIPPED_CONFIG_DIR, '..', 'README.md'), 'utf8')
 

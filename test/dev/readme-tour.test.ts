@@ -6,7 +6,8 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
-import { bearer, DEMO_KEYS, startGateway } from '../helpers/gateway.js'
+import { startGateway } from '../helpers/gateway.js'
+import { bearer, DEMO_KEYS } from '../helpers/config-fixture.js'
 import { REPO_ROOT } from '../helpers/processes.js'
 
 const README = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8')

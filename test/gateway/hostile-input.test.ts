@@ -20,7 +20,8 @@ import t from 'tap'
 import { buildGateway } from '../../src/gateway/app.js'
 import { LOG_REDACT_PATHS } from '../../src/gateway/observability/request-log.js'
 import { startBackend } from '../helpers/backend.js'
-import { DEMO_KEYS, plansYaml, startGateway, testConfig } from '../helpers/gateway.js'
+import { startGateway } from '../helpers/gateway.js'
+import { DEMO_KEYS, plansYaml, testConfig } from '../helpers/config-fixture.js'
 import { longOr } from '../helpers/long.js'
 
 const SEED = 20_241_121

@@ -14,7 +14,8 @@ import { createHash } from 'node:crypto'
 import t from 'tap'
 import { keyDigest, MAX_TOKEN_LENGTH } from '../../src/gateway/auth/bearer.js'
 import { startEchoUpstream } from '../helpers/echo-upstream.js'
-import { DEMO_KEYS, startGateway, testConfig } from '../helpers/gateway.js'
+import { startGateway } from '../helpers/gateway.js'
+import { DEMO_KEYS, testConfig } from '../helpers/config-fixture.js'
 
 const KEY = DEMO_KEYS.pro
 const DIGEST = createHash('sha256').update(KEY).digest('hex')

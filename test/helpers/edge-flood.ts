@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import type { Test } from 'tap'
 import { Pool } from 'undici'
 import { startBackend } from './backend.js'
-import { bearer, DEMO_KEYS, plansYaml, FIXTURE_CONFIG_DIR } from './gateway.js'
+import { bearer, DEMO_KEYS, plansYaml, FIXTURE_CONFIG_DIR } from './config-fixture.js'
 import { freePort, waitForHttp } from './ports.js'
 import { runEntry } from './processes.js'
 

@@ -2,7 +2,8 @@
 // demo plan and `cost: 5` on POST /v1/pets, one request with its status, code and headers, and a
 // metered month replayed on an injected clock (days before the one under test filled the month).
 import type { Test } from 'tap'
-import { bearer, configTexts, DEMO_KEYS, startGateway, testConfig, type StartedGateway } from './gateway.js'
+import { startGateway, type StartedGateway } from './gateway.js'
+import { bearer, configTexts, DEMO_KEYS, testConfig } from './config-fixture.js'
 
 /** routes.yaml as in the fixture, plus POST /v1/pets at 5 units. */
 export const COST_ROUTES = `${configTexts()['routes.yaml']}  - { method: POST, path: /v1/pets, cost: 5 }\n`

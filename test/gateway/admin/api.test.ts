@@ -1,7 +1,8 @@
 import t from 'tap'
 import { cpSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { ADMIN_JSON, bearer, DEMO_KEYS, FIXTURE_CONFIG_DIR, plansYaml, startGateway, testConfig } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { ADMIN_JSON, bearer, DEMO_KEYS, FIXTURE_CONFIG_DIR, plansYaml, testConfig } from '../../helpers/config-fixture.js'
 
 t.test('GET /admin/config says what is in force, never a digest', async (t) => {
   const gw = await startGateway(t)

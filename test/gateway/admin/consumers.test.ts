@@ -3,7 +3,8 @@
 // banned consumer — on the in-process store and on a real Redis shared by two gateways.
 import t, { type Test } from 'tap'
 import { keyDigest } from '../../../src/gateway/auth/bearer.js'
-import { ADMIN_JSON, bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
+import { startGateway, type StartedGateway } from '../../helpers/gateway.js'
+import { ADMIN_JSON, bearer, DEMO_KEYS, plansYaml, testConfig } from '../../helpers/config-fixture.js'
 import { startRedis } from '../../helpers/redis.js'
 
 const NOW = Date.parse('2030-01-10T12:00:00Z')

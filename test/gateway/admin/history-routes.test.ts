@@ -4,7 +4,8 @@
 // range, and the consumers a plan's shadow limits would have rejected in the last 24 h.
 import t from 'tap'
 import { keyDigest } from '../../../src/gateway/auth/bearer.js'
-import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
+import { startGateway, type StartedGateway } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS, plansYaml, testConfig } from '../../helpers/config-fixture.js'
 
 const OLD_KEY = 'psk_history_old_0123456789abcdefABCD'
 const NEW_KEY = 'psk_history_new_0123456789abcdefABCD'

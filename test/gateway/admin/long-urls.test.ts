@@ -4,7 +4,8 @@
 // admin app and on the public listener.
 import t from 'tap'
 import { ECHOED_PATH_MAX } from '../../../src/interface/errors.js'
-import { bearer, DEMO_KEYS, startGateway } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS } from '../../helpers/config-fixture.js'
 
 const LONG_ID = 'a'.repeat(5_000)
 const ERROR_SHAPE_KEYS = ['code', 'message', 'status']

@@ -9,7 +9,8 @@ import { request as httpRequest } from 'node:http'
 import t, { type Test } from 'tap'
 import { parseAdminHosts } from '../../../src/gateway/admin/request-guard.js'
 import { settingsFromEnv } from '../../../src/gateway/runtime/settings.js'
-import { ADMIN_JSON, bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
+import { startGateway, type StartedGateway } from '../../helpers/gateway.js'
+import { ADMIN_JSON, bearer, DEMO_KEYS, plansYaml, testConfig } from '../../helpers/config-fixture.js'
 
 interface Answer { status: number, body: Record<string, unknown> }
 

@@ -3,7 +3,8 @@
 // `500` (issue 33, row 5: `GET /admin/bans` was a 500 while the other reads were 503), and the
 // history's reads say it was the usage history that did not answer, not the limiter store.
 import t from 'tap'
-import { ADMIN_JSON, startGateway } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { ADMIN_JSON } from '../../helpers/config-fixture.js'
 import { startRedis } from '../../helpers/redis.js'
 
 const LIMITER_DOWN = { code: 'unavailable', message: 'The limiter store did not answer; try again', status: 503 }

@@ -4,7 +4,8 @@
 // public OpenAPI document. `/docs/` (trailing slash) leads to the docs page.
 import t from 'tap'
 import { DOCS_LINK } from '../../../src/interface/errors.js'
-import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS, plansYaml, testConfig } from '../../helpers/config-fixture.js'
 
 const MISSING = { code: 'unauthorized', message: 'Missing API key: send "Authorization: Bearer <key>"; the API is documented at /docs', status: 401 }
 /** Headers that differ per request by design (identity, counters, time), left out of the comparison. */

@@ -4,7 +4,7 @@
 import t from 'tap'
 import { createHash } from 'node:crypto'
 import { createKeyLookup } from '../../../src/gateway/auth/key-cache.js'
-import { DEMO_KEYS, testConfig } from '../../helpers/gateway.js'
+import { DEMO_KEYS, testConfig } from '../../helpers/config-fixture.js'
 
 const digest = (token: string): string => createHash('sha256').update(token).digest('hex')
 

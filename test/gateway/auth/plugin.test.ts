@@ -1,7 +1,8 @@
 import t from 'tap'
 import { createHash } from 'node:crypto'
 import { connect } from 'node:net'
-import { bearer, DEMO_KEYS, startGateway, testConfig } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS, testConfig } from '../../helpers/config-fixture.js'
 import { startEchoUpstream } from '../../helpers/echo-upstream.js'
 
 const REALM = 'Bearer realm="petstore"'

@@ -11,7 +11,7 @@ import { MAX_BAN_SECONDS, MAX_BAN_THRESHOLD, MAX_PER_DAY, MAX_PER_MINUTE } from 
 import type { ConfigSnapshot } from '../../../src/gateway/config/types.js'
 import { createStore } from '../../../src/gateway/limiter/create-store.js'
 import { askOf } from '../../../src/gateway/limiter/store.js'
-import { configTexts } from '../../helpers/gateway.js'
+import { configTexts } from '../../helpers/config-fixture.js'
 import { longOr } from '../../helpers/long.js'
 import { startRedis } from '../../helpers/redis.js'
 

@@ -4,7 +4,7 @@
 // test/gateway/limiter-config/redis-arithmetic.test.ts.
 import t from 'tap'
 import { MAX_BAN_SECONDS, MAX_BAN_THRESHOLD, MAX_PER_DAY, MAX_PER_MINUTE } from '../../../src/gateway/config/schema.js'
-import { configProblems, plansYaml } from '../../helpers/gateway.js'
+import { configProblems, plansYaml } from '../../helpers/config-fixture.js'
 
 const D1 = 'a'.repeat(64)
 

@@ -13,7 +13,8 @@ import { performance } from 'node:perf_hooks'
 import t from 'tap'
 import { DEFAULT_CONFIG_MAX_BYTES, loadConfigDir } from '../../../src/gateway/config/read-files.js'
 import { DEFAULT_CONFIG_PARSE_TIMEOUT_MS } from '../../../src/gateway/config/worker-loader.js'
-import { bearer, FIXTURE_CONFIG_DIR, startGateway } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { bearer, FIXTURE_CONFIG_DIR } from '../../helpers/config-fixture.js'
 
 const KEYS = 100_000
 /** Room past the promised count: the default holds at least this many keys of the same form. */

@@ -5,7 +5,8 @@ import { cpSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { keyDigest } from '../../../src/gateway/auth/bearer.js'
-import { ADMIN_JSON, FIXTURE_CONFIG_DIR, startGateway, testConfig } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { ADMIN_JSON, FIXTURE_CONFIG_DIR, testConfig } from '../../helpers/config-fixture.js'
 import { sampleValue, scrape } from '../../helpers/scrape.js'
 
 const NOW = Date.parse('2030-03-01T00:00:00Z')

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { parseConfig } from '../../../src/gateway/config/loader.js'
 import { loadConfigDir } from '../../../src/gateway/config/read-files.js'
 import { assertNoDemoKeys } from '../../../src/gateway/config/demo-keys.js'
-import { configProblems, configTexts, FIXTURE_CONFIG_DIR } from '../../helpers/gateway.js'
+import { configProblems, configTexts, FIXTURE_CONFIG_DIR } from '../../helpers/config-fixture.js'
 
 const D1 = 'a'.repeat(64)
 

@@ -5,7 +5,7 @@
 // Enterprise key's own quota takes its custom plan's overage rule; a route's cost defaults to 1).
 import t from 'tap'
 import { MAX_COST, MAX_PER_MONTH } from '../../../src/gateway/config/schema.js'
-import { configProblems, testConfig } from '../../helpers/gateway.js'
+import { configProblems, testConfig } from '../../helpers/config-fixture.js'
 
 const D1 = 'a'.repeat(64)
 

@@ -12,7 +12,7 @@ import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
-import { bearer, DEMO_KEYS, FIXTURE_CONFIG_DIR } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS, FIXTURE_CONFIG_DIR } from '../../helpers/config-fixture.js'
 import { freePort, waitForHttp } from '../../helpers/ports.js'
 import { gatewayProcessEnv, runEntry, waitForProcessHttp } from '../../helpers/processes.js'
 import { startRedis } from '../../helpers/redis.js'

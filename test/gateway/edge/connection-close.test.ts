@@ -4,7 +4,8 @@
 // the connections pile up; now only the first few refused ones stay open. Real sockets, an injected
 // limiter clock (no sleeping) and a streak of test size.
 import t, { type Test } from 'tap'
-import { DEMO_KEYS, plansYaml, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
+import { startGateway, type StartedGateway } from '../../helpers/gateway.js'
+import { DEMO_KEYS, plansYaml, testConfig } from '../../helpers/config-fixture.js'
 import { openKeptAlive, type KeptAlive } from '../../helpers/kept-alive.js'
 import { until } from '../../helpers/poll.js'
 import { sampleValue, scrape } from '../../helpers/scrape.js'

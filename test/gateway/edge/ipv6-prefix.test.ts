@@ -8,7 +8,8 @@ import type { FastifyInstance } from 'fastify'
 import { buildGateway } from '../../../src/gateway/app.js'
 import { startBackend } from '../../helpers/backend.js'
 import { requestFromAddress } from '../../helpers/edge-flood.js'
-import { plansYaml, startGateway, testConfig } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { plansYaml, testConfig } from '../../helpers/config-fixture.js'
 import { setUpIpv6Loopback } from '../../helpers/ipv6-loopback.js'
 
 const PER_MINUTE = 3

@@ -6,7 +6,8 @@
 import { connect } from 'node:net'
 import t from 'tap'
 import { startEchoUpstream } from '../../helpers/echo-upstream.js'
-import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
+import { startGateway, type StartedGateway } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS, plansYaml, testConfig } from '../../helpers/config-fixture.js'
 import { sampleValue, scrape } from '../../helpers/scrape.js'
 import { DEFAULT_MAX_JSON_DEPTH } from '../../../src/gateway/edge/limits.js'
 

@@ -5,7 +5,8 @@
 // (responses queued behind the first never emit 'close'). Real sockets, load shedding on.
 import { connect } from 'node:net'
 import t from 'tap'
-import { DEMO_KEYS, startGateway } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { DEMO_KEYS } from '../../helpers/config-fixture.js'
 import { until } from '../../helpers/poll.js'
 import { sampleValue, scrape, type Sample } from '../../helpers/scrape.js'
 

@@ -8,7 +8,8 @@
 // from 11 loopback addresses.
 import { connect } from 'node:net'
 import t, { type Test } from 'tap'
-import { DEMO_KEYS, startGateway, type StartedGateway } from '../../helpers/gateway.js'
+import { startGateway, type StartedGateway } from '../../helpers/gateway.js'
+import { DEMO_KEYS } from '../../helpers/config-fixture.js'
 import { until } from '../../helpers/poll.js'
 import { startRedis } from '../../helpers/redis.js'
 import { sampleValue, scrape, type Sample } from '../../helpers/scrape.js'

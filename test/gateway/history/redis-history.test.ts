@@ -10,7 +10,8 @@ import { dayOf, DAY_MS, hourOf, parseIsoDay } from '../../../src/gateway/history
 import { DecisionTally, type Batch } from '../../../src/gateway/history/tally.js'
 import { decide } from '../../../src/gateway/limiter/decide.js'
 import type { KeyRecord, Limits } from '../../../src/gateway/config/types.js'
-import { bearer, DEMO_KEYS, startGateway, testConfig } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS, testConfig } from '../../helpers/config-fixture.js'
 import { scriptCalls, startRedis } from '../../helpers/redis.js'
 
 const SHADOWED: Limits = { perMinute: 60, perDay: 1000, shadow: { perMinute: 2, perDay: undefined, announce: false } }

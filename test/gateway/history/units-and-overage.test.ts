@@ -13,7 +13,7 @@ import { createRedisHistory, usageKey } from '../../../src/gateway/history/redis
 import { USAGE_HISTORY_DAYS, USAGE_KEY_KEEP_DAYS, type HistoryStore } from '../../../src/gateway/history/store.js'
 import { DecisionTally, mergeBatches, type MonthCell, type ShadowCell } from '../../../src/gateway/history/tally.js'
 import { decide } from '../../../src/gateway/limiter/decide.js'
-import { testConfig } from '../../helpers/gateway.js'
+import { testConfig } from '../../helpers/config-fixture.js'
 import { startRedis } from '../../helpers/redis.js'
 
 const SOFT: Limits = { perMinute: 100, perDay: 1_000, perMonth: 20, overage: true }

@@ -2,7 +2,8 @@ import t, { type Test } from 'tap'
 import { DOCS_LINK } from '../../../src/interface/errors.js'
 import { createConfigHolder } from '../../../src/gateway/config/plugin.js'
 import { startEchoUpstream } from '../../helpers/echo-upstream.js'
-import { bearer, DEMO_KEYS, startGateway, testConfig } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS, testConfig } from '../../helpers/config-fixture.js'
 
 const SINCE_SECONDS = Date.UTC(2026, 10, 21) / 1000
 const SUNSET_MS = Date.UTC(2030, 11, 5)

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { findLifecycleEntry, lifecycleIndex, mergeLink, successorLink, sunsetValue, deprecationValue } from '../../../src/gateway/lifecycle/rules.js'
-import { testConfig } from '../../helpers/gateway.js'
+import { testConfig } from '../../helpers/config-fixture.js'
 
 t.test('header values follow RFC 9745 (Deprecation), RFC 8594 (Sunset) and RFC 8288 (Link)', async (t) => {
   t.equal(deprecationValue(Date.UTC(2026, 10, 21)), '@1795219200')

@@ -6,7 +6,8 @@
 // Redis once it answers again. Under STORE_ON_ERROR=strict the same requests are 503.
 import t, { type Test } from 'tap'
 import { startBackend } from '../../helpers/backend.js'
-import { bearer, DEMO_KEYS, startGateway } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS } from '../../helpers/config-fixture.js'
 import { poll, sleep } from '../../helpers/poll.js'
 import { startRedis } from '../../helpers/redis.js'
 import { parseScrape, sampleValue } from '../../helpers/scrape.js'

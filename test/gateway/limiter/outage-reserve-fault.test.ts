@@ -6,7 +6,8 @@
 // 40 requests must be 200 and counted as a reserve admission — frozen and killed alike.
 import t, { type Test } from 'tap'
 import { startBackend } from '../../helpers/backend.js'
-import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS, plansYaml, testConfig } from '../../helpers/config-fixture.js'
 import { poll, sleep } from '../../helpers/poll.js'
 import { reserveUnits, startRedis } from '../../helpers/redis.js'
 import { parseScrape, sampleValue } from '../../helpers/scrape.js'

@@ -12,7 +12,8 @@
 // not timings: the thaw comes THAW_AFTER_MS after the requests are sent, far inside the wait.
 import t, { type Test } from 'tap'
 import { startBackend } from '../../helpers/backend.js'
-import { bearer, DEMO_KEYS, startGateway } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS } from '../../helpers/config-fixture.js'
 import { sleep } from '../../helpers/poll.js'
 import { startRedis } from '../../helpers/redis.js'
 import type { StoreOnError } from '../../../src/gateway/limiter/redis/outage.js'

@@ -5,7 +5,8 @@ import { createHash } from 'node:crypto'
 import t, { type Test } from 'tap'
 import type { LimiterStore } from '../../../src/gateway/limiter/store.js'
 import { createMemoryStore } from '../../../src/gateway/limiter/memory/store.js'
-import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartGatewayOptions } from '../../helpers/gateway.js'
+import { startGateway, type StartGatewayOptions } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS, plansYaml, testConfig } from '../../helpers/config-fixture.js'
 import { EVENT_TIMEOUT_MS, until } from '../../helpers/poll.js'
 
 const T0 = Date.UTC(2030, 0, 1, 12)

@@ -6,7 +6,8 @@
 // admits past perMonth with X-Quota-Overage and counts gateway_quota_overage_total; the consumers
 // near their month show in gateway_quota_consumers_near_limit and GET /admin/quotas/near-limit.
 import t from 'tap'
-import { DEMO_KEYS, plansYaml, startGateway, testConfig } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { DEMO_KEYS, plansYaml, testConfig } from '../../helpers/config-fixture.js'
 import { call, COST_ROUTES, meteredMonth, unix } from '../../helpers/quota.js'
 import { parseScrape, sampleValue, scrape } from '../../helpers/scrape.js'
 

@@ -8,7 +8,8 @@
 // late; `npm run test:long` adds TZ=UTC, where local and UTC agree (test/gateway/limiter/quota-gateway.test.ts
 // checks the boundary in the machine's zone too).
 import t from 'tap'
-import { DEMO_KEYS, startGateway, testConfig } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { DEMO_KEYS, testConfig } from '../../helpers/config-fixture.js'
 import { longOr } from '../../helpers/long.js'
 import { call, METERED_PLANS, unix } from '../../helpers/quota.js'
 

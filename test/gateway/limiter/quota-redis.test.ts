@@ -8,7 +8,8 @@
 // larger than what is left of the month: its tail is quota_exceeded too, never counted toward a ban.
 import t, { type Test } from 'tap'
 import type { RedisSettings } from '../../../src/gateway/redis/connection.js'
-import { DEMO_KEYS, startGateway, testConfig } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { DEMO_KEYS, testConfig } from '../../helpers/config-fixture.js'
 import { call, COST_ROUTES, METERED_PLANS } from '../../helpers/quota.js'
 import { poll, sleep } from '../../helpers/poll.js'
 import { startRedis, startRedisCluster } from '../../helpers/redis.js'

@@ -8,7 +8,8 @@
 // On a real redis-server: the reserve Redis keeps for the process before and after the give-back.
 import t from 'tap'
 import { startBackend } from '../../helpers/backend.js'
-import { bearer, DEMO_KEYS, startGateway } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS } from '../../helpers/config-fixture.js'
 import { sleep } from '../../helpers/poll.js'
 import { reserveUnits, scriptCalls, startRedis } from '../../helpers/redis.js'
 import { FIELD } from '../../../src/gateway/limiter/redis/layout.js'

@@ -6,7 +6,8 @@
 import { createHash } from 'node:crypto'
 import t from 'tap'
 import { startBackend } from '../../helpers/backend.js'
-import { bearer, startGateway, testConfig } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { bearer, testConfig } from '../../helpers/config-fixture.js'
 import { until } from '../../helpers/poll.js'
 import { monitorCommands, startRedis } from '../../helpers/redis.js'
 

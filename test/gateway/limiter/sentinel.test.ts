@@ -2,7 +2,8 @@
 // the store (kind sentinel, the Sentinel's address) and really contacts it: with the master gone,
 // STORE_ON_ERROR=local keeps the gateway ready but says `fallback`.
 import t from 'tap'
-import { bearer, DEMO_KEYS, startGateway } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS } from '../../helpers/config-fixture.js'
 import { startRedis, startRedisSentinel } from '../../helpers/redis.js'
 import { FIELD } from '../../../src/gateway/limiter/redis/layout.js'
 

@@ -8,7 +8,8 @@ import { decide } from '../../../src/gateway/limiter/decide.js'
 import { announcedPolicies, shadowRejection } from '../../../src/gateway/limiter/shadow.js'
 import type { ConsumeResult } from '../../../src/gateway/limiter/store.js'
 import type { ShadowLimits } from '../../../src/gateway/config/types.js'
-import { bearer, configProblems, DEMO_KEYS, startGateway, testConfig } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { bearer, configProblems, DEMO_KEYS, testConfig } from '../../helpers/config-fixture.js'
 import { sampleValue, scrape } from '../../helpers/scrape.js'
 
 const NOW = Date.UTC(2030, 0, 1, 12)

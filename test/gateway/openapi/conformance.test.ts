@@ -2,7 +2,8 @@
 // description with openapi-backend's response validators (bodies and headers, OpenAPI 3.1).
 import { OpenAPIBackend, type Document, type Operation } from 'openapi-backend'
 import t, { type Test } from 'tap'
-import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
+import { startGateway, type StartedGateway } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS, plansYaml, testConfig } from '../../helpers/config-fixture.js'
 
 const PLANS = plansYaml({ free: { perMinute: 2, perDay: 1000 } })
 const PRO = bearer(DEMO_KEYS.pro)

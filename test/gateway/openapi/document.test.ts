@@ -8,7 +8,7 @@ import { clientTypesText, DEFAULT_DOCUMENT_PATH, DEFAULT_TYPES_PATH, documentTex
 import { loadConfigDir } from '../../../src/gateway/config/read-files.js'
 import { buildOpenApiDocument, openApiPath, type JsonObject } from '../../../src/gateway/openapi/document.js'
 import { OPERATIONS } from '../../../src/gateway/proxy/operations.js'
-import { FIXTURE_CONFIG_DIR, SHIPPED_CONFIG_DIR, testConfig } from '../../helpers/gateway.js'
+import { FIXTURE_CONFIG_DIR, SHIPPED_CONFIG_DIR, testConfig } from '../../helpers/config-fixture.js'
 
 type Doc = Record<string, any> // eslint-disable-line @typescript-eslint/no-explicit-any -- walking a JSON document in assertions
 

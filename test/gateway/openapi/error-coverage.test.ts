@@ -9,7 +9,8 @@ import t, { type Test } from 'tap'
 import { keyDigest } from '../../../src/gateway/auth/bearer.js'
 import { ERROR_CODES, type ErrorCode } from '../../../src/interface/errors.js'
 import { startEchoUpstream } from '../../helpers/echo-upstream.js'
-import { bearer, configTexts, DEMO_KEYS, startGateway, testConfig, type StartedGateway } from '../../helpers/gateway.js'
+import { startGateway, type StartedGateway } from '../../helpers/gateway.js'
+import { bearer, configTexts, DEMO_KEYS, testConfig } from '../../helpers/config-fixture.js'
 import { startRedis } from '../../helpers/redis.js'
 
 const PRO = bearer(DEMO_KEYS.pro)

@@ -6,7 +6,8 @@ import t from 'tap'
 import { keyDigest } from '../../../src/gateway/auth/bearer.js'
 import { createConfigHolder } from '../../../src/gateway/config/plugin.js'
 import { buildOpenApiDocument } from '../../../src/gateway/openapi/document.js'
-import { ADMIN_JSON, bearer, configTexts, DEMO_KEYS, plansYaml, startGateway, testConfig } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { ADMIN_JSON, bearer, configTexts, DEMO_KEYS, plansYaml, testConfig } from '../../helpers/config-fixture.js'
 
 const swaggerUiDir = dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'))
 const swaggerUiVersion = (JSON.parse(readFileSync(join(swaggerUiDir, 'package.json'), 'utf8')) as { version: string }).version

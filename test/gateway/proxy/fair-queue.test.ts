@@ -7,7 +7,8 @@ import t from 'tap'
 import { FairQueue } from '../../../src/gateway/proxy/fair-queue.js'
 import { UpstreamGate, type UpstreamWaiter } from '../../../src/gateway/proxy/upstream-gate.js'
 import { startHeldUpstream } from '../../helpers/echo-upstream.js'
-import { bearer, DEMO_KEYS, startGateway } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS } from '../../helpers/config-fixture.js'
 import { until } from '../../helpers/poll.js'
 
 interface Item { lane?: string, enteredAt: number, name: string }

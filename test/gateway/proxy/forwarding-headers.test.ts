@@ -5,7 +5,8 @@
 import t from 'tap'
 import { startBackend } from '../../helpers/backend.js'
 import { startEchoUpstream } from '../../helpers/echo-upstream.js'
-import { bearer, DEMO_KEYS, startGateway } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS } from '../../helpers/config-fixture.js'
 
 /** Everything a client could claim about where it is and how it came. */
 const CLAIMS = {

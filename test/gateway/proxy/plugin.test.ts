@@ -1,5 +1,6 @@
 import t from 'tap'
-import { bearer, DEMO_KEYS, startGateway } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS } from '../../helpers/config-fixture.js'
 import { startEchoUpstream } from '../../helpers/echo-upstream.js'
 import { freePort } from '../../helpers/ports.js'
 

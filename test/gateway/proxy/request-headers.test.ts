@@ -6,7 +6,8 @@ import { request } from 'node:http'
 import t from 'tap'
 import { GATEWAY_OWNED, METHOD_OVERRIDES } from '../../../src/gateway/proxy/request-headers.js'
 import { startEchoUpstream } from '../../helpers/echo-upstream.js'
-import { bearer, startGateway, testConfig } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { bearer, testConfig } from '../../helpers/config-fixture.js'
 
 const READ_ONLY_KEY = 'psk_read_only_override_key_0123456789'
 const sha = (key: string): string => createHash('sha256').update(key).digest('hex')

@@ -6,7 +6,8 @@
 import { performance } from 'node:perf_hooks'
 import t, { type Test } from 'tap'
 import { startEchoUpstream, type EchoUpstream } from '../../helpers/echo-upstream.js'
-import { bearer, DEMO_KEYS, startGateway } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { bearer, DEMO_KEYS } from '../../helpers/config-fixture.js'
 import { until } from '../../helpers/poll.js'
 import { sampleValue, scrape } from '../../helpers/scrape.js'
 

@@ -9,7 +9,8 @@
 import { connect, type Socket } from 'node:net'
 import t from 'tap'
 import { startHeldUpstream } from '../../helpers/echo-upstream.js'
-import { DEMO_KEYS, startGateway } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { DEMO_KEYS } from '../../helpers/config-fixture.js'
 import { until } from '../../helpers/poll.js'
 import { sampleValue, scrape } from '../../helpers/scrape.js'
 

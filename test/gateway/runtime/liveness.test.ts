@@ -8,7 +8,8 @@ import { performance } from 'node:perf_hooks'
 import t from 'tap'
 import { Liveness } from '../../../src/gateway/runtime/liveness.js'
 import { startHeldUpstream } from '../../helpers/echo-upstream.js'
-import { DEMO_KEYS, startGateway } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { DEMO_KEYS } from '../../helpers/config-fixture.js'
 import { until } from '../../helpers/poll.js'
 
 interface Health { status: string, checks?: Record<string, { ok: boolean, error?: string }> }

@@ -7,7 +7,8 @@ import { cpSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { ConfigError, parseConfig } from '../../../src/gateway/config/loader.js'
 import type { SecretReader } from '../../../src/gateway/webhooks/config.js'
-import { configTexts, FIXTURE_CONFIG_DIR, startGateway } from '../../helpers/gateway.js'
+import { startGateway } from '../../helpers/gateway.js'
+import { configTexts, FIXTURE_CONFIG_DIR } from '../../helpers/config-fixture.js'
 import { newSecret } from '../../helpers/webhook-receiver.js'
 
 const SECRET = newSecret()

@@ -4,7 +4,8 @@
 // gateway is not held by a collector that hangs either.
 import t from 'tap'
 import { startBackend } from '../../../helpers/backend.js'
-import { bearer, DEMO_KEYS, startGateway } from '../../../helpers/gateway.js'
+import { startGateway } from '../../../helpers/gateway.js'
+import { bearer, DEMO_KEYS } from '../../../helpers/config-fixture.js'
 import { startOtlpReceiver } from '../../../helpers/otlp-receiver.js'
 import { until } from '../../../helpers/poll.js'
 import { freePort } from '../../../helpers/ports.js'

@@ -6,7 +6,8 @@
 // is in every log line of the request on both sides, next to the request id.
 import t, { type Test } from 'tap'
 import { startBackend } from '../../../helpers/backend.js'
-import { bearer, DEMO_KEYS, plansYaml, startGateway, testConfig } from '../../../helpers/gateway.js'
+import { startGateway } from '../../../helpers/gateway.js'
+import { bearer, DEMO_KEYS, plansYaml, testConfig } from '../../../helpers/config-fixture.js'
 import { SPAN_KIND, STATUS_ERROR, startOtlpReceiver, type ReceivedSpan } from '../../../helpers/otlp-receiver.js'
 import { freePort } from '../../../helpers/ports.js'
 import { childrenOf, leaks, secretsOf, theSpan, traceSpans, tracingTo } from '../../../helpers/tracing.js'

@@ -3,7 +3,8 @@
 // and from the spans exported.
 import t from 'tap'
 import { startEchoUpstream } from '../../../helpers/echo-upstream.js'
-import { bearer, DEMO_KEYS, startGateway } from '../../../helpers/gateway.js'
+import { startGateway } from '../../../helpers/gateway.js'
+import { bearer, DEMO_KEYS } from '../../../helpers/config-fixture.js'
 import { startOtlpReceiver } from '../../../helpers/otlp-receiver.js'
 import { theSpan, traceSpans, tracingTo } from '../../../helpers/tracing.js'
 import { parseTraceparent } from '../../../../src/shared/tracing/traceparent.js'

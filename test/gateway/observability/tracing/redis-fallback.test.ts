@@ -4,7 +4,8 @@
 // consumer's admissions from a block Redis counted for it say `grant`.
 import t from 'tap'
 import { startBackend } from '../../../helpers/backend.js'
-import { bearer, DEMO_KEYS, startGateway } from '../../../helpers/gateway.js'
+import { startGateway } from '../../../helpers/gateway.js'
+import { bearer, DEMO_KEYS } from '../../../helpers/config-fixture.js'
 import { STATUS_ERROR, startOtlpReceiver } from '../../../helpers/otlp-receiver.js'
 import { poll } from '../../../helpers/poll.js'
 import { startRedis } from '../../../helpers/redis.js'

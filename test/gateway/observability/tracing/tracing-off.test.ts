@@ -18,7 +18,8 @@ registerHooks({
 
 const { startBackend } = await import('../../../helpers/backend.js')
 const { startEchoUpstream } = await import('../../../helpers/echo-upstream.js')
-const { bearer, DEMO_KEYS, startGateway } = await import('../../../helpers/gateway.js')
+const { startGateway } = await import('../../../helpers/gateway.js')
+const { bearer, DEMO_KEYS } = await import('../../../helpers/config-fixture.js')
 const { scrape, sampleValue } = await import('../../../helpers/scrape.js')
 
 const TRACE = '4bf92f3577b34da6a3ce929d0e0e4736'
