@@ -1,10 +1,14 @@
 // The ports handed to the processes tests start (test/helpers/ports.ts) are ones a test's fetch can reach: the
 // Fetch standard blocks some ports ("bad port"), and a gateway listening on one looked like a child that never
-// came up — "fetch failed" for the whole start timeout, once in about ten full suites.
+// came up — "fetch failed" for the whole start timeout, once in about ten full suites. And a port handed out is
+// recorded as this process's choice, so that no other test process of the machine (nor this one) hands it out
+// while it lives.
 import t from 'tap'
-import { readFileSync } from 'node:fs'
+import { spawn } from 'node:child_process'
+import { once } from 'node:events'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { FETCH_BLOCKED_PORTS, freePort, isProcessPort } from '../helpers/ports.js'
+import { claimPort, FETCH_BLOCKED_PORTS, freePort, isProcessPort, PORT_CLAIMS_DIR } from '../helpers/ports.js'
 
 /** Why this runtime's fetch refuses `port` before connecting, or undefined when it tries to connect. */
 async function refusalOf (port: number): Promise<string | undefined> {
@@ -42,4 +46,22 @@ t.test('freePort never hands out a blocked port', async (t) => {
   const ports = await Promise.all(Array.from({ length: 300 }, async () => await freePort()))
   t.same(ports.filter((port) => FETCH_BLOCKED_PORTS.has(port) || !isProcessPort(port)), [], `300 ports in ${Math.min(...ports)}–${Math.max(...ports)}`)
   t.ok([...FETCH_BLOCKED_PORTS].every((port) => !isProcessPort(port)), 'isProcessPort refuses each blocked port')
+})
+
+t.test('a port handed out is claimed: never handed out again while its process lives, taken over once it is gone', async (t) => {
+  const port = await freePort()
+  const claim = join(PORT_CLAIMS_DIR, String(port))
+  t.equal(readFileSync(claim, 'utf8'), String(process.pid), 'freePort recorded this process as the port\'s holder')
+  t.equal(claimPort(port), false, 'this process cannot claim it twice (a gateway\'s port and admin port never the same)')
+
+  const sleeper = spawn('sleep', ['30'], { stdio: 'ignore' })
+  t.teardown(() => { sleeper.kill() })
+  await once(sleeper, 'spawn')
+  writeFileSync(claim, String(sleeper.pid))
+  t.equal(claimPort(port), false, 'a live process\'s claim holds')
+
+  sleeper.kill()
+  await once(sleeper, 'exit')
+  t.equal(claimPort(port), true, 'a claim whose process is gone is taken over')
+  t.equal(readFileSync(claim, 'utf8'), String(process.pid), 'and recorded as this process\'s')
 })

@@ -1,6 +1,9 @@
 // Free loopback TCP ports for processes that tests and benches start as subprocesses, and the wait
 // until such a process answers HTTP (bench/lib imports both).
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { until } from './poll.js'
 
 /**
@@ -27,10 +30,58 @@ export function isProcessPort (port: number): boolean {
   return port >= PROCESS_PORTS.low && port < PROCESS_PORTS.high && !DEFAULT_PORTS.has(port) && !FETCH_BLOCKED_PORTS.has(port)
 }
 
+/**
+ * Where the test and bench processes of this machine record the ports they hand out, one file per port holding the
+ * choosing process's pid: a port is free to hand out only if it is not bound (isFree) and no live process chose it.
+ * Without the record a port was chosen free and given to a child, and in the second or so before the child listened,
+ * another test (of this suite, of a suite beside it, or this process's own next choice) could choose it too: "port
+ * 6792 is in use (GATEWAY_PORT)" failed a paired run once (30 Nov). A claim lasts as long as its process; one whose
+ * process is gone is taken over.
+ */
+export const PORT_CLAIMS_DIR = join(tmpdir(), 'petstore-gateway-test-ports')
+
+function alive (pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}
+
+/**
+ * Records `port` as this process's choice; false if a live process (this one included) chose it before. A
+ * directory that cannot be written leaves every port unclaimed, as before the record.
+ */
+export function claimPort (port: number): boolean {
+  const file = join(PORT_CLAIMS_DIR, String(port))
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      mkdirSync(PORT_CLAIMS_DIR, { recursive: true })
+      writeFileSync(file, String(process.pid), { flag: 'wx' })
+      return true
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') return true
+    }
+    let holder = NaN
+    try {
+      holder = Number(readFileSync(file, 'utf8'))
+    } catch {
+      // gone since: try again
+    }
+    if (alive(holder)) return false
+    // Its process is gone: the claim is taken over. Two processes taking one over at the same instant could both
+    // remove it and one re-create it: both would have to pick this port within that instant.
+    rmSync(file, { force: true })
+  }
+  return false
+}
+
 export async function freePort (): Promise<number> {
   for (;;) {
     const port = PROCESS_PORTS.low + Math.floor(Math.random() * (PROCESS_PORTS.high - PROCESS_PORTS.low))
-    if (isProcessPort(port) && await isFree(port)) return port
+    if (isProcessPort(port) && claimPort(port) && await isFree(port)) return port
   }
 }
 

@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { startBackend } from '../../helpers/backend.js'
 import { FIXTURE_CONFIG_DIR } from '../../helpers/config-fixture.js'
 import { poll, until } from '../../helpers/poll.js'
-import { freePort, isFree, PROCESS_START_TIMEOUT_MS } from '../../helpers/ports.js'
+import { claimPort, freePort, isFree, PROCESS_START_TIMEOUT_MS } from '../../helpers/ports.js'
 import { gatewayProcessEnv, runEntry, type RunningProcess, waitForProcessHttp } from '../../helpers/processes.js'
 import { startRedis } from '../../helpers/redis.js'
 
@@ -28,7 +28,7 @@ async function freePortPair (): Promise<number> {
   for (;;) {
     const port = await freePort()
     if (port >= 65535) continue
-    if (await isFree(port + 1)) return port
+    if (claimPort(port + 1) && await isFree(port + 1)) return port
   }
 }
 
