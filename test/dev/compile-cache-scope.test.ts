@@ -9,9 +9,9 @@ import { getCompileCacheDir } from 'node:module'
 import type { Session } from 'node:inspector'
 import { Session as PromiseSession } from 'node:inspector/promises'
 import t from 'tap'
-import { probe } from '../fixtures/coverage/probe.js'
+import { probe } from '../fixtures/compile-cache/probe.js'
 
-const PROBE = new URL('../fixtures/coverage/probe.ts', import.meta.url)
+const PROBE = new URL('../fixtures/compile-cache/probe.ts', import.meta.url)
 
 t.test('the test processes keep a compile cache of their own', async (t) => {
   const dir = getCompileCacheDir()
