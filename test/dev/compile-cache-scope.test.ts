@@ -6,7 +6,7 @@
 // it would leave `probe` with a function-wide count only).
 import { readFileSync } from 'node:fs'
 import { getCompileCacheDir } from 'node:module'
-import type { Session } from 'node:inspector'
+import type { Profiler, Session } from 'node:inspector'
 import { Session as PromiseSession } from 'node:inspector/promises'
 import t from 'tap'
 import { probe } from '../fixtures/compile-cache/probe.js'
@@ -27,7 +27,7 @@ t.test('a module of ours is compiled with block coverage, its offsets as in the 
   const hook = await import(new URL('../../node_modules/@tapjs/processinfo/dist/esm/register-coverage.js', import.meta.url).href) as { SESSION: Session | undefined }
   const session = hook.SESSION
   if (session === undefined) throw new Error('tap\'s coverage session is not started')
-  const result = await new Promise<Array<{ url: string, functions: Array<{ functionName: string, isBlockCoverage: boolean, ranges: Array<{ startOffset: number, count: number }> }> }>>((resolve, reject) => {
+  const result = await new Promise<Profiler.ScriptCoverage[]>((resolve, reject) => {
     session.post('Profiler.takePreciseCoverage', (err, taken) => { if (err === null) resolve(taken.result); else reject(err) })
   })
   const script = result.find((s) => s.url === PROBE.href)
