@@ -178,6 +178,13 @@ export const MUTANTS: readonly Mutant[] = [
     replace: 'return bucket < refusedIn + BLOCK_HELD_BUCKETS - 1'
   },
   {
+    name: 'reserve-grows-at-any-pace',
+    bug: 'grant.lua grows a reserve whatever the key\'s pace (the accounting before 30 Nov): a burst queued behind a stalled process, sent at once, is refused while the reserve is kept back and starts a ban, and the reserve goes to nobody',
+    file: `${LIMITER}/lua/grant.lua`,
+    find: 'if room * RESERVE_PACE_BUCKETS >= pace * RESERVE_SLACK_SECONDS then',
+    replace: 'if pace >= 0 then'
+  },
+  {
     name: 'provisional-refusal-counted',
     bug: 'grant.lua counts a refusal that waits for blocks held elsewhere toward the ban (not spared)',
     file: `${LIMITER}/lua/grant.lua`,

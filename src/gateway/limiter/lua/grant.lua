@@ -53,6 +53,9 @@ local MR = { ms = 1000.0, slots = 61, mod = 2 ^ 20, scale = 2 ^ 32, names = {} }
 local DR = { ms = 900000.0, slots = 97, mod = 2 ^ 13, scale = 2 ^ 40, names = {} }
 local ESCALATION_MS, RESERVE_TTL_MS = 86400000, 120000
 local BLOCK_HELD_BUCKETS = 3
+-- A reserve grows only while the room left would last RESERVE_SLACK_SECONDS at the key's pace: the units every process
+-- counted in its last RESERVE_PACE_BUCKETS minute buckets.
+local RESERVE_SLACK_SECONDS, RESERVE_PACE_BUCKETS = 10, 3
 -- Recent 429s are kept per bucket of the ban window, at the bucket's start (src/gateway/limiter/ban-record.ts, which a
 -- test checks against this): at most two events a bucket however hard a key is flooded, and a 429 counts toward the
 -- ban for at least the window less one bucket and at most the window.
@@ -420,11 +423,19 @@ local function decide (index)
     room = room - admitted * cost
     granted = max(0, min(extra, floor(room / share)))
     room = room - granted
-    -- A reserve grows only while the room left is at least twice the want: the caller asked for at most a quarter of
-    -- the room it last saw, so less than twice means others took more than half of it since — the consumer races its
-    -- limit, and a reserve started now would be kept back from their refusals (what it holds it keeps).
-    if want > keep and room >= 2 * want then
-      reserve = keep + max(0, min(want - keep, floor(room / share)))
+    -- A reserve grows only while the room left would last RESERVE_SLACK_SECONDS at the key's pace (every process's
+    -- units in its last RESERVE_PACE_BUCKETS minute buckets, this call's counted): a key racing its limit holds none.
+    -- The caller sized its want by its own rate and its last view of the room, blind to what other processes took
+    -- since and to their pace: a burst of theirs (or one queued behind a stalled loop, sent at once) refused while a
+    -- reserve is kept back starts a ban, and the reserve goes to nobody (docs/limiter-internals.md).
+    if want > keep then
+      local pace = minute_newest_units + admitted * cost + granted
+      for _, stored in pairs(read(key, minute_newest - RESERVE_PACE_BUCKETS + 1, minute_newest - 1, MR)) do
+        pace = pace + stored
+      end
+      if room * RESERVE_PACE_BUCKETS >= pace * RESERVE_SLACK_SECONDS then
+        reserve = keep + max(0, min(want - keep, floor(room / share)))
+      end
     end
     local add = admitted * cost + granted
     if add > 0 then

@@ -8,7 +8,7 @@ import { consumeResult, entryOf, unknownResult } from './account.js'
 import type { Account, Waiting } from './account.js'
 import type { Job } from './batcher.js'
 import type { ShardClock } from './clock.js'
-import { BLOCK_HELD_BUCKETS } from './layout.js'
+import { BLOCK_HELD_BUCKETS, RESERVE_SLACK_SECONDS } from './layout.js'
 import { SPEND_MARGIN_MS } from './pool.js'
 import { allowanceUnits, StoreUnavailableError, type OutageAllowance, type StoreOnError } from './outage.js'
 import type { Runtime } from './port.js'
@@ -19,8 +19,6 @@ import type { Shards } from './shard.js'
 export const HOT_RATE = 2
 /** The reserve asked for: an outage of a minute at the consumer's rate, at most a quarter of the room left (the script shares it further). */
 export const RESERVE_SECONDS = 60
-/** No reserve unless the room would last this long at the consumer's rate: one racing to its limit would strand it. */
-export const RESERVE_SLACK_SECONDS = 10
 /** An id unseen this long hands its reserve back. */
 export const IDLE_MS = 2_000
 /** A refusal waiting for blocks held elsewhere asks again this long after their second ends (their give-back first). */

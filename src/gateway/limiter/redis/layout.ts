@@ -42,5 +42,13 @@ export const FIELD = {
 export const BLOCK_HELD_BUCKETS = 3
 /** How long Redis keeps a reserve after the call that set it. */
 export const RESERVE_TTL_MS = 120_000
+/**
+ * No reserve grows unless the room would last this long at the consumer's pace: one racing to its limit would strand
+ * it. calls.ts asks with this process's rate; grant.lua grows one only at the key's pace, every process's units in
+ * its last RESERVE_PACE_BUCKETS minute buckets (a burst queued behind another process's stall meets a reserve less).
+ */
+export const RESERVE_SLACK_SECONDS = 10
+/** Minute buckets (seconds) of the key's pace grant.lua measures before a reserve grows. */
+export const RESERVE_PACE_BUCKETS = 3
 /** A ban's escalation memory: a ban within this long of the last one's end is one level longer. */
 export const ESCALATION_MS = 86_400_000

@@ -79,14 +79,16 @@ t.test('every key a grant call writes expires, at the hash\'s recorded expiry', 
   await t.test('write-backs after an outage: from the reserve and from the outage allowance', async (t) => {
     for (const allowance of [false, true]) {
       const id = allowance ? 'writeback-a' : 'writeback'
-      // 42/min and a reserve of 20 asked: room for it (41 ≥ twice 20) on the first call, none to grow it again after the
-      // write-back (at most 38), so the reserve shows what the write-back took out of it.
-      const held = await call('A', entry(id, { minuteLimit: 42, reserve: 20 }))
+      // 42/min, 8 requests and a reserve of 20 asked: the 34 units of room left last RESERVE_SLACK_SECONDS at the
+      // key's pace (8 in its last seconds), so a reserve grows on the first call (17: half the room, two sharing); after
+      // the write-back the room left (at most 19 with the reserve kept back) no longer does, so it cannot grow again,
+      // and the reserve shows what the write-back took out of it.
+      const held = await call('A', entry(id, { minuteLimit: 42, requests: 8, reserve: 20 }))
       t.ok(held.reply.reserve > 0, `a reserve is kept (${held.reply.reserve})`)
       // Admitted 5 s ago and 16 min ago (the last day bucket) while Redis did not answer, written back now.
       const adjustments = [at(held.now - 16 * 60_000, 2), at(held.now - 5_000, 3)].map((adjustment) => allowance ? { ...adjustment, allowance } : adjustment)
       const back = await call('A', entry(id, { minuteLimit: 42, requests: 0, reserve: 20, adjustments }))
-      t.equal(back.reply.day.used, 1 + 2 + 3, `the day counts them (${allowance ? "'a'" : 'reserve'})`)
+      t.equal(back.reply.day.used, 8 + 2 + 3, `the day counts them (${allowance ? "'a'" : 'reserve'})`)
       // What the reserve paid for comes out of it; what the outage allowance admitted does not (grantArgs sends its 'a').
       t.equal(back.reply.reserve, allowance ? held.reply.reserve : held.reply.reserve - 5,
         `the reserve: ${held.reply.reserve} → ${back.reply.reserve} (${allowance ? 'allowance: kept' : 'spent 5'})`)

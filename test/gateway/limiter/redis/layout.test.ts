@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs'
 import t from 'tap'
 import { DAY_WINDOW, MINUTE_WINDOW } from '../../../../src/gateway/limiter/arithmetic.js'
-import { BLOCK_HELD_BUCKETS, ESCALATION_MS, FIELD, RESERVE_TTL_MS } from '../../../../src/gateway/limiter/redis/layout.js'
+import { BLOCK_HELD_BUCKETS, ESCALATION_MS, FIELD, RESERVE_PACE_BUCKETS, RESERVE_SLACK_SECONDS, RESERVE_TTL_MS } from '../../../../src/gateway/limiter/redis/layout.js'
 
 const lua = readFileSync(new URL('../../../../src/gateway/limiter/lua/grant.lua', import.meta.url), 'utf8')
 const snake = (name: string): string => name.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`)
@@ -29,6 +29,8 @@ const constant = (name: string): number | undefined => {
 t.equal(constant('RESERVE_TTL_MS'), RESERVE_TTL_MS, 'the reserve lifetime is layout.ts\'s')
 t.equal(constant('ESCALATION_MS'), ESCALATION_MS, 'the escalation memory is layout.ts\'s')
 t.equal(constant('BLOCK_HELD_BUCKETS'), BLOCK_HELD_BUCKETS, 'how long a block counts as held is layout.ts\'s (calls.ts waits for blocks that long)')
+t.equal(constant('RESERVE_SLACK_SECONDS'), RESERVE_SLACK_SECONDS, 'how long the room must last at the pace for a reserve is layout.ts\'s (calls.ts asks with it)')
+t.equal(constant('RESERVE_PACE_BUCKETS'), RESERVE_PACE_BUCKETS, 'the buckets of the key\'s pace are layout.ts\'s')
 
 const ring = (name: string): { ms: number, slots: number } | undefined => {
   const match = new RegExp(`^local ${name} = \\{ ms = ([\\d.]+), slots = (\\d+),`, 'm').exec(lua)
