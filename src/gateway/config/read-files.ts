@@ -2,8 +2,9 @@
 // files, refusing at once what is not a regular file (a FIFO, a device, a directory: opening a FIFO
 // for reading would wait for a writer, holding the parse worker and the process's exit), refusing a
 // file over the size cap before reading it, and refusing a file that changed while it was read.
-// Synchronous: the gateway runs it in the parse worker (worker-loader.ts), the CLI on its own thread.
-import { closeSync, constants, fstatSync, openSync, readSync, type Stats } from 'node:fs'
+// Synchronous: the gateway runs it in the parse worker (worker-loader.ts) — or, for a small config before it serves
+// anything, on its own thread — and the CLI on its own thread.
+import { closeSync, constants, fstatSync, openSync, readSync, statSync, type Stats } from 'node:fs'
 import { join } from 'node:path'
 import { CONFIG_FILES, ConfigError, OPTIONAL_CONFIG_FILES, parseConfig, type ConfigFileName, type ConfigTexts, type OptionalConfigFileName } from './loader.js'
 import type { ConfigSnapshot } from './types.js'
@@ -87,6 +88,23 @@ export function readConfigTexts (dir: string, maxBytes = DEFAULT_CONFIG_MAX_BYTE
   }
   if (problems.length > 0) throw new ConfigError(problems)
   return texts
+}
+
+/**
+ * What the config files in `dir` hold on disk, by their sizes (a missing or unreadable one counts 0: reading it
+ * reports it): how a load chooses its thread before anything is read (worker-loader.ts loadBeforeServing).
+ */
+export function configBytesOnDisk (dir: string): number {
+  let bytes = 0
+  for (const file of [...CONFIG_FILES, ...OPTIONAL_CONFIG_FILES]) {
+    try {
+      const stats = statSync(join(dir, file))
+      if (stats.isFile()) bytes += stats.size
+    } catch {
+      // missing or unreadable: readConfigTexts says which, and why
+    }
+  }
+  return bytes
 }
 
 export interface LoadOptions {

@@ -1,8 +1,9 @@
 // The one config path of a gateway that runs on a config directory: provider → validate → swap.
 // The first load (at registration: the gateway does not start without a valid config) and every
 // reload after it — on a change once the directory is quiet (watch.ts), on SIGHUP (server.ts), on
-// POST /admin/reload — go through the same load (provider.ts: read and validate in a worker thread,
-// the production rules) and the same swap. A bad config is rejected whole: at start-up the
+// POST /admin/reload — go through the same load (provider.ts: read and validate in a worker thread —
+// the first on this thread when the files are small, nothing being served yet — and the production
+// rules) and the same swap. A bad config is rejected whole: at start-up the
 // problems are thrown to the caller; on a reload the last good config stays in force. Every
 // reload's outcome is logged and counted. Reloads run one at a time, and requests for a reload that
 // arrive while one runs share the single reload that follows it.
@@ -12,6 +13,7 @@ import { ConfigError } from './loader.js'
 import { createConfigProvider } from './provider.js'
 import { watchDirectory } from './watch.js'
 import type { WorkerLoadOptions } from './worker-loader.js'
+import type { ConfigSnapshot } from './types.js'
 
 export type ReloadResult =
   | { readonly ok: true, readonly changed: boolean, readonly version: string, readonly keys: number }
@@ -30,7 +32,7 @@ export interface ConfigReloader {
   reload: (trigger: string) => Promise<ReloadResult>
   /** The last rejected reload, or null when the last reload succeeded (or none ran). */
   readonly lastFailure: ReloadFailure | null
-  /** Starts the parse worker now (it is stopped after the first load and started again by the next). */
+  /** Starts the parse worker now (the first load starts none for a small config; it is stopped after it and started again by the next load). */
   ready: () => Promise<void>
 }
 
@@ -63,8 +65,8 @@ export const reloadPlugin = fp<ReloadOptions>(async function reloadPlugin (app, 
 
   let inForce: string | undefined
   /** The one path: load (provider: read and validate), then swap when the version differs from the one in force. */
-  async function loadAndSwap (): Promise<boolean> {
-    const next = await provider.load()
+  async function loadAndSwap (load: () => Promise<ConfigSnapshot>): Promise<boolean> {
+    const next = await load()
     const changed = next.version !== inForce
     if (changed) {
       holder.swap(next)
@@ -73,9 +75,9 @@ export const reloadPlugin = fp<ReloadOptions>(async function reloadPlugin (app, 
     return changed
   }
 
-  // The first load, through the same path (nothing is in force yet): no gateway without a valid config.
+  // The first load, through the same path (nothing is in force yet, nothing served): no gateway without a valid config.
   try {
-    await loadAndSwap()
+    await loadAndSwap(provider.loadBeforeServing)
   } catch (err) {
     await provider.close()
     throw err instanceof ConfigError ? err : new ConfigError([...problemsOf(err, 'load')])
@@ -88,7 +90,7 @@ export const reloadPlugin = fp<ReloadOptions>(async function reloadPlugin (app, 
   async function reloadNow (trigger: string): Promise<ReloadResult> {
     let result: ReloadResult
     try {
-      const changed = await loadAndSwap()
+      const changed = await loadAndSwap(provider.load)
       result = { ok: true, changed, version: holder.current.version, keys: holder.current.keysByDigest.size }
       lastFailure = null
       app.log.info({ trigger, changed, version: result.version, keys: result.keys }, changed ? 'config reloaded' : 'config unchanged')

@@ -1,13 +1,16 @@
-// Loads CONFIG_DIR in a worker thread (parse-worker.ts), at start-up and for every reload: reading,
-// YAML parsing and validating cost seconds and gigabytes on a huge or hostile file, and none of it
-// may run on the event loop that serves requests. The worker's heap is capped, so a file that would
-// need more fails the load instead of the process, and it parses big files at the lowest CPU
-// priority. A worker is started by a load (or `ready`) and kept for the next; after a load of big
-// files, or any failure, or `release`, it is stopped (and started again by the next load), so the
-// memory and the priority a big parse took go with it.
+// Loads CONFIG_DIR in a worker thread (parse-worker.ts) for every reload: reading, YAML parsing and
+// validating cost seconds and gigabytes on a huge or hostile file, and none of it may run on the event
+// loop that serves requests. The worker's heap is capped, so a file that would need more fails the load
+// instead of the process, and it parses big files at the lowest CPU priority. A worker is started by a
+// load (or `ready`) and kept for the next; after a load of big files, or any failure, or `release`, it
+// is stopped (and started again by the next load), so the memory and the priority a big parse took go
+// with it. A load before the process serves anything (its start, a one-off check) reads and validates
+// files of BIG_CONFIG_BYTES or less on the calling thread, with the same code: nothing waits behind it,
+// and a worker's start costs more than such a parse (about 0.24 s of CPU, 0.2 s to readiness and 13 MB
+// of resident memory on the fixture config; docs/development.md); bigger files go to the worker.
 import { Worker } from 'node:worker_threads'
-import { buildSnapshot, ConfigError, DEFAULT_MAX_REPORTED_PROBLEMS, KeyIndex } from './loader.js'
-import { DEFAULT_CONFIG_MAX_BYTES } from './read-files.js'
+import { buildSnapshot, ConfigError, DEFAULT_MAX_REPORTED_PROBLEMS, KeyIndex, validateConfig } from './loader.js'
+import { configBytesOnDisk, DEFAULT_CONFIG_MAX_BYTES, readConfigTexts } from './read-files.js'
 import type { ConfigSnapshot } from './types.js'
 import { BIG_CONFIG_BYTES, type FromWorker, type ToWorker } from './worker-protocol.js'
 
@@ -41,6 +44,8 @@ export interface ConfigParserOptions extends WorkerLoadOptions {
 export interface ConfigParser {
   /** The snapshot of `dir`, or a ConfigError naming every problem (capped); one load at a time. */
   load: (dir: string) => Promise<ConfigSnapshot>
+  /** As `load`, for a process that serves nothing yet: files of BIG_CONFIG_BYTES or less on this thread. */
+  loadBeforeServing: (dir: string) => Promise<ConfigSnapshot>
   /** Starts the worker now instead of at the next load. */
   ready: () => Promise<void>
   /** Stops the worker until the next load (its memory is given back meanwhile). */
@@ -139,6 +144,16 @@ export function createConfigParser (opts: ConfigParserOptions): ConfigParser {
     })
   }
 
+  /** A load on this thread when the files are small (nothing is served meanwhile: the caller's promise), else the worker's. */
+  function loadHere (dir: string): Promise<ConfigSnapshot> | ConfigSnapshot {
+    if (closed) throw new Error('config parser closed')
+    if (configBytesOnDisk(dir) > BIG_CONFIG_BYTES) return loadOnce(dir)
+    const { keys, ...rest } = validateConfig(readConfigTexts(dir, opts.maxBytes ?? DEFAULT_CONFIG_MAX_BYTES), opts.maxProblems ?? DEFAULT_MAX_REPORTED_PROBLEMS)
+    const index = new KeyIndex()
+    index.addAll(keys)
+    return buildSnapshot(rest, index, opts.now())
+  }
+
   /** Starts a worker unless one is there, and resolves once it is loaded (or failed to start: a load then starts another). */
   async function ready (): Promise<void> {
     if (closed) return
@@ -167,6 +182,11 @@ export function createConfigParser (opts: ConfigParserOptions): ConfigParser {
     },
     async load (dir) {
       const result = queue.then(async () => await loadOnce(dir))
+      queue = result.catch(() => undefined)
+      return await result
+    },
+    async loadBeforeServing (dir) {
+      const result = queue.then(async () => await loadHere(dir))
       queue = result.catch(() => undefined)
       return await result
     },

@@ -2,7 +2,7 @@
 // 5): docs/operations.md says 100,000 keys load quickly, but such a keys.yaml (canonical one-line
 // entries, as `keys add` writes them) is 10.6 MB, and the old 10 MiB default refused it — the
 // bench's 100,000-key gateway never came up. Here a generated 100,000-key keys.yaml loads with the
-// default, on this thread and by a gateway starting on it (through its parse worker;
+// default, on this thread and by a gateway starting on it (through its parse worker: the file is over 1 MB;
 // Fastify's 10 s plugin timeout cut that start short on a busy machine), and its load times are printed
 // (they measure the machine as much as the loader: only the counts are asserted).
 import { createHash } from 'node:crypto'
