@@ -6,7 +6,7 @@
 // is stopped (and started again by the next load), so the memory and the priority a big parse took go
 // with it. A load before the process serves anything (its start, a one-off check) reads and validates
 // files of BIG_CONFIG_BYTES or less on the calling thread, with the same code: nothing waits behind it,
-// and a worker's start costs more than such a parse (about 0.24 s of CPU, 0.2 s to readiness and 13 MB
+// and a worker's start costs more than such a parse (about 0.15 s of CPU, 0.12 s to readiness and 13 MB
 // of resident memory on the fixture config; docs/development.md); bigger files go to the worker.
 import { Worker } from 'node:worker_threads'
 import { buildSnapshot, ConfigError, DEFAULT_MAX_REPORTED_PROBLEMS, KeyIndex, validateConfig } from './loader.js'
