@@ -2,7 +2,7 @@
 // fixture config's texts and parsed snapshot, plans.yaml with overrides, the demo keys, a bearer header. Kept
 // apart from gateway.ts so that a test file that starts gateways as processes (or none) does not import the
 // whole gateway into its own process: about 0.6 s of CPU a test process, with coverage.
-import { readFileSync } from 'node:fs'
+import { cpSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { CONFIG_FILES, ConfigError, parseConfig, type ConfigTexts } from '../../src/gateway/config/loader.js'
 import type { ConfigSnapshot } from '../../src/gateway/config/types.js'
@@ -22,6 +22,13 @@ export const DEMO_KEYS = {
 export const FIXTURE_CONFIG_DIR = join(import.meta.dirname, '..', 'fixtures', 'config')
 /** The config/ the repository ships (demo keys); only the test of the shipped files reads it. */
 export const SHIPPED_CONFIG_DIR = join(import.meta.dirname, '..', '..', 'config')
+
+/** A copy of the fixture config in a directory of the test's own (`t.testdir()`), for a test that changes its files. */
+export function fixtureConfigCopy (t: { testdir: () => string }): string {
+  const dir = t.testdir()
+  cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
+  return dir
+}
 
 /** The fixture config texts, with any file replaced. */
 export function configTexts (overrides: Partial<ConfigTexts> = {}): ConfigTexts {

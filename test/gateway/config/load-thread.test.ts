@@ -4,7 +4,7 @@
 // every reload, goes to the parse worker, off the event loop that serves. Workers are counted as Node announces them
 // (diagnostics_channel 'worker_threads'); both threads run the same code, so their answers are the same.
 import { subscribe } from 'node:diagnostics_channel'
-import { cpSync, writeFileSync } from 'node:fs'
+import { writeFileSync } from 'node:fs'
 import { createHash } from 'node:crypto'
 import { join } from 'node:path'
 import t from 'tap'
@@ -12,17 +12,11 @@ import { ConfigError } from '../../../src/gateway/config/loader.js'
 import { createConfigProvider } from '../../../src/gateway/config/provider.js'
 import { configBytesOnDisk } from '../../../src/gateway/config/read-files.js'
 import { BIG_CONFIG_BYTES } from '../../../src/gateway/config/worker-protocol.js'
-import { FIXTURE_CONFIG_DIR } from '../../helpers/config-fixture.js'
+import { fixtureConfigCopy } from '../../helpers/config-fixture.js'
 import { startGateway } from '../../helpers/gateway.js'
 
 let workersStarted = 0
 subscribe('worker_threads', () => { workersStarted++ })
-
-function fixtureCopy (t: Parameters<typeof startGateway>[0]): string {
-  const dir = t.testdir()
-  cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
-  return dir
-}
 
 /** A keys.yaml past BIG_CONFIG_BYTES: `count` keys of the free plan, one line each. */
 function bigKeysYaml (count: number): string {
@@ -32,7 +26,7 @@ function bigKeysYaml (count: number): string {
 }
 
 t.test('a small config before serving: parsed here; a reload of it: in the worker, to the same snapshot', async (t) => {
-  const dir = fixtureCopy(t)
+  const dir = fixtureConfigCopy(t)
   t.ok(configBytesOnDisk(dir) <= BIG_CONFIG_BYTES, `the fixture is ${configBytesOnDisk(dir)} bytes, at most ${BIG_CONFIG_BYTES}`)
   const provider = createConfigProvider({ dir, now: () => 1_000 })
   t.teardown(async () => { await provider.close() })
@@ -47,7 +41,7 @@ t.test('a small config before serving: parsed here; a reload of it: in the worke
 })
 
 t.test('a big config before serving goes to the worker', async (t) => {
-  const dir = fixtureCopy(t)
+  const dir = fixtureConfigCopy(t)
   writeFileSync(join(dir, 'keys.yaml'), bigKeysYaml(12_000))
   t.ok(configBytesOnDisk(dir) > BIG_CONFIG_BYTES, `${configBytesOnDisk(dir)} bytes, over ${BIG_CONFIG_BYTES}`)
   const provider = createConfigProvider({ dir, now: () => 1_000 })
@@ -59,7 +53,7 @@ t.test('a big config before serving goes to the worker', async (t) => {
 })
 
 t.test('a bad config is refused with the same problems on either thread', async (t) => {
-  const dir = fixtureCopy(t)
+  const dir = fixtureConfigCopy(t)
   writeFileSync(join(dir, 'keys.yaml'), 'keys:\n  - { id: short, sha256: abc, plan: free }\n  - { id: upper, sha256: ABC, plan: pro }\n')
   const provider = createConfigProvider({ dir, now: () => 1_000 })
   t.teardown(async () => { await provider.close() })
@@ -72,7 +66,7 @@ t.test('a bad config is refused with the same problems on either thread', async 
 })
 
 t.test('a gateway on a config directory starts without a worker; its first reload starts one', async (t) => {
-  const dir = fixtureCopy(t)
+  const dir = fixtureConfigCopy(t)
   const before = workersStarted
   const gw = await startGateway(t, { reload: { dir, watch: false } })
   t.equal(workersStarted - before, 0, 'started, its config loaded, no worker')

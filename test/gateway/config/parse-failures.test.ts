@@ -2,12 +2,12 @@
 // ReferenceError stack with no file name, while a reload rejected it cleanly. Start-up, reload and
 // `config check` now load through the same code and print the same problem list, naming the file,
 // for it and for every other parse failure (syntax, nesting too deep for the parser).
-import { cpSync, writeFileSync } from 'node:fs'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { cliInProcess } from '../../helpers/cli.js'
 import { startGateway } from '../../helpers/gateway.js'
-import { FIXTURE_CONFIG_DIR } from '../../helpers/config-fixture.js'
+import { fixtureConfigCopy } from '../../helpers/config-fixture.js'
 import { freePort } from '../../helpers/ports.js'
 import { gatewayProcessEnv, runEntry } from '../../helpers/processes.js'
 
@@ -48,16 +48,14 @@ function sameProblems (problems: readonly string[]): string[] {
 }
 
 function dirWith (t: Test, file: string, text: string): string {
-  const dir = t.testdir()
-  cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
+  const dir = fixtureConfigCopy(t)
   writeFileSync(join(dir, file), text)
   return dir
 }
 
 for (const [name, failure] of Object.entries(FAILURES)) {
   t.test(`${name}: reload, config check and start-up print the same problems, naming the file, no stack`, async (t) => {
-    const good = t.testdir()
-    cpSync(FIXTURE_CONFIG_DIR, good, { recursive: true })
+    const good = fixtureConfigCopy(t)
     const gw = await startGateway(t, { reload: { dir: good, watch: false } })
     writeFileSync(join(good, failure.file), failure.text)
     const reload = await gw.app.configReloader.reload('test')

@@ -3,7 +3,7 @@ import { cpSync, mkdirSync, readFileSync, renameSync, symlinkSync, writeFileSync
 import { join } from 'node:path'
 import { keyDigest } from '../../../src/gateway/auth/bearer.js'
 import { startGateway } from '../../helpers/gateway.js'
-import { bearer, DEMO_KEYS, plansYaml, FIXTURE_CONFIG_DIR } from '../../helpers/config-fixture.js'
+import { bearer, DEMO_KEYS, fixtureConfigCopy, plansYaml, FIXTURE_CONFIG_DIR } from '../../helpers/config-fixture.js'
 import { until } from '../../helpers/poll.js'
 import { PROCESS_START_TIMEOUT_MS } from '../../helpers/ports.js'
 
@@ -17,12 +17,6 @@ const DEFAULT_KEYS = readFileSync(join(FIXTURE_CONFIG_DIR, 'keys.yaml'), 'utf8')
  */
 const RELOAD_WITHIN_MS = PROCESS_START_TIMEOUT_MS
 
-function copyConfig (t: Parameters<typeof startGateway>[0]): string {
-  const dir = t.testdir()
-  cpSync(FIXTURE_CONFIG_DIR, dir, { recursive: true })
-  return dir
-}
-
 async function status (url: string, key: string): Promise<number> {
   const res = await fetch(`${url}/v1/store/orders`, { headers: bearer(key) })
   await res.arrayBuffer()
@@ -30,7 +24,7 @@ async function status (url: string, key: string): Promise<number> {
 }
 
 t.test('a key added to keys.yaml works once the watcher reloads; disabling it takes effect the same way', async (t) => {
-  const dir = copyConfig(t)
+  const dir = fixtureConfigCopy(t)
   const gw = await startGateway(t, { reload: { dir, quietMs: 50 } })
   await gw.app.configReloader.ready() // timed from a running gateway, not one still starting
   t.equal(await status(gw.url, NEW_KEY), 401)
@@ -52,7 +46,7 @@ t.test('a key added to keys.yaml works once the watcher reloads; disabling it ta
 })
 
 t.test('a bad file is rejected whole: the last good config stays, the failure is logged and counted', async (t) => {
-  const dir = copyConfig(t)
+  const dir = fixtureConfigCopy(t)
   const gw = await startGateway(t, { reload: { dir, watch: false } })
   const before = gw.app.gatewayConfig.current.version
   // The new key is valid, but the plan of another entry is not: neither may take effect.
@@ -97,7 +91,7 @@ t.test('the Kubernetes ConfigMap symlink swap (..data) is picked up', async (t) 
 })
 
 t.test('moving a key to a smaller plan keeps the requests it already spent in the window', async (t) => {
-  const dir = copyConfig(t)
+  const dir = fixtureConfigCopy(t)
   const plans = 'plans:\n  big: { perMinute: 10, perDay: 1000 }\n  small: { perMinute: 5, perDay: 1000 }\nanonymous: { perMinute: 30, perDay: 300 }\n'
   writeFileSync(join(dir, 'plans.yaml'), plans)
   writeFileSync(join(dir, 'keys.yaml'), `keys:\n  - { id: mover, sha256: ${keyDigest(NEW_KEY)}, plan: big }\n`)
@@ -114,7 +108,7 @@ t.test('moving a key to a smaller plan keeps the requests it already spent in th
 })
 
 t.test('requests in flight during reloads are all answered, each under one config', async (t) => {
-  const dir = copyConfig(t)
+  const dir = fixtureConfigCopy(t)
   // Two configs that differ in two files: in A the new key is unknown and the anonymous policy allows
   // 1000/min; in B the key is on pro (300/min) and the anonymous policy allows 999/min. A request
   // read under one config answers (401, limit 1000) or (200, limit 300); any other pair (a 401 limited
