@@ -40,7 +40,8 @@ export function isProcessPort (port: number): boolean {
  */
 export const PORT_CLAIMS_DIR = join(tmpdir(), 'petstore-gateway-test-ports')
 
-function alive (pid: number): boolean {
+/** Whether process `pid` runs (one of another user's counts too). */
+export function processAlive (pid: number): boolean {
   if (!Number.isInteger(pid) || pid <= 0) return false
   try {
     process.kill(pid, 0)
@@ -70,7 +71,7 @@ export function claimPort (port: number): boolean {
     } catch {
       // gone since: try again
     }
-    if (alive(holder)) return false
+    if (processAlive(holder)) return false
     // Its process is gone: the claim is taken over. Two processes taking one over at the same instant could both
     // remove it and one re-create it: both would have to pick this port within that instant.
     rmSync(file, { force: true })

@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { startBackend } from '../../helpers/backend.js'
 import { FIXTURE_CONFIG_DIR } from '../../helpers/config-fixture.js'
 import { poll, until } from '../../helpers/poll.js'
-import { claimPort, freePort, isFree, PROCESS_START_TIMEOUT_MS } from '../../helpers/ports.js'
+import { claimPort, freePort, isFree, processAlive, PROCESS_START_TIMEOUT_MS } from '../../helpers/ports.js'
 import { gatewayProcessEnv, runEntry, type RunningProcess, waitForProcessHttp } from '../../helpers/processes.js'
 import { startRedis } from '../../helpers/redis.js'
 
@@ -52,15 +52,6 @@ function configDir (t: Test): string {
 
 function workerPids (proc: RunningProcess): number[] {
   return [...proc.output().matchAll(/"workerPid":(\d+)[^\n]*"msg":"gateway worker started"/g)].map((m) => Number(m[1]))
-}
-
-function alive (pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
 }
 
 async function requestsCounted (adminPort: number): Promise<number> {
@@ -118,7 +109,7 @@ t.test('two workers on one Redis: exactly the limit of a key across both; a work
     proc.child.kill('SIGTERM')
     const { code } = await proc.exited
     t.equal(code, 0, 'the primary exits 0 once the workers have drained')
-    t.notOk(all.some(alive), `no worker is left running (${all.join(', ')})`)
+    t.notOk(all.some(processAlive), `no worker is left running (${all.join(', ')})`)
     t.match(proc.output(), '"msg":"all workers stopped"')
     t.equal((proc.output().match(/"msg":"stopped"/g) ?? []).length, 2, 'each running worker ran its graceful stop (the survivor and the replacement)')
   })
