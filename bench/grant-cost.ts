@@ -1,8 +1,8 @@
 // What one grant entry costs redis-server: grant.lua run alone on a real redis-server, with the calls the gateway sends
 // (scripts.ts grantKeys/grantArgs: one holder, entries of one request of cost 1, a block and a reserve wanted, the
-// config's ban policy), on two kinds of key — cold (never seen: an empty hash) and warm (a full minute of buckets, a
-// day ring, two other holders' reserves and blocks, the caller's block of the last second given back as an
-// adjustment) — at 1, 5 and 20 entries per call. Measured per entry: redis-server's CPU (/proc/PID/schedstat of its
+// config's ban policy), on two kinds of key — cold (never seen: an empty hash) and warm (made by the script under test,
+// then a full minute of buckets, a day ring, two other holders' reserves and blocks, the caller's block of the last
+// second given back as an adjustment) — at 1, 5 and 20 entries per call. Measured per entry: redis-server's CPU (/proc/PID/schedstat of its
 // main thread, in ns: the script, the socket and the event loop; time on the CPU only, so a loaded machine's waits do not
 // count), the script's own time (INFO commandstats, cmdstat_evalsha usec after CONFIG RESETSTAT: wall time, so a loaded
 // machine's preemptions do) and the commands the script runs inside Redis (commandstats counts them too). This checkout's
@@ -48,8 +48,19 @@ function bucketValue (bucket: number, units: number, mod: number, scale: number)
   return String((bucket % mod) * scale + units)
 }
 
-/** Keys `prefix`from..to-1 as seen every second for the last minute, with their day rings (HMSET, pipelined). */
-async function seedWarm (client: Redis, prefix: string, from: number, to: number, nowMs: number): Promise<void> {
+/**
+ * Keys `prefix`from..to-1 as seen every second for the last minute, with their day rings: each made first by a call of
+ * the script under test (so its fields sit in the order that script writes a new hash in: a small hash is a listpack,
+ * searched from its start), then its minute's history written over it (HMSET, pipelined).
+ */
+async function seedWarm (client: Redis, script: Script, prefix: string, from: number, to: number, nowMs: number): Promise<void> {
+  const made = client.pipeline()
+  for (let index = from; index < to; index++) {
+    const entries = [entryOf(`${prefix}${index}}`, 'cold', nowMs)]
+    const keys = grantKeys(entries)
+    made.evalsha(script.sha, keys.length, ...keys, ...grantArgs(HOLDER, entries))
+  }
+  await made.exec()
   const minute = Math.floor(nowMs / MINUTE_MS)
   const day = Math.floor(nowMs / DAY_BUCKET_MS)
   const fields: string[] = []
@@ -91,13 +102,14 @@ async function measure (client: Redis, pid: number, script: Script, kind: Kind, 
   const calls = Math.ceil(ENTRIES_PER_MEASURE / size)
   const batchCalls = Math.max(1, Math.floor(BATCH_ENTRIES / size))
   const prefix = `rl:{${script.name}-${kind}-${size}-${round}-`
-  await client.config('RESETSTAT')
   let cpu = 0
+  const counted = new Map<string, { calls: number, usec: number }>()
   for (let first = 0; first < calls; first += batchCalls) {
     const last = Math.min(calls, first + batchCalls)
-    // Warm keys are seeded just before their batch (HMSET: a command the script never runs, left out of its counts),
-    // so each call finds the last second's bucket newest, whatever the batches before took.
-    if (kind === 'warm') await seedWarm(client, prefix, first * size, last * size, Date.now())
+    // Warm keys are seeded just before their batch, so each call finds the last second's bucket newest, whatever the
+    // batches before took; the seeding's commands (a call each, HMSET) are left out of the counts (RESETSTAT after it).
+    if (kind === 'warm') await seedWarm(client, script, prefix, first * size, last * size, Date.now())
+    await client.config('RESETSTAT')
     const cpuBefore = mainThreadCpuMicros(pid)
     let next = first
     const worker = async (): Promise<void> => {
@@ -110,12 +122,15 @@ async function measure (client: Redis, pid: number, script: Script, kind: Kind, 
     }
     await Promise.all(Array.from({ length: IN_FLIGHT }, worker))
     cpu += mainThreadCpuMicros(pid) - cpuBefore
+    for (const [name, stat] of parseCommandStats(await client.info('commandstats'))) {
+      const sum = counted.get(name) ?? { calls: 0, usec: 0 }
+      counted.set(name, { calls: sum.calls + stat.calls, usec: sum.usec + stat.usec })
+    }
   }
-  const stats = parseCommandStats(await client.info('commandstats'))
   const entries = calls * size
   const innerPerEntry: Record<string, number> = {}
-  for (const [name, stat] of stats) if (!['evalsha', 'hmset', 'info'].includes(name) && !name.startsWith('config')) innerPerEntry[name] = stat.calls / entries
-  return { evalUsPerEntry: (stats.get('evalsha')?.usec ?? 0) / entries, cpuUsPerEntry: cpu / entries, innerPerEntry }
+  for (const [name, stat] of counted) if (!['evalsha', 'info'].includes(name) && !name.startsWith('config')) innerPerEntry[name] = stat.calls / entries
+  return { evalUsPerEntry: (counted.get('evalsha')?.usec ?? 0) / entries, cpuUsPerEntry: cpu / entries, innerPerEntry }
 }
 
 async function main (): Promise<void> {

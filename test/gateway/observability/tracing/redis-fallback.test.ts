@@ -9,9 +9,12 @@ import { bearer, DEMO_KEYS } from '../../../helpers/config-fixture.js'
 import { STATUS_ERROR, startOtlpReceiver } from '../../../helpers/otlp-receiver.js'
 import { poll } from '../../../helpers/poll.js'
 import { startRedis } from '../../../helpers/redis.js'
+import { IDLE_MS } from '../../../../src/gateway/limiter/redis/calls.js'
 import { theSpan, traceSpans, tracingTo } from '../../../helpers/tracing.js'
 
 const STORE_TIMEOUT_MS = 50
+/** Between requests once the consumer has a reserve: over a second (below HOT_RATE), under IDLE_MS (still seen). */
+const SLOW_GAP_MS = 1_200
 const GATEWAY = 'petstore-gateway'
 const PARENT_SPAN = '7'.repeat(16)
 
@@ -51,6 +54,18 @@ t.test('local: Redis frozen — the timed-out call shows in the limiter span, th
     t.equal((await get(gw.url, traceOf(10_000 + n))).status, 200)
     await new Promise((resolve) => setTimeout(resolve, 50))
   }
+  // Then one request every SLOW_GAP_MS (more than a second, less than IDLE_MS): no longer busy (HOT_RATE), so no
+  // block and no give-back at a second's end; still seen, so the reserve is kept. Before the freeze, every call for
+  // the consumer is over (each came with its request, one after the other) and the block of the last busy second was
+  // given back seconds ago: the request after the freeze sends its own call, so its limiter span holds the whole
+  // budget. (A request that came while a give-back was out found the shard down when that call timed out, its span
+  // the part of the budget left: 45.1 ms of 50 in one loaded run.)
+  t.ok(SLOW_GAP_MS > 1_000 && SLOW_GAP_MS < IDLE_MS, `${SLOW_GAP_MS} ms apart: one request a second at most, seen within ${IDLE_MS} ms`)
+  for (let n = 0; n < 3; n++) {
+    await new Promise((resolve) => setTimeout(resolve, SLOW_GAP_MS))
+    t.equal((await get(gw.url, traceOf(20_000 + n))).status, 200)
+  }
+  await new Promise((resolve) => setTimeout(resolve, SLOW_GAP_MS))
   redis.signal('SIGSTOP')
   // Units Redis counted for the rest of the second answer first; the next call waits out its budget.
   let n = 2
