@@ -67,7 +67,7 @@ t.test('local: Redis frozen — the timed-out call shows in the limiter span, th
   }
   await new Promise((resolve) => setTimeout(resolve, SLOW_GAP_MS))
   redis.signal('SIGSTOP')
-  // Units Redis counted for the rest of the second answer first; the next call waits out its budget.
+  // The next request sends its own call, which waits out its budget; the shard is then down.
   let n = 2
   const opened = await poll(async () => {
     t.equal((await get(gw.url, traceOf(n++))).status, 200)
