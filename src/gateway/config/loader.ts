@@ -351,7 +351,7 @@ export function buildSnapshot (config: ConfigWithoutKeys, keys: KeyIndex, loaded
 }
 
 /** Validates and freezes one config in one step (tests, the CLI); throws ConfigError listing every problem found. */
-export function parseConfig (texts: ConfigTexts, loadedAt = 0, secrets: SecretReader = PROCESS_SECRETS): ConfigSnapshot {
-  const { keys, ...config } = validateConfig(texts, DEFAULT_MAX_REPORTED_PROBLEMS, secrets)
+export function parseConfig (texts: ConfigTexts, loadedAt = 0, secrets: SecretReader = PROCESS_SECRETS, maxProblems = DEFAULT_MAX_REPORTED_PROBLEMS): ConfigSnapshot {
+  const { keys, ...config } = validateConfig(texts, maxProblems, secrets)
   return buildSnapshot(config, new KeyIndex().addAll(keys), loadedAt)
 }

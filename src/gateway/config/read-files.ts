@@ -111,9 +111,15 @@ export interface LoadOptions {
   loadedAt?: number
   /** CONFIG_MAX_BYTES: per file. */
   maxBytes?: number
+  /** Problems reported at most (a ConfigError's list is capped). */
+  maxProblems?: number
 }
 
-/** Reads and validates a directory on this thread, in one step: for the CLI's key commands and tests (the gateway loads through provider.ts). */
+/**
+ * Reads and validates a directory on this thread, in one step: for the CLI's key commands, tests, and the gateway's
+ * load of a small config before it serves anything (worker-loader.ts; every other gateway load goes to the worker).
+ */
 export function loadConfigDir (dir: string, opts: LoadOptions = {}): ConfigSnapshot {
-  return parseConfig(readConfigTexts(dir, opts.maxBytes), opts.loadedAt)
+  // undefined secrets: the process's own, parseConfig's default
+  return parseConfig(readConfigTexts(dir, opts.maxBytes), opts.loadedAt, undefined, opts.maxProblems)
 }

@@ -9,8 +9,8 @@
 // and a worker's start costs more than such a parse (about 0.15 s of CPU, 0.12 s to readiness and 13 MB
 // of resident memory on the fixture config; docs/development.md); bigger files go to the worker.
 import { Worker } from 'node:worker_threads'
-import { buildSnapshot, ConfigError, DEFAULT_MAX_REPORTED_PROBLEMS, KeyIndex, validateConfig } from './loader.js'
-import { configBytesOnDisk, DEFAULT_CONFIG_MAX_BYTES, readConfigTexts } from './read-files.js'
+import { buildSnapshot, ConfigError, DEFAULT_MAX_REPORTED_PROBLEMS, KeyIndex } from './loader.js'
+import { configBytesOnDisk, DEFAULT_CONFIG_MAX_BYTES, loadConfigDir } from './read-files.js'
 import type { ConfigSnapshot } from './types.js'
 import { BIG_CONFIG_BYTES, type FromWorker, type ToWorker } from './worker-protocol.js'
 
@@ -148,10 +148,14 @@ export function createConfigParser (opts: ConfigParserOptions): ConfigParser {
   function loadHere (dir: string): Promise<ConfigSnapshot> | ConfigSnapshot {
     if (closed) throw new Error('config parser closed')
     if (configBytesOnDisk(dir) > BIG_CONFIG_BYTES) return loadOnce(dir)
-    const { keys, ...rest } = validateConfig(readConfigTexts(dir, opts.maxBytes ?? DEFAULT_CONFIG_MAX_BYTES), opts.maxProblems ?? DEFAULT_MAX_REPORTED_PROBLEMS)
-    const index = new KeyIndex()
-    index.addAll(keys)
-    return buildSnapshot(rest, index, opts.now())
+    return loadConfigDir(dir, { loadedAt: opts.now(), maxBytes: opts.maxBytes, maxProblems: opts.maxProblems })
+  }
+
+  /** Runs `load` once the loads already asked for are over: one load at a time, whichever thread it runs on. */
+  async function inTurn (load: () => Promise<ConfigSnapshot> | ConfigSnapshot): Promise<ConfigSnapshot> {
+    const result = queue.then(async () => await load())
+    queue = result.catch(() => undefined)
+    return await result
   }
 
   /** Starts a worker unless one is there, and resolves once it is loaded (or failed to start: a load then starts another). */
@@ -180,16 +184,8 @@ export function createConfigParser (opts: ConfigParserOptions): ConfigParser {
       // After the loads already asked for, not in the middle of one.
       queue = queue.then(() => { if (worker !== undefined) retire(worker) })
     },
-    async load (dir) {
-      const result = queue.then(async () => await loadOnce(dir))
-      queue = result.catch(() => undefined)
-      return await result
-    },
-    async loadBeforeServing (dir) {
-      const result = queue.then(async () => await loadHere(dir))
-      queue = result.catch(() => undefined)
-      return await result
-    },
+    load: async (dir) => await inTurn(() => loadOnce(dir)),
+    loadBeforeServing: async (dir) => await inTurn(() => loadHere(dir)),
     async close () {
       closed = true
       const w = worker
