@@ -7,7 +7,7 @@ import { startBackend } from '../../../helpers/backend.js'
 import { startGateway } from '../../../helpers/gateway.js'
 import { bearer, DEMO_KEYS } from '../../../helpers/config-fixture.js'
 import { STATUS_ERROR, startOtlpReceiver } from '../../../helpers/otlp-receiver.js'
-import { poll } from '../../../helpers/poll.js'
+import { poll, sleep } from '../../../helpers/poll.js'
 import { startRedis } from '../../../helpers/redis.js'
 import { IDLE_MS } from '../../../../src/gateway/limiter/redis/calls.js'
 import { theSpan, traceSpans, tracingTo } from '../../../helpers/tracing.js'
@@ -52,7 +52,7 @@ t.test('local: Redis frozen — the timed-out call shows in the limiter span, th
   // Busy for two seconds running: the consumer holds a reserve Redis keeps back for this process.
   for (let n = 0; n < 44; n++) {
     t.equal((await get(gw.url, traceOf(10_000 + n))).status, 200)
-    await new Promise((resolve) => setTimeout(resolve, 50))
+    await sleep(50)
   }
   // Then one request every SLOW_GAP_MS (more than a second, less than IDLE_MS): no longer busy (HOT_RATE), so no
   // block and no give-back at a second's end; still seen, so the reserve is kept. Before the freeze, every call for
@@ -62,10 +62,10 @@ t.test('local: Redis frozen — the timed-out call shows in the limiter span, th
   // the part of the budget left: 45.1 ms of 50 in one loaded run.)
   t.ok(SLOW_GAP_MS > 1_000 && SLOW_GAP_MS < IDLE_MS, `${SLOW_GAP_MS} ms apart: one request a second at most, seen within ${IDLE_MS} ms`)
   for (let n = 0; n < 3; n++) {
-    await new Promise((resolve) => setTimeout(resolve, SLOW_GAP_MS))
+    await sleep(SLOW_GAP_MS)
     t.equal((await get(gw.url, traceOf(20_000 + n))).status, 200)
   }
-  await new Promise((resolve) => setTimeout(resolve, SLOW_GAP_MS))
+  await sleep(SLOW_GAP_MS)
   redis.signal('SIGSTOP')
   // The next request sends its own call, which waits out its budget; the shard is then down.
   let n = 2
