@@ -15,7 +15,7 @@
 --                        count what it spent)
 -- KEYS[2i]    rl:{id}:d  the day ring's buckets before D, '0'..'96'
 --                        Both keys expire at x: a call that writes either one sets its expiry in that call
---                        (decide's write), so neither outlives the windows of a consumer that never comes back.
+--                        (the entry's write), so neither outlives the windows of a consumer that never comes back.
 -- ARGV[1]     the caller's holder id
 -- ARGV[3i-1]  'minuteLimit dayLimit monthLimit requests cost extra reserve write soft mb mine waited' (monthLimit 0:
 --             none; write 0: a read, changing nothing; soft 1: the month never refuses; mine: the blocks the caller
@@ -40,15 +40,15 @@
 -- and 5.4 (the simulator). Cost (docs/performance.md, bench/grant-cost.ts): in Redis's Lua, turning a number into
 -- text is the dearest step — '' .. n and %.0f ~2 µs, %d ~1 µs, a number argument of redis.call ~1.5 µs (Redis
 -- prints it with %.17g) — so field names are made once per call and values written as %d text; and every table
--- made and field looked up counts (an entry's state is locals of decide: bench/results/grantcost.md, issue 38).
--- The fields of rl:{id}, as src/gateway/limiter/redis/layout.ts names them (a test checks they are the same).
-local FIELD = {
-  minute_newest = 't', minute_units = 'n', minute_oldest = 'o',
-  day_newest = 'D', day_units = 'N', day_oldest = 'O', day_newest_units = 'c',
-  month = 'Q', month_units = 'q',
-  ban_end = 'b', last_ban_end = 'e', ban_level = 'l', recent_rejections = 'k',
-  reserves = 'r', blocks = 'p', expiry = 'x', lapsed_reserves = 'L'
-}
+-- made, field looked up and closure made counts (an entry's state is locals of the entry loop, not a function's: a
+-- closure over ~50 upvalues cost ~2.5 µs a call to make, and each upvalue read more than a local: bench/grant-lua51.ts).
+-- The fields of rl:{id}, as src/gateway/limiter/redis/layout.ts names them (a test checks they are the same). Locals,
+-- not a table: Redis runs the whole script on every call, so a table here would be built again each time.
+local FIELD_MINUTE_NEWEST, FIELD_MINUTE_UNITS, FIELD_MINUTE_OLDEST = 't', 'n', 'o'
+local FIELD_DAY_NEWEST, FIELD_DAY_UNITS, FIELD_DAY_OLDEST, FIELD_DAY_NEWEST_UNITS = 'D', 'N', 'O', 'c'
+local FIELD_MONTH, FIELD_MONTH_UNITS = 'Q', 'q'
+local FIELD_BAN_END, FIELD_LAST_BAN_END, FIELD_BAN_LEVEL, FIELD_RECENT_REJECTIONS = 'b', 'e', 'l', 'k'
+local FIELD_RESERVES, FIELD_BLOCKS, FIELD_EXPIRY, FIELD_LAPSED_RESERVES = 'r', 'p', 'x', 'L'
 local MR = { ms = 1000.0, slots = 61, mod = 2 ^ 20, scale = 2 ^ 32, names = {} }
 local DR = { ms = 900000.0, slots = 97, mod = 2 ^ 13, scale = 2 ^ 40, names = {} }
 local ESCALATION_MS, RESERVE_TTL_MS = 86400000, 120000
@@ -93,7 +93,7 @@ local function read (key, from, to, shape)
   return out
 end
 
--- A ring as one entry sees it is five locals of decide: its newest bucket, that bucket's units (newest_units), the
+-- A ring as one entry sees it is five locals of the entry loop: its newest bucket, that bucket's units (newest_units), the
 -- units in the window, the oldest bucket with units, and the newest bucket the hash held (stored_newest). The helpers
 -- below take the ring's key and shape (MR or DR) and those values, and return what they change.
 
@@ -127,7 +127,7 @@ local function slide (key, shape, bucket, last, at_bucket, total, oldest)
   return total, bucket - shape.slots + 1
 end
 
--- When enough of the ring's units have left the window for `need` (retry; its reset is decide's reply).
+-- When enough of the ring's units have left the window for `need` (retry; its reset is the entry's reply).
 local function retry_of (key, shape, oldest, newest, newest_units, need)
   if need <= 0 then return 0 end
   local first = oldest or newest
@@ -164,13 +164,13 @@ end
 -- with a refusal that finds that spent (the holder spent its reserve, or handed it back and it was admitted).
 -- Each 429 is kept at the start of its bucket of the window (BAN_BUCKETS), merged with that bucket's event of its kind.
 -- Returns the rejected request that started a ban (0: none), the ban's end (nil: no new ban), and whether the hash
--- must be written (a ban, or a new hash's first rejections: decide's write sets its expiry).
+-- must be written (a ban, or a new hash's first rejections: the entry's write sets its expiry).
 local function count_rejections (key, policy, refused, provisional, payable, stored_expiry)
   local threshold, window, base_ms, max_ms = string.match(policy, '^(%d+),(%d+),(%d+),(%d+)$')
   threshold, window, base_ms, max_ms = threshold + 0, window + 0, base_ms + 0, max_ms + 0
   local bucket_ms = math.ceil(window / BAN_BUCKETS)
   local bucket_at = fmt('%.0f', floor(now / bucket_ms) * bucket_ms)
-  local stored = redis.call('HMGET', key, FIELD.recent_rejections, FIELD.last_ban_end, FIELD.ban_level)
+  local stored = redis.call('HMGET', key, FIELD_RECENT_REJECTIONS, FIELD_LAST_BAN_END, FIELD_BAN_LEVEL)
   local last_end, level = (stored[2] or 0) + 0, (stored[3] or -1) + 0
   local excusable = max(0, payable - provisional) -- what the window could still pay for, past the provisional
   local recent, pending, events = 0, 0, {}
@@ -205,8 +205,8 @@ local function count_rejections (key, policy, refused, provisional, payable, sto
     local banned_at = spared + max(1, threshold - recent + 1)
     level = now - last_end < ESCALATION_MS and level + 1 or 0
     local ban_until = now + (level < 40 and min(base_ms * 2 ^ level, max_ms) or max_ms)
-    redis.call('HSET', key, FIELD.ban_end, fmt('%.0f', ban_until), FIELD.last_ban_end,
-      fmt('%.0f', ban_until), FIELD.ban_level, level, FIELD.recent_rejections, '')
+    redis.call('HSET', key, FIELD_BAN_END, fmt('%.0f', ban_until), FIELD_LAST_BAN_END,
+      fmt('%.0f', ban_until), FIELD_BAN_LEVEL, level, FIELD_RECENT_REJECTIONS, '')
     return banned_at, ban_until, true
   end
   if rejected > 0 then add(bucket_at, rejected, '') end
@@ -215,8 +215,8 @@ local function count_rejections (key, policy, refused, provisional, payable, sto
   for slot, event in ipairs(written) do parts[slot] = fmt('%s:%d%s', event.at, event.count, event.kind) end
   local value = table.concat(parts, ',')
   if value ~= (stored[1] or '') then
-    redis.call('HSET', key, FIELD.recent_rejections, value)
-    return 0, nil, not stored_expiry -- a new hash: decide's write sets its expiry
+    redis.call('HSET', key, FIELD_RECENT_REJECTIONS, value)
+    return 0, nil, not stored_expiry -- a new hash: the entry's write sets its expiry
   end
   return 0, nil, false
 end
@@ -229,9 +229,9 @@ end
 local calendar_month, calendar_ends = -1, 0
 local granted_in_call = {}
 local minute_slot, minute_tag = slot_name(minute_bucket, MR), (minute_bucket % MR.mod) * MR.scale
-local stored_names = { FIELD.minute_newest, FIELD.minute_units, FIELD.minute_oldest, minute_slot,
-  FIELD.day_newest, FIELD.day_units, FIELD.day_oldest, FIELD.day_newest_units, FIELD.ban_end, FIELD.reserves,
-  FIELD.expiry, FIELD.blocks, FIELD.lapsed_reserves, FIELD.month, FIELD.month_units }
+local stored_names = { FIELD_MINUTE_NEWEST, FIELD_MINUTE_UNITS, FIELD_MINUTE_OLDEST, minute_slot,
+  FIELD_DAY_NEWEST, FIELD_DAY_UNITS, FIELD_DAY_OLDEST, FIELD_DAY_NEWEST_UNITS, FIELD_BAN_END, FIELD_RESERVES,
+  FIELD_EXPIRY, FIELD_BLOCKS, FIELD_LAPSED_RESERVES, FIELD_MONTH, FIELD_MONTH_UNITS }
 local fields = {}
 local minute_empty_reset, day_empty_reset = now + (MR.slots - 1) * MR.ms, now + (DR.slots - 1) * DR.ms
 local reply = { now }
@@ -247,7 +247,7 @@ end
 -- (adjustments; its lapsed reserves taken back; others' reserves settled), find the room, grant, count the refusals,
 -- write what changed; its 17 reply values go into `reply`. The entry's state is locals (the cost of a table per
 -- record and a lookup per use is most of a script this size: bench/results/grantcost.md).
-local function decide (index)
+for index = 1, floor(#KEYS / 2) do repeat -- one entry; `break` ends it (Lua 5.1 has no goto or continue)
   local key, day_key, argv = KEYS[2 * index - 1], KEYS[2 * index], 3 * index - 1
   local minute_limit, day_limit, month_limit, requests, cost, extra, want, write, soft, own_bucket, own_blocks, waited =
     string.match(ARGV[argv], '^(%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d+) (%d) (%d) (%-?%d+) (%d+) (%d+)$')
@@ -262,7 +262,7 @@ local function decide (index)
   local count = month_on and 15 or 13
   local adjusted = adjustments ~= '' and string.match(adjustments, '^(%d+),')
   if adjusted then adjusted = floor(adjusted); count = count + 1; stored_names[count] = slot_name(adjusted, MR) end
-  if month_on then stored_names[14], stored_names[15] = FIELD.month, FIELD.month_units end
+  if month_on then stored_names[14], stored_names[15] = FIELD_MONTH, FIELD_MONTH_UNITS end
   local values = redis.call('HMGET', key, unpack(stored_names, 1, count))
   local adjusted_value = adjusted and values[count]
   -- The stored counts and positions the rings start from and the write compares with, each field's text turned into a
@@ -276,7 +276,7 @@ local function decide (index)
   -- requests waiting since before it (waited) are decided by their windows.
   local banned = write and policy ~= '' and ban_until > now
   local answer_banned = banned and waited == 0
-  if answer_banned and adjustments == '' then return reply_banned(ban_until) end
+  if answer_banned and adjustments == '' then reply_banned(ban_until); break end
   if banned then extra = 0 end
   if answer_banned then requests = 0 end
 
@@ -495,50 +495,50 @@ local function decide (index)
     end
     count = 2
     if minute_units ~= (stored_minute_units or -1) then
-      fields[count + 1], fields[count + 2], count = FIELD.minute_units, fmt('%d', minute_units), count + 2
+      fields[count + 1], fields[count + 2], count = FIELD_MINUTE_UNITS, fmt('%d', minute_units), count + 2
     end
     if day_units ~= (stored_day_units or -1) then
-      fields[count + 1], fields[count + 2], count = FIELD.day_units, fmt('%d', day_units), count + 2
+      fields[count + 1], fields[count + 2], count = FIELD_DAY_UNITS, fmt('%d', day_units), count + 2
     end
     if day_newest_units ~= (stored_day_newest_units or -1) then
-      fields[count + 1], fields[count + 2], count = FIELD.day_newest_units, fmt('%d', day_newest_units), count + 2
+      fields[count + 1], fields[count + 2], count = FIELD_DAY_NEWEST_UNITS, fmt('%d', day_newest_units), count + 2
     end
     -- The rings' positions, when a ring moved on (or the hash is new); each only if its text is not the one stored.
     if values[1] == false or minute_newest ~= minute_stored_newest or day_newest ~= day_stored_newest then
       if values[1] == false or minute_newest ~= minute_stored_newest then
-        fields[count + 1], fields[count + 2], count = FIELD.minute_newest, fmt('%d', minute_newest), count + 2
+        fields[count + 1], fields[count + 2], count = FIELD_MINUTE_NEWEST, fmt('%d', minute_newest), count + 2
       end
       local oldest = minute_oldest or minute_newest
       if not stored_minute_oldest or oldest ~= stored_minute_oldest then
-        fields[count + 1], fields[count + 2], count = FIELD.minute_oldest, fmt('%d', oldest), count + 2
+        fields[count + 1], fields[count + 2], count = FIELD_MINUTE_OLDEST, fmt('%d', oldest), count + 2
       end
       if not values[5] or day_newest ~= day_stored_newest then
-        fields[count + 1], fields[count + 2], count = FIELD.day_newest, fmt('%d', day_newest), count + 2
+        fields[count + 1], fields[count + 2], count = FIELD_DAY_NEWEST, fmt('%d', day_newest), count + 2
       end
       oldest = day_oldest or day_newest
       if not stored_day_oldest or oldest ~= stored_day_oldest then
-        fields[count + 1], fields[count + 2], count = FIELD.day_oldest, fmt('%d', oldest), count + 2
+        fields[count + 1], fields[count + 2], count = FIELD_DAY_OLDEST, fmt('%d', oldest), count + 2
       end
     end
     if month_on then
-      fields[count + 1], fields[count + 2] = FIELD.month, fmt('%d', calendar_month)
-      fields[count + 3], fields[count + 4], count = FIELD.month_units, fmt('%d', month_units), count + 4
+      fields[count + 1], fields[count + 2] = FIELD_MONTH, fmt('%d', calendar_month)
+      fields[count + 3], fields[count + 4], count = FIELD_MONTH_UNITS, fmt('%d', month_units), count + 4
     end
     if reserves_changed then
-      fields[count + 1], fields[count + 2], count = FIELD.reserves, kept and table.concat(kept, ';') or '', count + 2
+      fields[count + 1], fields[count + 2], count = FIELD_RESERVES, kept and table.concat(kept, ';') or '', count + 2
     end
     if lapsed_changed then
-      fields[count + 1], fields[count + 2], count = FIELD.lapsed_reserves, lapsed and table.concat(lapsed, ';') or '',
+      fields[count + 1], fields[count + 2], count = FIELD_LAPSED_RESERVES, lapsed and table.concat(lapsed, ';') or '',
         count + 2
     end
-    if blocks_now ~= blocks_text then fields[count + 1], fields[count + 2], count = FIELD.blocks, blocks_now, count + 2 end
+    if blocks_now ~= blocks_text then fields[count + 1], fields[count + 2], count = FIELD_BLOCKS, blocks_now, count + 2 end
     local expiry = (day_newest + DR.slots) * DR.ms
     if kept then expiry = max(expiry, now + RESERVE_TTL_MS) end
     if ban_until > 0 then expiry = max(expiry, ban_until + ESCALATION_MS) end
     if month_on and month_units > 0 then expiry = max(expiry, calendar_ends) end
     local grow = expiry > (values[11] or 0) + 0
     local expiry_text = grow and fmt('%d', expiry)
-    if grow then fields[count + 1], fields[count + 2], count = FIELD.expiry, expiry_text, count + 2 end
+    if grow then fields[count + 1], fields[count + 2], count = FIELD_EXPIRY, expiry_text, count + 2 end
     redis.call('HSET', key, unpack(fields, 1, count))
     if day_moved_name then redis.call('HSET', day_key, day_moved_name, day_moved_value) end
     if grow then
@@ -548,7 +548,7 @@ local function decide (index)
       redis.call('PEXPIREAT', day_key, values[11]) -- the hash's: a day hash this call made has none yet
     end
   end
-  if answer_banned then return reply_banned(ban_until) end
+  if answer_banned then reply_banned(ban_until); break end
 
   -- The entry's 17 reply values.
   local held, refused, at = others + reserve, admitted < requests, #reply
@@ -563,7 +563,6 @@ local function decide (index)
     refused and retry_of(day_key, DR, day_oldest, day_newest, day_newest_units, day_units + held + cost - day_limit) or 0
   reply[at + 13], reply[at + 14], reply[at + 15] = month_units, calendar_ends, refused and quota_out and calendar_ends or 0
   reply[at + 16], reply[at + 17] = ban_until > now and ban_until or 0, held_elsewhere
-end
+until true end
 
-for index = 1, floor(#KEYS / 2) do decide(index) end
 return reply

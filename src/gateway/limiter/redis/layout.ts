@@ -1,6 +1,6 @@
 // The Redis layout of one consumer, named once: the fields of its hash `rl:{id}` (one letter each: they are in
 // every HMGET and HSET of the hot path) and the constants the grant script shares with this process. lua/grant.lua
-// declares the same FIELD table and constants at its top (a script must stand alone);
+// declares the same names (FIELD_ locals) and constants at its top (a script must stand alone);
 // test/gateway/limiter/redis/layout.test.ts fails if the two differ. Layout: docs/limiter-internals.md.
 
 /** The fields of `rl:{id}`; the minute ring's buckets are the fields '0'..'60', the day ring's past buckets live in `rl:{id}:d`. */

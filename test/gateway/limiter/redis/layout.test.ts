@@ -1,7 +1,7 @@
 // The Redis layout is named once (src/gateway/limiter/redis/layout.ts) and the grant script, which must stand
-// alone, declares the same: its FIELD table, its reserve lifetime, escalation memory and block lifetime, and its rings' bucket
-// lengths and sizes. This fails if the script and the TypeScript ever differ, and if a field letter is used in
-// the script outside its FIELD table.
+// alone, declares the same: its FIELD_ locals, its reserve lifetime, escalation memory and block lifetime, and its
+// rings' bucket lengths and sizes. This fails if the script and the TypeScript ever differ, and if a field letter is used in
+// the script outside its FIELD_ locals.
 import { readFileSync } from 'node:fs'
 import t from 'tap'
 import { DAY_WINDOW, MINUTE_WINDOW } from '../../../../src/gateway/limiter/arithmetic.js'
@@ -10,15 +10,21 @@ import { BLOCK_HELD_BUCKETS, ESCALATION_MS, FIELD, RESERVE_PACE_BUCKETS, RESERVE
 const lua = readFileSync(new URL('../../../../src/gateway/limiter/lua/grant.lua', import.meta.url), 'utf8')
 const snake = (name: string): string => name.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`)
 
-const table = /^local FIELD = \{([^}]*)\}/m.exec(lua)
-t.ok(table !== null, 'grant.lua declares its FIELD table')
-const luaFields = Object.fromEntries([...(table?.[1] ?? '').matchAll(/(\w+) = '(\w)'/g)].map((match) => [match[1]!, match[2]!]))
-t.same(luaFields, Object.fromEntries(Object.entries(FIELD).map(([name, letter]) => [snake(name), letter])), 'grant.lua\'s FIELD is layout.ts\'s FIELD')
+// The field names are locals FIELD_<NAME> (a table would be made again on every call), declared on lines of their own.
+const fieldLines = lua.split('\n').filter((line) => /^local FIELD_\w+(, FIELD_\w+)* = /.test(line))
+t.ok(fieldLines.length > 0, 'grant.lua declares its FIELD_ locals')
+const luaFields = Object.fromEntries(fieldLines.flatMap((line) => {
+  const [names, letters] = line.replace(/^local /, '').split(' = ') as [string, string]
+  const letterList = [...letters.matchAll(/'(\w)'/g)].map((match) => match[1]!)
+  return names.split(', ').map((name, index) => [name.replace(/^FIELD_/, '').toLowerCase(), letterList[index]])
+}))
+t.same(luaFields, Object.fromEntries(Object.entries(FIELD).map(([name, letter]) => [snake(name), letter])), 'grant.lua\'s FIELD_ locals are layout.ts\'s FIELD')
+t.notOk(/\bFIELD\./.test(lua), 'no FIELD table left in grant.lua')
 
-const outsideTable = lua.replace(table?.[0] ?? '', '').split('\n').map((line) => line.replace(/--.*$/, ''))
+const outsideTable = lua.split('\n').filter((line) => !fieldLines.includes(line)).map((line) => line.replace(/--.*$/, ''))
 const letters = new Set<string>(Object.values(FIELD))
 const stray = outsideTable.flatMap((line) => [...line.matchAll(/'(\w)'/g)].map((match) => match[1]!)).filter((letter) => letters.has(letter))
-t.same(stray, [], 'no field letter in grant.lua outside its FIELD table')
+t.same(stray, [], 'no field letter in grant.lua outside its FIELD_ locals')
 
 const constant = (name: string): number | undefined => {
   const names = /^local ([\w, ]+) = ([\d., ]+)$/m.exec(lua.split('\n').find((line) => new RegExp(`^local [\\w, ]*\\b${name}\\b`).test(line)) ?? '')
