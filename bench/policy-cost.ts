@@ -10,8 +10,12 @@
 // Three traffic shapes through the same gateway: one hot key, 1,000 keys in turn and the bench's
 // Zipf draw over 10,000 consumers (the same sequence as `npm run bench`, from its start in each batch):
 // the difference between them is what one more distinct consumer costs per request.
-// Env: BENCH_ROUNDS [15] BENCH_BATCH [2000] BENCH_CONCURRENCY [16]; BENCH_SUBJECTS: a comma list of
-// subject-name fragments to run alone (e.g. `zipf` to profile that one under --cpu-prof).
+// The same three shapes through the gateway on Redis (a redis-server of its own, pinned beside the backend: its CPU
+// per request is read from /proc and printed beside the process's), when a redis-server starts: the Redis path's
+// own cost per consumer (grant calls, their build and reply, the accounts) without a client socket in the way.
+// Env: BENCH_ROUNDS [15] BENCH_BATCH [2000] BENCH_CONCURRENCY [16]; BENCH_REDIS=0 leaves the Redis subjects out;
+// BENCH_SUBJECTS: a ';' list of subject-name fragments to run alone (the names hold commas), e.g. `gateway, zipf` or
+// `Redis, zipf` to profile one under --cpu-prof.
 // Writes bench/results/policy-cost.json (policy-cost-subset.json when BENCH_SUBJECTS narrows the run:
 // its second column is then each row above the first subject's, per round).
 import { existsSync, openSync, mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs'
@@ -25,7 +29,8 @@ import type * as LoggerModule from '../src/gateway/observability/logger.js'
 import { writeConfigWithKeys } from './config-load.js'
 import { median } from './lib/load.js'
 import { DEFAULT_ZIPF_CONSUMERS, DEFAULT_ZIPF_EXPONENT, DEFAULT_ZIPF_SEED, DEFAULT_ZIPF_SEQUENCE_LENGTH, zipfSequence } from './lib/zipf.js'
-import { pinProcess, taskset } from './lib/proc-cpu.js'
+import { mainThreadCpuMicros, pinProcess, taskset } from './lib/proc-cpu.js'
+import { startScratchRedis, type ScratchRedis } from './lib/scratch-redis.js'
 import { REPO_ROOT, startBackend, stopAll, unboundPlans } from './lib/processes.js'
 
 export const DEFAULT_ROUNDS = 15
@@ -33,7 +38,7 @@ export const DEFAULT_BATCH = 2_000
 export const DEFAULT_CONCURRENCY = 16
 const PATH = '/v1/pets?limit=10'
 
-interface Subject { name: string, app: FastifyInstance, tokens: string[], order?: readonly number[] }
+interface Subject { name: string, app: FastifyInstance, tokens: string[], order?: readonly number[], redis?: ScratchRedis }
 
 const intFromEnv = (name: string, fallback: number): number => {
   const raw = process.env[name]
@@ -48,20 +53,24 @@ async function bare (backendUrl: string): Promise<FastifyInstance> {
   return app
 }
 
-/** The gateway of the checkout at `root`, built as server.ts builds it (in-process store, info logs). */
-async function gateway (root: string, backendUrl: string, configDir: string, logFd: number): Promise<FastifyInstance> {
+/** The gateway of the checkout at `root`, built as server.ts builds it (info logs; the in-process store, or Redis at `redisUrl`). */
+async function gateway (root: string, backendUrl: string, configDir: string, logFd: number, redisUrl?: string): Promise<FastifyInstance> {
   const { buildGateway } = await import(join(root, 'src', 'gateway', 'app.ts')) as typeof AppModule
   // loadConfigDir moved from loader.ts to read-files.ts; a baseline checkout may predate that.
   const configDirModule = join(root, 'src', 'gateway', 'config', existsSync(join(root, 'src', 'gateway', 'config', 'read-files.ts')) ? 'read-files.ts' : 'loader.ts')
   const { loadConfigDir } = await import(configDirModule) as typeof ReadFilesModule
   const { createGatewayLogger } = await import(join(root, 'src', 'gateway', 'observability', 'logger.ts')) as typeof LoggerModule
-  const app = await buildGateway({ config: loadConfigDir(configDir), backendUrl, logger: createGatewayLogger({ level: 'info', fd: logFd }) })
+  const limiter = redisUrl === undefined ? {} : { limiter: { settings: { redisUrl } } }
+  const app = await buildGateway({ config: loadConfigDir(configDir), backendUrl, logger: createGatewayLogger({ level: 'info', fd: logFd }), ...limiter })
   await app.ready()
   return app
 }
 
-/** CPU µs of this process per request over `count` injected requests, `concurrency` at a time. */
-async function batch (s: Subject, count: number, concurrency: number): Promise<number> {
+/**
+ * CPU µs per request over `count` injected requests, `concurrency` at a time: this process's, of it its main thread's
+ * (the rest is V8's helper threads: the garbage collector's parallel and concurrent work), and its Redis's (0 without).
+ */
+async function batch (s: Subject, count: number, concurrency: number): Promise<{ process: number, mainThread: number, redis: number }> {
   let next = 0
   // The Zipf sequence is replayed from its start by every batch, as `npm run bench` replays it in
   // every run: after the warm-up batch every consumer of a batch has been seen (steady state).
@@ -75,10 +84,14 @@ async function batch (s: Subject, count: number, concurrency: number): Promise<n
     }
   }
   const before = process.cpuUsage()
+  const mainBefore = mainThreadCpuMicros(process.pid)
+  const redisBefore = s.redis === undefined ? 0 : mainThreadCpuMicros(s.redis.pid)
   await Promise.all(Array.from({ length: concurrency }, worker))
   const used = process.cpuUsage(before)
+  const mainUsed = mainThreadCpuMicros(process.pid) - mainBefore
+  const redisUsed = s.redis === undefined ? 0 : mainThreadCpuMicros(s.redis.pid) - redisBefore
   if (bad > 0) throw new Error(`${s.name}: ${bad} answers were not 200`)
-  return (used.user + used.system) / count
+  return { process: (used.user + used.system) / count, mainThread: mainUsed / count, redis: redisUsed / count }
 }
 
 async function main (): Promise<void> {
@@ -103,6 +116,8 @@ async function main (): Promise<void> {
     const zipf = zipfSequence({ consumers: DEFAULT_ZIPF_CONSUMERS, exponent: DEFAULT_ZIPF_EXPONENT, length: DEFAULT_ZIPF_SEQUENCE_LENGTH, seed: DEFAULT_ZIPF_SEED })
     const bareApp = await bare(backendUrl)
     const gw = await gateway(REPO_ROOT, backendUrl, configDir, logFd)
+    const redis = process.env.BENCH_REDIS === '0' ? undefined : await startScratchRedis('policy-cost').catch((err: unknown) => { process.stderr.write(`no Redis subjects: ${String(err)}\n`); return undefined })
+    const gwRedis = redis === undefined ? undefined : await gateway(REPO_ROOT, backendUrl, configDir, logFd, `redis://127.0.0.1:${redis.port}`)
     const baselineDir = process.env.BENCH_BASELINE
     const baseline = baselineDir === undefined || baselineDir === '' ? undefined : await gateway(baselineDir, backendUrl, configDir, logFd)
     const all: Subject[] = [
@@ -110,31 +125,45 @@ async function main (): Promise<void> {
       { name: 'gateway, hot key', app: gw, tokens: hot },
       { name: 'gateway, 1,000 keys', app: gw, tokens: keys },
       { name: 'gateway, zipf 10,000', app: gw, tokens: consumers, order: zipf },
+      ...(gwRedis === undefined || redis === undefined
+        ? []
+        : [{ name: 'gateway on Redis, hot key', app: gwRedis, tokens: hot, redis }, { name: 'gateway on Redis, 1,000 keys', app: gwRedis, tokens: keys, redis },
+            { name: 'gateway on Redis, zipf 10,000', app: gwRedis, tokens: consumers, order: zipf, redis }]),
       ...(baseline === undefined
         ? []
         : [{ name: 'baseline gateway, hot key', app: baseline, tokens: hot }, { name: 'baseline gateway, 1,000 keys', app: baseline, tokens: keys },
             { name: 'baseline gateway, zipf 10,000', app: baseline, tokens: consumers, order: zipf }])
     ]
-    const only = (process.env.BENCH_SUBJECTS ?? '').split(',').map((x) => x.trim()).filter((x) => x !== '')
+    const only = (process.env.BENCH_SUBJECTS ?? '').split(';').map((x) => x.trim()).filter((x) => x !== '')
     const subjects = only.length === 0 ? all : all.filter((s) => only.some((o) => s.name.includes(o)))
     for (const s of subjects) await batch(s, size, concurrency)
     const perRound = new Map<string, number[]>(subjects.map((s) => [s.name, []]))
+    const redisPerRound = new Map<string, number[]>(subjects.map((s) => [s.name, []]))
+    const mainPerRound = new Map<string, number[]>(subjects.map((s) => [s.name, []]))
     for (let round = 0; round < rounds; round++) {
       const order = round % 2 === 0 ? subjects : [...subjects].reverse()
-      for (const s of order) perRound.get(s.name)?.push(await batch(s, size, concurrency))
-      process.stdout.write(`round ${round + 1}/${rounds}: ${subjects.map((s) => `${s.name} ${(perRound.get(s.name)?.at(-1) ?? NaN).toFixed(1)}`).join(' · ')} µs/req\n`)
+      for (const s of order) {
+        const used = await batch(s, size, concurrency)
+        perRound.get(s.name)?.push(used.process)
+        redisPerRound.get(s.name)?.push(used.redis)
+        mainPerRound.get(s.name)?.push(used.mainThread)
+      }
+      process.stdout.write(`round ${round + 1}/${rounds}: ${subjects.map((s) => `${s.name} ${(perRound.get(s.name)?.at(-1) ?? NaN).toFixed(1)} (main ${(mainPerRound.get(s.name)?.at(-1) ?? NaN).toFixed(1)})`).join(' · ')} µs/req\n`)
     }
     const bareRounds = perRound.get(subjects[0]?.name ?? '') ?? []
     const rows = subjects.map((s) => {
       const xs = perRound.get(s.name) ?? []
-      return { name: s.name, cpuUsPerRequest: Math.round(median(xs) * 10) / 10, overBareUs: Math.round(median(xs.map((x, i) => x - (bareRounds[i] ?? NaN))) * 10) / 10, rounds: xs.map((x) => Math.round(x * 10) / 10) }
+      const redisUs = s.redis === undefined ? undefined : Math.round(median(redisPerRound.get(s.name) ?? []) * 10) / 10
+      const mainUs = Math.round(median(mainPerRound.get(s.name) ?? []) * 10) / 10
+      return { name: s.name, cpuUsPerRequest: Math.round(median(xs) * 10) / 10, mainThreadUsPerRequest: mainUs, overBareUs: Math.round(median(xs.map((x, i) => x - (bareRounds[i] ?? NaN))) * 10) / 10, redisUsPerRequest: redisUs, rounds: xs.map((x) => Math.round(x * 10) / 10) }
     })
     const report = { date: new Date().toISOString(), rounds, batch: size, concurrency, pinned, baseline: baselineDir ?? null, rows }
     mkdirSync(join(REPO_ROOT, 'bench', 'results'), { recursive: true })
     writeFileSync(join(REPO_ROOT, 'bench', 'results', only.length === 0 ? 'policy-cost.json' : 'policy-cost-subset.json'), `${JSON.stringify({ ...report, subjects: only }, null, 2)}\n`)
-    process.stdout.write(['', '| configuration | CPU µs per request (median) | above bare proxy (median of per-round differences) |', '|---|---:|---:|',
-      ...rows.map((r) => `| ${r.name} | ${r.cpuUsPerRequest} | ${r.overBareUs} |`), ''].join('\n'))
-    await Promise.all([bareApp.close(), gw.close(), baseline?.close()])
+    process.stdout.write(['', '| configuration | CPU µs per request (median) | of it the main thread | above bare proxy (median of per-round differences) | Redis CPU µs per request (median) |', '|---|---:|---:|---:|---:|',
+      ...rows.map((r) => `| ${r.name} | ${r.cpuUsPerRequest} | ${r.mainThreadUsPerRequest} | ${r.overBareUs} | ${r.redisUsPerRequest ?? '—'} |`), ''].join('\n'))
+    await Promise.all([bareApp.close(), gw.close(), gwRedis?.close(), baseline?.close()])
+    await redis?.stop()
   } finally {
     await stopAll()
     rmSync(work, { recursive: true, force: true })
