@@ -9,6 +9,7 @@
 //   BENCH_BASELINE=/tmp/outage-bl node --import ./src/ts-resolve.ts bench/zipf-calls.ts   (or a comma list of checkouts)
 //   ZIPF_CALLS_SECONDS (default 6), ZIPF_CALLS_RATE (req/s, default 2500; 0: unpaced, 2,500 × seconds requests),
 //   ZIPF_CALLS_CLIENTS (50), ZIPF_CALLS_ROUNDS (3), ZIPF_CALLS_WORK_US (fixed CPU per request either side of the limiter, 0)
+//   ZIPF_CALLS_SHAPE=keys: 1,000 keys in turn (the bench's other long tail) instead of the Zipf draw
 //   ZIPF_CALLS_RECORD (a file: the grant calls of the run, for bench/grant-lua-profile.ts)
 //   ZIPF_CALLS_TIMEOUT_MS (the store's call timeout; unset: its default — on a loaded machine a call late past it
 //   takes the shard down and the run ends on an outage refusal, so a CPU measure there sets it higher, e.g. 2000)
@@ -24,6 +25,7 @@ import { median } from './lib/load.js'
 import { taskset } from './lib/proc-cpu.js'
 import { sourceLoaderArgs } from './lib/source-loader.js'
 import { DEFAULT_ZIPF_CONSUMERS, DEFAULT_ZIPF_EXPONENT, DEFAULT_ZIPF_SEED, DEFAULT_ZIPF_SEQUENCE_LENGTH, zipfSequence } from './lib/zipf.js'
+import { DEFAULT_ROTATING_KEYS } from './lib/workloads.js'
 
 const run = promisify(execFile)
 const HERE = resolve(import.meta.dirname, '..')
@@ -114,7 +116,10 @@ async function child (root: string, redisPort: number, seconds: number, rate: nu
   const store = storeModule.createRedisStore(client, { port: wrapped, runtime: portModule.nodeRuntime(), description: { kind: 'standalone' }, holder: 'bench', policy: 'local', allowance: { share: 0.1, processes: 1 }, ...timeoutMs })
   await store.settled(3_000)
   await client.config('RESETSTAT')
-  const order = zipfSequence({ consumers: DEFAULT_ZIPF_CONSUMERS, exponent: DEFAULT_ZIPF_EXPONENT, length: DEFAULT_ZIPF_SEQUENCE_LENGTH, seed: DEFAULT_ZIPF_SEED })
+  // ZIPF_CALLS_SHAPE=keys: the bench's other long tail instead, 1,000 keys in turn.
+  const order = process.env.ZIPF_CALLS_SHAPE === 'keys'
+    ? Array.from({ length: DEFAULT_ZIPF_SEQUENCE_LENGTH }, (_, index) => index % DEFAULT_ROTATING_KEYS)
+    : zipfSequence({ consumers: DEFAULT_ZIPF_CONSUMERS, exponent: DEFAULT_ZIPF_EXPONENT, length: DEFAULT_ZIPF_SEQUENCE_LENGTH, seed: DEFAULT_ZIPF_SEED })
   // Unpaced (rate 0): as many requests as a paced run of the same length at 2,500 req/s, each client's next at once.
   const total = Math.min(order.length, Math.round(seconds * (rate > 0 ? rate : 2_500)))
   const ask = { limits: LIMITS, ban: null, cost: 1, monthLimit: 0, overage: true }
@@ -192,7 +197,7 @@ async function main (): Promise<void> {
   const per = (list: RunResult[], pick: (result: RunResult) => number): string => median(list.map((result) => pick(result) / result.decisions)).toFixed(4)
   const pacing = rate > 0 ? `paced to ${rate} req/s, ${seconds} s a run` : `unpaced, ${Math.round(seconds * 2_500)} requests a run`
   const load = (averages: number[]): string => averages.map((average) => average.toFixed(2)).join(' ')
-  console.log(`Zipf s = ${DEFAULT_ZIPF_EXPONENT} (seed ${DEFAULT_ZIPF_SEED}), ${clients} closed-loop clients ${pacing}, ${workMicros} µs of fixed CPU per request either side of the limiter, ${rounds} interleaved rounds; medians per decision; load average (1, 5, 15 min) ${load(loadBefore)} before, ${load(loadavg())} after`)
+  console.log(`${process.env.ZIPF_CALLS_SHAPE === 'keys' ? `${DEFAULT_ROTATING_KEYS} keys in turn` : `Zipf s = ${DEFAULT_ZIPF_EXPONENT} (seed ${DEFAULT_ZIPF_SEED})`}, ${clients} closed-loop clients ${pacing}, ${workMicros} µs of fixed CPU per request either side of the limiter, ${rounds} interleaved rounds; medians per decision; load average (1, 5, 15 min) ${load(loadBefore)} before, ${load(loadavg())} after`)
   console.log('| checkout | decisions | req/s | EVALSHA | TIME | HMGET | entries | asking | settling only | reserve only | calls with no request | decisions per call | process CPU µs per decision | of it system | Redis CPU µs per decision |')
   console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
   for (const [variant, list] of results) {
