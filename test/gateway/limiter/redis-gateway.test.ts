@@ -15,7 +15,7 @@ import { startRedis, startRedisCluster } from '../../helpers/redis.js'
 
 /** Changing a script changes its SHA: review the new script, then update the pin. */
 const PINNED_SHAS = {
-  grant: '8091ebece630124680850bbc8095f56697108fe0',
+  grant: 'eebdd0bbc4e9c1b284cbcab0d510761560cc603a',
   epoch: '284dc9dc3d585ead4cdc8fabf40c553403b7b142'
 }
 

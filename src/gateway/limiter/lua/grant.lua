@@ -93,9 +93,10 @@ local function read (key, from, to, shape)
   return out
 end
 
--- A ring as one entry sees it is five locals of the entry loop: its newest bucket, that bucket's units (newest_units), the
--- units in the window, the oldest bucket with units, and the newest bucket the hash held (stored_newest). The helpers
--- below take the ring's key and shape (MR or DR) and those values, and return what they change.
+-- A ring as one entry sees it is five locals of the entry loop: its newest bucket, that bucket's units
+-- (newest_units), the units in the window, the oldest bucket with units, and the newest bucket the hash held
+-- (stored_newest). The helpers below take the ring's key and shape (MR or DR) and those values, and return what they
+-- change.
 
 -- Adds delta to bucket `bucket` of a ring: into the newest (a bucket ahead of Redis's clock is counted now: later, so
 -- safe), or read, changed and written back; a bucket out of the window is skipped. `known`: the bucket's field as the
