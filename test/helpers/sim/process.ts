@@ -44,6 +44,13 @@ export interface Admission {
   readonly t: number
   /** Redis's clock at the admission (differs from t + skew only when Redis's clock steps or drifts). */
   readonly redisT: number
+  /**
+   * Redis's clock when this request would have reached it with no wait in the limiter: the TIME of the first grant
+   * call that carried it, less the time it waited in its process before that call was sent; for a request no call
+   * carried (spent from units this process held), the store's clock at its decision. The network's delay moves it;
+   * the limiter's own waits, holds and re-asks do not.
+   */
+  readonly reachedRedisAt: number
   readonly cost: number
   /**
    * How it was granted: `redis` (by a call of its own), `grant` (from units Redis counted for this process),
@@ -78,8 +85,10 @@ export class SimProcess implements Owner {
   /** When it crashed (virtual ms): its ledger went with it. */
   crashedAt: number | undefined = undefined
   readonly admissions: Admission[] = []
-  /** Requests refused (any outcome but `ok`), at the virtual instant of the answer. */
-  readonly refusals: Array<{ readonly consumer: string, readonly t: number, readonly outcome: string }> = []
+  /** Requests refused (any outcome but `ok`), at the virtual instant of the answer; `reachedRedisAt` as an admission's (absent: no answer from the store). */
+  readonly refusals: Array<{ readonly consumer: string, readonly t: number, readonly outcome: string, readonly reachedRedisAt?: number }> = []
+  /** Per limiter key, the requests no grant call has carried yet: their arrival, and when the first call that does says they reached Redis. */
+  private readonly notYetAsked = new Map<string, Array<{ readonly arrived: number, reachedRedisAt?: number }>>()
   /** Bans this process's requests started (a `ban_started` answer). */
   bansStarted = 0
   /** Requests answered: by outcome (`ok`, `rate_limited`, `key_banned`, `unavailable`). */
@@ -127,12 +136,13 @@ export class SimProcess implements Owner {
     const port: RedisPort = {
       run: (script, keys, args) => {
         const shard = topology.nodeOf(keys[0]!)
+        const sentAt = world.now
         return this.send(shard, () => {
           if (topology.crossSlot(keys)) throw new Error('CROSSSLOT Keys in request don\'t hash to the same slot')
           const owner = topology.nodeOf(keys[0]!)
           if (owner !== shard && topology.node(owner).state !== 'running') throw new Error(`MOVED to ${owner}, which does not answer`)
           const reply = topology.node(owner).runScript(script, keys, args)
-          if (script.sha === GRANT.sha) { this.reservesSeen(keys, reply); this.backlogSeen(args) }
+          if (script.sha === GRANT.sha) { this.reservesSeen(keys, reply); this.backlogSeen(args); this.askedSeen(keys, args, reply, sentAt) }
           return reply
         })
       },
@@ -150,6 +160,11 @@ export class SimProcess implements Owner {
   request (id: string, ask: Ask): void {
     this.waiting++
     const arrived = this.world.now
+    const asked: { readonly arrived: number, reachedRedisAt?: number } = { arrived }
+    const key = limiterKey(id)
+    const pending = this.notYetAsked.get(key) ?? []
+    if (pending.length === 0) this.notYetAsked.set(key, pending)
+    pending.push(asked)
     const answered = (): void => {
       this.waiting--
       const waited = this.world.now - arrived
@@ -161,10 +176,13 @@ export class SimProcess implements Owner {
       if (result.outcome === 'ban_started') this.bansStarted++
       const outcome = result.outcome === 'ban_started' ? 'key_banned' : result.outcome
       this.outcomes.set(outcome, (this.outcomes.get(outcome) ?? 0) + 1)
-      if (result.outcome === 'ok') this.admissions.push({ consumer: id, t: this.world.now, redisT: this.topology.node(this.topology.nodeOf(limiterKey(id))).time(), cost: ask.cost, via: sourceOf(result), process: this.name })
-      else this.refusals.push({ consumer: id, t: this.world.now, outcome })
+      const reachedRedisAt = asked.reachedRedisAt ?? result.now
+      this.forgetAsked(key, asked)
+      if (result.outcome === 'ok') this.admissions.push({ consumer: id, t: this.world.now, redisT: this.topology.node(this.topology.nodeOf(limiterKey(id))).time(), reachedRedisAt, cost: ask.cost, via: sourceOf(result), process: this.name })
+      else this.refusals.push({ consumer: id, t: this.world.now, outcome, reachedRedisAt })
     }, () => {
       answered()
+      this.forgetAsked(key, asked)
       this.refusals.push({ consumer: id, t: this.world.now, outcome: 'unavailable' })
       this.outcomes.set('unavailable', (this.outcomes.get('unavailable') ?? 0) + 1)
     })
@@ -247,6 +265,32 @@ export class SimProcess implements Owner {
       this.armedSlow = undefined
       this.slow(armed.forMs, armed.extraMs)
     }
+  }
+
+  /**
+   * A grant call ran at Redis at TIME `now` (the reply's first value), sent at `sentAt`: each request of a key it asks
+   * requests for (an entry's fields' 4th, scripts.ts grantArgs) that arrived before it was sent, and no call carried
+   * yet, would have reached Redis at `now` less its wait in this process (sentAt − arrived): its arrival plus the
+   * network's delay, without the limiter's own (a turn, a call of its id in flight, a hold for the second's end).
+   */
+  private askedSeen (keys: readonly string[], args: readonly string[], reply: unknown, sentAt: number): void {
+    const now = (reply as number[])[0]
+    if (typeof now !== 'number') return
+    for (let entry = 0; 2 * entry < keys.length; entry++) {
+      if (Number(args[1 + 3 * entry]?.split(' ')[3] ?? 0) === 0) continue
+      for (const asked of this.notYetAsked.get(keys[2 * entry]!) ?? []) {
+        if (asked.reachedRedisAt === undefined && asked.arrived <= sentAt) asked.reachedRedisAt = now - (sentAt - asked.arrived)
+      }
+    }
+  }
+
+  /** An answered request leaves the list of those not yet asked (its key's list goes once empty). */
+  private forgetAsked (key: string, asked: { readonly arrived: number }): void {
+    const pending = this.notYetAsked.get(key)
+    if (pending === undefined) return
+    const index = pending.indexOf(asked)
+    if (index >= 0) pending.splice(index, 1)
+    if (pending.length === 0) this.notYetAsked.delete(key)
   }
 
   /** A grant call's arguments (scripts.ts grantArgs: per entry, its fields' 4th is its requests): fires a `backlog` trigger when they reach it. */

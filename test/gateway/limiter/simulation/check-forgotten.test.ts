@@ -12,7 +12,7 @@ const LOSS_AT = 35_390
 const limits = new Map([['c3', { perMinute: LIMIT, perDay: LIMIT * 50, perMonth: 0 }]])
 
 function admissions (count: number, from: number, forgottenAt?: number): Admission[] {
-  return Array.from({ length: count }, (_, i) => ({ consumer: 'c3', t: from + i, redisT: from + i, cost: 1, via: 'redis' as const, process: 'p0', ...(forgottenAt === undefined ? {} : { forgottenAt }) }))
+  return Array.from({ length: count }, (_, i) => ({ consumer: 'c3', t: from + i, redisT: from + i, reachedRedisAt: from + i, cost: 1, via: 'redis' as const, process: 'p0', ...(forgottenAt === undefined ? {} : { forgottenAt }) }))
 }
 
 // The crashed process's 33 units (1.5-6.5 s), the survivor's 18 (re-seeded at the loss), 7 more after it.

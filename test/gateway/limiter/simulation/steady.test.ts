@@ -1,6 +1,7 @@
 // Steady load exactly at the limit, spread over one to three processes, no faults: the Redis path
-// admits what the in-process store's ring admits of the same arrivals — grants, pools and reserves
-// lose nothing to the distribution. (What the ring itself gives up against an exact per-request log
+// admits what the in-process store's ring admits of the same requests, each at the instant it first
+// reached Redis (so the network's delay counts for both) — grants, pools and reserves lose nothing to
+// the distribution. (What the ring itself gives up against an exact per-request log
 // at exactly the limit is the accuracy replay's to measure: docs/limiter-internals.md.)
 import t from 'tap'
 import { runFamilies } from '../../../helpers/sim/suite.js'
