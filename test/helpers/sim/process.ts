@@ -178,7 +178,7 @@ export class SimProcess implements Owner {
       this.outcomes.set(outcome, (this.outcomes.get(outcome) ?? 0) + 1)
       const reachedRedisAt = asked.reachedRedisAt ?? result.now
       this.forgetAsked(key, asked)
-      if (result.outcome === 'ok') this.admissions.push({ consumer: id, t: this.world.now, redisT: this.topology.node(this.topology.nodeOf(limiterKey(id))).time(), reachedRedisAt, cost: ask.cost, via: sourceOf(result), process: this.name })
+      if (result.outcome === 'ok') this.admissions.push({ consumer: id, t: this.world.now, redisT: this.topology.node(this.topology.nodeOf(key)).time(), reachedRedisAt, cost: ask.cost, via: sourceOf(result), process: this.name })
       else this.refusals.push({ consumer: id, t: this.world.now, outcome, reachedRedisAt })
     }, () => {
       answered()
