@@ -11,6 +11,7 @@ import { readFileSync } from 'node:fs'
 import { GRANT } from '../src/gateway/limiter/redis/scripts.js'
 import { createLuaVm, SimRedis } from '../test/helpers/sim/redis-model.js'
 import type { World } from '../test/helpers/sim/world.js'
+import { readRecordedCalls } from './lib/recorded-calls.js'
 
 const SAMPLE_EVERY = 100
 /** define() prefixes every script with two lines (KEYS/ARGV, unpack). */
@@ -35,7 +36,7 @@ return table.concat(out, '\\n')`
 async function main (): Promise<void> {
   const [file, topArg] = process.argv.slice(2)
   if (file === undefined) throw new Error('usage: grant-lua-profile.ts RECORDED.json [top]')
-  const calls = JSON.parse(readFileSync(file, 'utf8')) as Array<{ at: number, keys: string[], args: string[] }>
+  const calls = readRecordedCalls(file)
   const world = { now: calls[0]?.at ?? 0 } as unknown as World
   const otherScript = process.env.GRANT_PROFILE_SCRIPT
   const grant = otherScript === undefined ? GRANT : { name: 'grant', lua: readFileSync(otherScript, 'utf8'), sha: 'grant-baseline' }

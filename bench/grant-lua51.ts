@@ -11,12 +11,12 @@
 //   GRANT_LUA51_ROUNDS (default 9), GRANT_LUA51_REPEAT (passes over the calls per round, default 5). Needs lua5.1
 //   (apt-get install -y lua5.1) and taskset. CHECKOUT is the root whose src/gateway/limiter/lua/grant.lua runs.
 import { execFileSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, writeFileSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { median } from './lib/load.js'
+import { readRecordedCalls, type RecordedCall } from './lib/recorded-calls.js'
 
-interface RecordedCall { at: number, keys: string[], args: string[] }
 
 /** A Lua long string holding `text` as it is (a level of '=' that the text does not contain). */
 function luaString (text: string): string {
@@ -26,8 +26,8 @@ function luaString (text: string): string {
 }
 
 /** The recorded calls as a Lua chunk returning { { at, keys, args }, … }. */
-function callsChunk (calls: RecordedCall[]): string {
-  const list = (values: string[]): string => `{${values.map(luaString).join(',')}}`
+function callsChunk (calls: readonly RecordedCall[]): string {
+  const list = (values: readonly string[]): string => `{${values.map(luaString).join(',')}}`
   return `return {\n${calls.map((call) => `{${call.at},${list(call.keys)},${list(call.args)}}`).join(',\n')}\n}\n`
 }
 
@@ -86,7 +86,7 @@ for _, variant in ipairs(variants) do print(variant.seconds) end
 
 const variants = process.argv.slice(2).map((spec) => {
   const [root, callsPath] = spec.split('=') as [string, string]
-  return { spec, script: join(root, 'src/gateway/limiter/lua/grant.lua'), calls: JSON.parse(readFileSync(callsPath, 'utf8')) as RecordedCall[] }
+  return { spec, script: join(root, 'src/gateway/limiter/lua/grant.lua'), calls: readRecordedCalls(callsPath) }
 })
 if (variants.length === 0) throw new Error('usage: grant-lua51.ts CHECKOUT=CALLS.json [CHECKOUT=CALLS.json …]')
 if (variants.some((variant) => variant.calls.length !== variants[0]!.calls.length)) throw new Error('every calls file must hold as many calls (the same recording, or one converted)')

@@ -25,9 +25,9 @@ import { median } from './lib/load.js'
 import { startScratchRedis } from './lib/scratch-redis.js'
 import { parseCommandStats } from './lib/commandstats.js'
 import { mainThreadCpuMicros } from './lib/proc-cpu.js'
+import { readRecordedCalls, type RecordedCall } from './lib/recorded-calls.js'
 
 
-interface RecordedCall { at: number, keys: string[], args: string[] }
 interface ReplayResult { calls: number, entries: number, scriptMicros: number, redisCpuMicros: number, commands: Record<string, number> }
 
 /**
@@ -109,7 +109,7 @@ async function main (): Promise<void> {
   const rounds = Number(process.env.GRANT_REPLAY_ROUNDS ?? 7)
   const variants = process.argv.slice(2).map((pair) => {
     const [root, file] = pair.split('=') as [string, string]
-    return { name: pair, lua: readFileSync(join(root, 'src/gateway/limiter/lua/grant.lua'), 'utf8'), calls: JSON.parse(readFileSync(file, 'utf8')) as RecordedCall[] }
+    return { name: pair, lua: readFileSync(join(root, 'src/gateway/limiter/lua/grant.lua'), 'utf8'), calls: readRecordedCalls(file) }
   })
   const sideBySide = process.env.GRANT_REPLAY_SIDE_BY_SIDE === '1'
   if (sideBySide && variants.some((variant) => variant.calls.length !== variants[0]!.calls.length)) throw new Error('side by side: every calls file must hold as many calls')

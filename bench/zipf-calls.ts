@@ -26,9 +26,12 @@ import { taskset } from './lib/proc-cpu.js'
 import { sourceLoaderArgs } from './lib/source-loader.js'
 import { DEFAULT_ZIPF_CONSUMERS, DEFAULT_ZIPF_EXPONENT, DEFAULT_ZIPF_SEED, DEFAULT_ZIPF_SEQUENCE_LENGTH, zipfSequence } from './lib/zipf.js'
 import { DEFAULT_ROTATING_KEYS } from './lib/workloads.js'
+import type { RecordedCall } from './lib/recorded-calls.js'
 
 const run = promisify(execFile)
 const HERE = resolve(import.meta.dirname, '..')
+/** ZIPF_CALLS_SHAPE=keys: the bench's other long tail, 1,000 keys in turn, instead of the Zipf draw. */
+const KEYS_IN_TURN = process.env.ZIPF_CALLS_SHAPE === 'keys'
 /** Limits no run reaches (as bench/run.ts's plans). */
 const LIMITS = { perMinute: 1_000_000_000, perDay: 1_000_000_000_000 }
 
@@ -92,7 +95,7 @@ async function child (root: string, redisPort: number, seconds: number, rate: nu
   const counted = { calls: 0, entries: 0, asking: 0, settling: 0, reserveOnly: 0, callsWithoutRequests: 0 }
   // ZIPF_CALLS_RECORD: every grant call (its time, KEYS, ARGV) to a JSON file, for bench/grant-lua-profile.ts to replay.
   const recordTo = process.env.ZIPF_CALLS_RECORD
-  const recorded: Array<{ at: number, keys: readonly string[], args: readonly string[] }> = []
+  const recorded: RecordedCall[] = []
   const port = portModule.ioredisPort(client)
   const wrapped = {
     ...port,
@@ -116,8 +119,7 @@ async function child (root: string, redisPort: number, seconds: number, rate: nu
   const store = storeModule.createRedisStore(client, { port: wrapped, runtime: portModule.nodeRuntime(), description: { kind: 'standalone' }, holder: 'bench', policy: 'local', allowance: { share: 0.1, processes: 1 }, ...timeoutMs })
   await store.settled(3_000)
   await client.config('RESETSTAT')
-  // ZIPF_CALLS_SHAPE=keys: the bench's other long tail instead, 1,000 keys in turn.
-  const order = process.env.ZIPF_CALLS_SHAPE === 'keys'
+  const order = KEYS_IN_TURN
     ? Array.from({ length: DEFAULT_ZIPF_SEQUENCE_LENGTH }, (_, index) => index % DEFAULT_ROTATING_KEYS)
     : zipfSequence({ consumers: DEFAULT_ZIPF_CONSUMERS, exponent: DEFAULT_ZIPF_EXPONENT, length: DEFAULT_ZIPF_SEQUENCE_LENGTH, seed: DEFAULT_ZIPF_SEED })
   // Unpaced (rate 0): as many requests as a paced run of the same length at 2,500 req/s, each client's next at once.
@@ -197,7 +199,7 @@ async function main (): Promise<void> {
   const per = (list: RunResult[], pick: (result: RunResult) => number): string => median(list.map((result) => pick(result) / result.decisions)).toFixed(4)
   const pacing = rate > 0 ? `paced to ${rate} req/s, ${seconds} s a run` : `unpaced, ${Math.round(seconds * 2_500)} requests a run`
   const load = (averages: number[]): string => averages.map((average) => average.toFixed(2)).join(' ')
-  console.log(`${process.env.ZIPF_CALLS_SHAPE === 'keys' ? `${DEFAULT_ROTATING_KEYS} keys in turn` : `Zipf s = ${DEFAULT_ZIPF_EXPONENT} (seed ${DEFAULT_ZIPF_SEED})`}, ${clients} closed-loop clients ${pacing}, ${workMicros} µs of fixed CPU per request either side of the limiter, ${rounds} interleaved rounds; medians per decision; load average (1, 5, 15 min) ${load(loadBefore)} before, ${load(loadavg())} after`)
+  console.log(`${KEYS_IN_TURN ? `${DEFAULT_ROTATING_KEYS} keys in turn` : `Zipf s = ${DEFAULT_ZIPF_EXPONENT} (seed ${DEFAULT_ZIPF_SEED})`}, ${clients} closed-loop clients ${pacing}, ${workMicros} µs of fixed CPU per request either side of the limiter, ${rounds} interleaved rounds; medians per decision; load average (1, 5, 15 min) ${load(loadBefore)} before, ${load(loadavg())} after`)
   console.log('| checkout | decisions | req/s | EVALSHA | TIME | HMGET | entries | asking | settling only | reserve only | calls with no request | decisions per call | process CPU µs per decision | of it system | Redis CPU µs per decision |')
   console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
   for (const [variant, list] of results) {
