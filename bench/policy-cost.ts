@@ -66,11 +66,13 @@ async function gateway (root: string, backendUrl: string, configDir: string, log
   return app
 }
 
+interface BatchCpu { process: number, mainThread: number, redis: number }
+
 /**
  * CPU µs per request over `count` injected requests, `concurrency` at a time: this process's, of it its main thread's
  * (the rest is V8's helper threads: the garbage collector's parallel and concurrent work), and its Redis's (0 without).
  */
-async function batch (s: Subject, count: number, concurrency: number): Promise<{ process: number, mainThread: number, redis: number }> {
+async function batch (s: Subject, count: number, concurrency: number): Promise<BatchCpu> {
   let next = 0
   // The Zipf sequence is replayed from its start by every batch, as `npm run bench` replays it in
   // every run: after the warm-up batch every consumer of a batch has been seen (steady state).
@@ -137,25 +139,26 @@ async function main (): Promise<void> {
     const only = (process.env.BENCH_SUBJECTS ?? '').split(';').map((x) => x.trim()).filter((x) => x !== '')
     const subjects = only.length === 0 ? all : all.filter((s) => only.some((o) => s.name.includes(o)))
     for (const s of subjects) await batch(s, size, concurrency)
-    const perRound = new Map<string, number[]>(subjects.map((s) => [s.name, []]))
-    const redisPerRound = new Map<string, number[]>(subjects.map((s) => [s.name, []]))
-    const mainPerRound = new Map<string, number[]>(subjects.map((s) => [s.name, []]))
+    const perRound = new Map<string, BatchCpu[]>(subjects.map((s) => [s.name, []]))
+    const last = (s: Subject): BatchCpu | undefined => perRound.get(s.name)?.at(-1)
     for (let round = 0; round < rounds; round++) {
       const order = round % 2 === 0 ? subjects : [...subjects].reverse()
-      for (const s of order) {
-        const used = await batch(s, size, concurrency)
-        perRound.get(s.name)?.push(used.process)
-        redisPerRound.get(s.name)?.push(used.redis)
-        mainPerRound.get(s.name)?.push(used.mainThread)
-      }
-      process.stdout.write(`round ${round + 1}/${rounds}: ${subjects.map((s) => `${s.name} ${(perRound.get(s.name)?.at(-1) ?? NaN).toFixed(1)} (main ${(mainPerRound.get(s.name)?.at(-1) ?? NaN).toFixed(1)})`).join(' · ')} µs/req\n`)
+      for (const s of order) perRound.get(s.name)?.push(await batch(s, size, concurrency))
+      process.stdout.write(`round ${round + 1}/${rounds}: ${subjects.map((s) => `${s.name} ${(last(s)?.process ?? NaN).toFixed(1)} (main ${(last(s)?.mainThread ?? NaN).toFixed(1)})`).join(' · ')} µs/req\n`)
     }
-    const bareRounds = perRound.get(subjects[0]?.name ?? '') ?? []
+    const tenths = (value: number): number => Math.round(value * 10) / 10
+    const bareRounds = (perRound.get(subjects[0]?.name ?? '') ?? []).map((used) => used.process)
     const rows = subjects.map((s) => {
-      const xs = perRound.get(s.name) ?? []
-      const redisUs = s.redis === undefined ? undefined : Math.round(median(redisPerRound.get(s.name) ?? []) * 10) / 10
-      const mainUs = Math.round(median(mainPerRound.get(s.name) ?? []) * 10) / 10
-      return { name: s.name, cpuUsPerRequest: Math.round(median(xs) * 10) / 10, mainThreadUsPerRequest: mainUs, overBareUs: Math.round(median(xs.map((x, i) => x - (bareRounds[i] ?? NaN))) * 10) / 10, redisUsPerRequest: redisUs, rounds: xs.map((x) => Math.round(x * 10) / 10) }
+      const used = perRound.get(s.name) ?? []
+      const xs = used.map((u) => u.process)
+      return {
+        name: s.name,
+        cpuUsPerRequest: tenths(median(xs)),
+        mainThreadUsPerRequest: tenths(median(used.map((u) => u.mainThread))),
+        overBareUs: tenths(median(xs.map((x, i) => x - (bareRounds[i] ?? NaN)))),
+        redisUsPerRequest: s.redis === undefined ? undefined : tenths(median(used.map((u) => u.redis))),
+        rounds: xs.map(tenths)
+      }
     })
     const report = { date: new Date().toISOString(), rounds, batch: size, concurrency, pinned, baseline: baselineDir ?? null, rows }
     mkdirSync(join(REPO_ROOT, 'bench', 'results'), { recursive: true })
