@@ -39,6 +39,11 @@ export interface ProcessOptions {
   net: Net
 }
 
+/** The requests entry `entry` (0-based) of a grant call's ARGV asks for (scripts.ts grantArgs: its fields' 4th). */
+function requestsOf (args: readonly string[], entry: number): number {
+  return Number(args[1 + 3 * entry]?.split(' ')[3] ?? 0)
+}
+
 export interface Admission {
   readonly consumer: string
   readonly t: number
@@ -269,7 +274,7 @@ export class SimProcess implements Owner {
 
   /**
    * A grant call ran at Redis at TIME `now` (the reply's first value), sent at `sentAt`: each request of a key it asks
-   * requests for (an entry's fields' 4th, scripts.ts grantArgs) that arrived before it was sent, and no call carried
+   * requests for that arrived before it was sent, and no call carried
    * yet, would have reached Redis at `now` less its wait in this process (sentAt − arrived): its arrival plus the
    * network's delay, without the limiter's own (a turn, a call of its id in flight, a hold for the second's end).
    */
@@ -277,7 +282,7 @@ export class SimProcess implements Owner {
     const now = (reply as number[])[0]
     if (typeof now !== 'number') return
     for (let entry = 0; 2 * entry < keys.length; entry++) {
-      if (Number(args[1 + 3 * entry]?.split(' ')[3] ?? 0) === 0) continue
+      if (requestsOf(args, entry) === 0) continue
       for (const asked of this.notYetAsked.get(keys[2 * entry]!) ?? []) {
         if (asked.reachedRedisAt === undefined && asked.arrived <= sentAt) asked.reachedRedisAt = now - (sentAt - asked.arrived)
       }
@@ -293,12 +298,12 @@ export class SimProcess implements Owner {
     if (pending.length === 0) this.notYetAsked.delete(key)
   }
 
-  /** A grant call's arguments (scripts.ts grantArgs: per entry, its fields' 4th is its requests): fires a `backlog` trigger when they reach it. */
+  /** A grant call's arguments: fires a `backlog` trigger when the requests they ask for reach it. */
   private backlogSeen (args: readonly string[]): void {
     const armed = this.armedSlow
     if (armed?.trigger.kind !== 'backlog') return
     let requests = 0
-    for (let position = 1; position < args.length; position += 3) requests += Number(args[position]!.split(' ')[3] ?? 0)
+    for (let entry = 0; 1 + 3 * entry < args.length; entry++) requests += requestsOf(args, entry)
     if (requests < armed.trigger.minRequests) return
     this.armedSlow = undefined
     if (armed.trigger.claim()) this.slow(armed.forMs, armed.extraMs)
