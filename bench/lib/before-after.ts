@@ -23,9 +23,35 @@ export interface BeforeAfterRun {
  * `redis`: each gateway on its own redis-server (started beside the backend; its pid in the target's `redisPid`)
  * instead of the in-process store.
  */
-export interface BeforeAfterOptions { readonly keys?: number, readonly logLevel?: string, readonly redis?: boolean }
+export interface BeforeAfterOptions {
+  readonly keys?: number
+  readonly logLevel?: string
+  readonly redis?: boolean
+  /**
+   * Every gateway process started anew before each round (on the same redis-server): one process's code layout and
+   * its JIT's choices move its CPU per request for its whole life, a few µs, so a comparison of one process per side
+   * carries that offset; a new pair each round turns it into noise the median of the rounds averages out.
+   */
+  readonly restartEachRound?: boolean
+}
 
 export async function beforeAfter (name: string, rounds: number, measure: (target: Target, round: number) => Promise<Record<string, unknown>>, opts: BeforeAfterOptions = {}): Promise<BeforeAfterRun> {
+  return await roundsOf(name, rounds, async (targets, round) => {
+    const measured: Array<Record<string, unknown>> = []
+    for (const target of round % 2 === 0 ? targets : [...targets].reverse()) measured.push(await measure(target, round))
+    return measured
+  }, opts)
+}
+
+/**
+ * The same frame, every gateway measured at once in each round (`measure` loads them side by side): on a machine
+ * whose speed moves within seconds, both see the same speed, so their per-round difference is the code's.
+ */
+export async function beforeAfterTogether (name: string, rounds: number, measure: (targets: readonly Target[], round: number) => Promise<Array<Record<string, unknown>>>, opts: BeforeAfterOptions = {}): Promise<BeforeAfterRun> {
+  return await roundsOf(name, rounds, measure, opts)
+}
+
+async function roundsOf (name: string, rounds: number, measureRound: (targets: readonly Target[], round: number) => Promise<Array<Record<string, unknown>>>, opts: BeforeAfterOptions): Promise<BeforeAfterRun> {
   const begun = Date.now()
   const loadAtStart = loadavg()
   let setup: BenchSetup | undefined
@@ -35,20 +61,30 @@ export async function beforeAfter (name: string, rounds: number, measure: (targe
     const targets: Target[] = []
     const baseline = process.env.BENCH_BASELINE
     const { configDir, backendUrl, serverCpus, work } = setup
+    const redisOf = new Map<string, { url: string, pid: number | undefined }>()
     const start = async (targetName: string, root: string): Promise<Target> => {
       if (opts.redis !== true) return await startGateway(targetName, { configDir, backendUrl, cpus: serverCpus, root, logLevel: opts.logLevel ?? 'warn' })
-      const dir = join(work, `redis-${targetName}`)
-      mkdirSync(dir)
-      const redis = await startRedis(dir)
-      return { ...await startGateway(targetName, { configDir, backendUrl, cpus: serverCpus, root, logLevel: opts.logLevel ?? 'warn', redisUrl: redis.url }), redisPid: redis.child.pid }
+      let redis = redisOf.get(targetName)
+      if (redis === undefined) {
+        const dir = join(work, `redis-${targetName}`)
+        mkdirSync(dir)
+        const started = await startRedis(dir)
+        redis = { url: started.url, pid: started.child.pid }
+        redisOf.set(targetName, redis)
+      }
+      return { ...await startGateway(targetName, { configDir, backendUrl, cpus: serverCpus, root, logLevel: opts.logLevel ?? 'warn', redisUrl: redis.url }), redisPid: redis.pid }
     }
-    if (baseline !== undefined && baseline !== '') targets.push(await start('before', baseline))
-    targets.push(await start('after', REPO_ROOT))
+    const roots: Array<[string, string]> = [...(baseline !== undefined && baseline !== '' ? [['before', baseline] as [string, string]] : []), ['after', REPO_ROOT]]
+    for (const [targetName, root] of roots) targets.push(await start(targetName, root))
     for (let round = 0; round < rounds; round++) {
-      for (const target of round % 2 === 0 ? targets : [...targets].reverse()) {
-        const measured = await measure(target, round)
+      if (opts.restartEachRound === true && round > 0) {
+        for (const target of targets) if (target.child !== undefined) await stop(target.child)
+        targets.length = 0
+        for (const [targetName, root] of roots) targets.push(await start(targetName, root))
+      }
+      for (const measured of await measureRound(targets, round)) {
         runs.push(measured)
-        log(`round ${round + 1} ${target.name}: ${JSON.stringify(measured)}`)
+        log(`round ${round + 1} ${String(measured.target ?? measured.name)}: ${JSON.stringify(measured)}`)
       }
     }
     for (const target of targets) if (target.child !== undefined) await stop(target.child)
