@@ -59,9 +59,12 @@ async function gateway (root: string, backendUrl: string, configDir: string, log
   // loadConfigDir moved from loader.ts to read-files.ts; a baseline checkout may predate that.
   const configDirModule = join(root, 'src', 'gateway', 'config', existsSync(join(root, 'src', 'gateway', 'config', 'read-files.ts')) ? 'read-files.ts' : 'loader.ts')
   const { loadConfigDir } = await import(configDirModule) as typeof ReadFilesModule
-  const { createGatewayLogger } = await import(join(root, 'src', 'gateway', 'observability', 'logger.ts')) as typeof LoggerModule
+  // createGatewayLogging (the logger with its request-line writer) is newer than createGatewayLogger.
+  const loggerModule = await import(join(root, 'src', 'gateway', 'observability', 'logger.ts')) as Pick<typeof LoggerModule, 'createGatewayLogger'> & Partial<typeof LoggerModule>
+  const logging = loggerModule.createGatewayLogging?.({ level: 'info', fd: logFd })
+  const logger = logging?.logger ?? loggerModule.createGatewayLogger({ level: 'info', fd: logFd })
   const limiter = redisUrl === undefined ? {} : { limiter: { settings: { redisUrl } } }
-  const app = await buildGateway({ config: loadConfigDir(configDir), backendUrl, logger: createGatewayLogger({ level: 'info', fd: logFd }), ...limiter })
+  const app = await buildGateway({ config: loadConfigDir(configDir), backendUrl, logger, ...(logging?.requestLine === undefined ? {} : { requestLine: logging.requestLine }), ...limiter })
   await app.ready()
   return app
 }

@@ -35,6 +35,7 @@ import { upstreamTimingPlugin } from './observability/metrics/upstream-timing.js
 import { openApiPlugin, type OpenApiPluginOptions } from './openapi/plugin.js'
 import { proxyPlugin } from './proxy/plugin.js'
 import { lazyChildLoggerFactory, LOG_REDACT_PATHS, requestLogPlugin } from './observability/request-log.js'
+import type { RequestLineWriter } from './observability/request-line.js'
 import { shutdownPlugin } from './runtime/shutdown.js'
 import { webhooksPlugin, type WebhookOptions } from './webhooks/plugin.js'
 import { DEFAULT_BODY_LIMIT_BYTES, DEFAULT_UPSTREAM_TIMEOUT_MS, TRUST_PROXY_TRUE_PROBLEM } from './runtime/settings.js'
@@ -64,6 +65,8 @@ export interface GatewayOptionsBase {
   logger?: FastifyBaseLogger | LoggerOptions | false
   /** Log lines the logger's destination lost (observability/log-destination.ts), for gateway_log_lines_dropped_total. */
   logLinesDropped?: () => number
+  /** The logger's writer of request lines (observability/request-line.ts): given with the logger createGatewayLogging made. */
+  requestLine?: RequestLineWriter
   /** The gateway's one wall clock in Unix ms (limiter windows and bans, sunsets, key expiry); tests inject one. Default Date.now. */
   now?: Clock
   /** Per-request metrics and process metrics; false only for the bench's baseline. Default true. */
@@ -174,7 +177,7 @@ export async function buildGateway (options: GatewayOptions): Promise<FastifyIns
     closeAfterRejections: limits.closeAfterRejections,
     trustProxy
   })
-  await app.register(requestLogPlugin)
+  await app.register(requestLogPlugin, { requestLine: options.requestLine })
   await app.register(openApiPlugin, options.openApi ?? {})
   await app.register(proxyPlugin, {
     backendUrl: options.backendUrl,

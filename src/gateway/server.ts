@@ -35,7 +35,7 @@ function refusedConfig (err: unknown, logger: Logger): boolean {
 
 async function main (): Promise<void> {
   const settings = settingsFromEnv()
-  const { logger, linesDropped } = createGatewayLogging({ level: settings.logLevel, bufferBytes: settings.logBufferBytes, backlogBytes: settings.logBacklogBytes })
+  const { logger, linesDropped, requestLine } = createGatewayLogging({ level: settings.logLevel, bufferBytes: settings.logBufferBytes, backlogBytes: settings.logBacklogBytes })
   const config: ReloadOptions = {
     dir: settings.configDir,
     watch: settings.configWatch,
@@ -78,6 +78,7 @@ async function main (): Promise<void> {
       },
       logger,
       logLinesDropped: linesDropped,
+      requestLine,
       limiter: { settings },
       history: { flushMs: settings.historyFlushMs },
       openApi: { publicBaseUrl: settings.publicBaseUrl, stagingBaseUrl: settings.stagingBaseUrl },

@@ -8,6 +8,7 @@ import { pino, type Logger } from 'pino'
 import { LOG_REDACT_PATHS } from './request-log.js'
 import { DEFAULT_LOG_BUFFER_BYTES } from '../runtime/settings.js'
 import { LogDestination } from './log-destination.js'
+import { requestLineWriter, type RequestLineWriter } from './request-line.js'
 
 export const DEFAULT_LOG_FLUSH_MS = 200
 
@@ -26,6 +27,8 @@ export interface GatewayLogger {
   logger: Logger
   /** Log lines lost since start (gateway_log_lines_dropped_total). */
   linesDropped: () => number
+  /** Each request's line, written in pino's format without pino's serializer (request-line.ts). */
+  requestLine: RequestLineWriter
 }
 
 /** The logger and its count of lost lines (server.ts hands the count to the metrics). */
@@ -39,7 +42,7 @@ export function createGatewayLogging (opts: GatewayLoggerOptions): GatewayLogger
   // the gateway's — unhandled, it would be an uncaught exception and stop the process.
   process.stdout.on('error', () => {})
   process.stderr.on('error', () => {})
-  return { logger, linesDropped: () => destination.dropped }
+  return { logger, linesDropped: () => destination.dropped, requestLine: requestLineWriter((line) => { destination.write(line) }) }
 }
 
 /** The logger alone, for a caller that does not export the count. */

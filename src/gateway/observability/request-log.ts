@@ -1,12 +1,13 @@
 // One JSON log line per request (Fastify's own two request lines are off): who, which route,
 // what status, how long, how long the backend took, what the limiter decided, and whether the route
 // is deprecated (so ops can find who still calls it). Never the Authorization header or any key
-// material: only the key id.
+// material: only the key id. With the gateway's own logger the line is written by request-line.ts.
 import fp from 'fastify-plugin'
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
-import type { Bindings, ChildLoggerOptions, LogFn } from 'pino'
+import type { Bindings, ChildLoggerOptions, LogFn, Logger } from 'pino'
 import { ANONYMOUS_PLAN } from '../../shared/labels.js'
 import { routeUrlOf } from './route-url.js'
+import type { RequestLineWriter } from './request-line.js'
 
 function roundMs (ms: number): number {
   return Math.round(ms * 1000) / 1000
@@ -87,7 +88,12 @@ export function bindRequestLog (request: FastifyRequest, bindings: Bindings): vo
   else request.log = log.child(bindings)
 }
 
-export const requestLogPlugin = fp(async function requestLogPlugin (app) {
+export interface RequestLogOptions {
+  /** The writer of request lines (request-line.ts), given with the gateway's own logger. */
+  requestLine?: RequestLineWriter | undefined
+}
+
+export const requestLogPlugin = fp<RequestLogOptions>(async function requestLogPlugin (app, { requestLine }) {
   app.addHook('onResponse', function logRequest (request, reply, done) {
     const log = request.log
     const lazy = log instanceof LazyChildLogger ? log : undefined
@@ -105,8 +111,9 @@ export const requestLogPlugin = fp(async function requestLogPlugin (app) {
       rateLimit: limiterDecision(request),
       deprecated: request.lifecycle?.deprecated === true ? true : undefined
     }
-    if (lazy !== undefined) lazy.parent.info(fields, 'request')
-    else log.info(fields, 'request')
+    if (lazy === undefined) log.info(fields, 'request')
+    else if (requestLine !== undefined) requestLine(lazy.parent as Logger, fields, 'request')
+    else lazy.parent.info(fields, 'request')
     done()
   })
 }, { name: 'gateway-request-log', dependencies: ['gateway-authenticate'] })

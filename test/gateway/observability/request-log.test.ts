@@ -79,6 +79,31 @@ t.test('the process logs start-up and config once, at the level LOG_LEVEL sets',
   await waitForProcessHttp(info, `http://127.0.0.1:${infoEnv.ADMIN_PORT}/healthz`)
   await waitForProcessHttp(warn, `http://127.0.0.1:${warnEnv.ADMIN_PORT}/healthz`)
   await poll(() => info.output().includes('"msg":"gateway listening"'), EVENT_TIMEOUT_MS, 20)
+  // One request through each: the entry's logger writes the request line itself (request-line.ts), at info only.
+  const sent = Date.now()
+  const answers = await Promise.all([infoEnv, warnEnv].map(async (env) => {
+    const res = await fetch(`http://127.0.0.1:${env.GATEWAY_PORT ?? ''}/v1/pets`, { headers: bearer(DEMO_KEYS.pro) })
+    await res.arrayBuffer()
+    return res
+  }))
+  await poll(() => info.output().includes('"msg":"request"'), EVENT_TIMEOUT_MS, 20)
+  const requestLines = info.output().trim().split('\n').filter((line) => line.includes('"msg":"request"')).map((line) => JSON.parse(line) as Record<string, unknown>)
+  t.equal(requestLines.length, 1, 'one request line')
+  t.match(requestLines[0], {
+    level: 30,
+    service: 'gateway',
+    pid: info.child.pid,
+    reqId: answers[0]?.headers.get('x-request-id'),
+    keyId: 'demo-pro',
+    plan: 'pro',
+    method: 'GET',
+    route: '/v1/pets',
+    status: answers[0]?.status,
+    durationMs: Number,
+    rateLimit: { outcome: 'ok', policy: 'pro', remaining: Number },
+    msg: 'request'
+  })
+  t.ok((requestLines[0]?.time as number) >= sent - 1000 && (requestLines[0]?.time as number) <= Date.now(), 'its time is the clock\'s, in ms')
   const count = (text: string, msg: string): number => text.split(`"msg":"${msg}"`).length - 1
   const infoOut = info.output()
   t.equal(count(infoOut, 'config loaded'), 1)
@@ -89,5 +114,5 @@ t.test('the process logs start-up and config once, at the level LOG_LEVEL sets',
   warn.child.kill('SIGTERM')
   await info.exited
   await warn.exited
-  t.equal(warn.output().includes('"level":30'), false, 'LOG_LEVEL=warn: no info lines')
+  t.equal(warn.output().includes('"level":30'), false, 'LOG_LEVEL=warn: no info lines, the request line neither')
 })
