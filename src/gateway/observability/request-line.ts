@@ -1,12 +1,13 @@
 // The request line, written by the gateway instead of serialized by pino. pino's asJson reads every field through its
 // serializer table and a stringifier per type and builds the line in pieces; for the one line every request writes
-// that was about 5 µs of CPU per request end to end (docs/performance.md, fifteenth round). This line's fields are
+// that cost 1–6 µs of CPU per request more end to end (docs/performance.md, fifteenth round). This line's fields are
 // plain (strings, numbers, booleans, null, one flat object), so it is written here in pino's own format —
 // `{"level":30,"time":<ms>`, the logger's bindings, the fields in order, `"msg"` — and handed to the same
 // destination. request-line.test.ts holds the two byte for byte equal. Only the logger createGatewayLogging makes (and
 // its children: Fastify's, a request's) has a writer, since its options are the ones reproduced here — pino's default
-// level and time formats, `msg`, no mixin — and the fields' names are none its serializers touch (req, res, err); a
-// line for any other logger goes through pino.
+// level and time formats, `msg`, no mixin — and the fields' names are none its serializers touch (req, res, err) nor
+// any path it redacts (LOG_REDACT_PATHS: headers, authorization), which this writer would not; a line for any other
+// logger goes through pino.
 import { symbols, type Logger } from 'pino'
 
 /** Writes one line of `fields` and `message` as `logger.info(fields, message)` would, for the gateway's logger or a child of it. */
