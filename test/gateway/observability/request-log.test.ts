@@ -5,6 +5,7 @@ import { startGateway } from '../../helpers/gateway.js'
 import { bearer, DEMO_KEYS, FIXTURE_CONFIG_DIR } from '../../helpers/config-fixture.js'
 import { freePort } from '../../helpers/ports.js'
 import { runEntry, waitForProcessHttp } from '../../helpers/processes.js'
+import { LOG_REDACT_PATHS } from '../../../src/gateway/observability/request-log.js'
 import { EVENT_TIMEOUT_MS, poll } from '../../helpers/poll.js'
 
 const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex')
@@ -104,6 +105,9 @@ t.test('the process logs start-up and config once, at the level LOG_LEVEL sets',
     msg: 'request'
   })
   t.ok((requestLines[0]?.time as number) >= sent - 1000 && (requestLines[0]?.time as number) <= Date.now(), 'its time is the clock\'s, in ms')
+  // The writer does not redact: the line must carry no field that pino's redaction would have censored.
+  const redactedFields = new Set(LOG_REDACT_PATHS.map((path) => path.split(/[.[]/)[0]))
+  t.same(Object.keys(requestLines[0] ?? {}).filter((name) => redactedFields.has(name)), [], 'no field of the line is one pino redacts')
   const count = (text: string, msg: string): number => text.split(`"msg":"${msg}"`).length - 1
   const infoOut = info.output()
   t.equal(count(infoOut, 'config loaded'), 1)
