@@ -20,7 +20,7 @@
 // (/proc/PID/io), which load does not move: what a store's sockets cost the gateway process.
 import { loadavg } from 'node:os'
 import { beforeAfter, beforeAfterTogether } from './lib/before-after.js'
-import { closedLoop, median, throughput } from './lib/load.js'
+import { closedLoop, median, throughput, type LoadOptions, type Run } from './lib/load.js'
 import { cpuMicros, ioCalls, systemMicros } from './lib/proc-cpu.js'
 import { DEFAULT_PATH, type Target } from './lib/targets.js'
 import { buildWorkloads, CONFIG_KEYS, selectWorkloads, type Workload } from './lib/workloads.js'
@@ -31,45 +31,37 @@ export const DEFAULT_AB_WARMUP_SECONDS = 2
 
 interface RoundResult { target: string, workload: string, requests: number, cpuMicros: number, perRequest: number, redisPerRequest: number, systemPerRequest: number, syscallsPerRequest: number }
 
-async function measure (target: Target, workload: Workload, seconds: number, warmup: number, connections: number): Promise<RoundResult> {
-  const url = `${target.url}${DEFAULT_PATH}`
-  const load = { url, connections, tokens: workload.tokens, ...(workload.order === undefined ? {} : { order: workload.order }) }
-  await throughput({ ...load, seconds: warmup })
-  const before = cpuMicros(target.pid)
-  const systemBefore = systemMicros(target.pid)
-  const callsBefore = ioCalls(target.pid)
-  const redisBefore = target.redisPid === undefined ? 0 : cpuMicros(target.redisPid)
-  const run = await throughput({ ...load, seconds })
-  const used = cpuMicros(target.pid) - before
-  const system = systemMicros(target.pid) - systemBefore
-  const calls = ioCalls(target.pid) - callsBefore
-  const redisUsed = target.redisPid === undefined ? 0 : cpuMicros(target.redisPid) - redisBefore
-  return { target: target.name, workload: workload.id, requests: run.total, cpuMicros: used, perRequest: used / Math.max(1, run.total), redisPerRequest: redisUsed / Math.max(1, run.total), systemPerRequest: system / Math.max(1, run.total), syscallsPerRequest: calls / Math.max(1, run.total) }
+/** A target's CPU (process, its kernel part, its Redis) and read + write system calls so far, read once each. */
+function usageOf (target: Target): { cpu: number, system: number, calls: number, redis: number } {
+  return { cpu: cpuMicros(target.pid), system: systemMicros(target.pid), calls: ioCalls(target.pid), redis: target.redisPid === undefined ? 0 : cpuMicros(target.redisPid) }
 }
 
 /**
- * Every target under the same load at once (a wrk each, the same workload and connections): their CPU read over the
- * same window, so a change of the machine's speed within the round falls on all of them alike.
+ * Every target of `targets` under the same load at once, one `load` each (autocannon in this process one at a time;
+ * wrk for targets loaded together, GATEWAY_AB_TOGETHER): their CPU read over the same window, so a change of the
+ * machine's speed within the round falls on all of them alike.
  */
-async function measureTogether (targets: readonly Target[], workload: Workload, seconds: number, warmup: number, connections: number): Promise<RoundResult[]> {
-  const loadOf = (target: Target, duration: number): Parameters<typeof closedLoop>[0] => ({
+async function measure (targets: readonly Target[], workload: Workload, seconds: number, warmup: number, connections: number, load: (opts: LoadOptions) => Promise<Run>): Promise<RoundResult[]> {
+  const loadOf = (target: Target, duration: number): LoadOptions => ({
     url: `${target.url}${DEFAULT_PATH}`, connections, tokens: workload.tokens, seconds: duration, ...(workload.order === undefined ? {} : { order: workload.order })
   })
-  await Promise.all(targets.map(async (target) => await closedLoop(loadOf(target, warmup))))
-  const before = targets.map((target) => ({ cpu: cpuMicros(target.pid), system: systemMicros(target.pid), calls: ioCalls(target.pid), redis: target.redisPid === undefined ? 0 : cpuMicros(target.redisPid) }))
-  const loads = await Promise.all(targets.map(async (target) => await closedLoop(loadOf(target, seconds))))
+  await Promise.all(targets.map(async (target) => await load(loadOf(target, warmup))))
+  const before = targets.map(usageOf)
+  const runs = await Promise.all(targets.map(async (target) => await load(loadOf(target, seconds))))
   return targets.map((target, index) => {
     const start = before[index]!
-    const requests = Math.max(1, loads[index]!.total)
+    const end = usageOf(target)
+    const total = runs[index]!.total
+    const requests = Math.max(1, total)
     return {
       target: target.name,
       workload: workload.id,
-      requests: loads[index]!.total,
-      cpuMicros: cpuMicros(target.pid) - start.cpu,
-      perRequest: (cpuMicros(target.pid) - start.cpu) / requests,
-      redisPerRequest: target.redisPid === undefined ? 0 : (cpuMicros(target.redisPid) - start.redis) / requests,
-      systemPerRequest: (systemMicros(target.pid) - start.system) / requests,
-      syscallsPerRequest: (ioCalls(target.pid) - start.calls) / requests
+      requests: total,
+      cpuMicros: end.cpu - start.cpu,
+      perRequest: (end.cpu - start.cpu) / requests,
+      redisPerRequest: (end.redis - start.redis) / requests,
+      systemPerRequest: (end.system - start.system) / requests,
+      syscallsPerRequest: (end.calls - start.calls) / requests
     }
   })
 }
@@ -100,12 +92,12 @@ async function main (): Promise<void> {
   const { runs, setup, loadAtStart } = together
     ? await beforeAfterTogether('gateway-cpu-ab', rounds, async (targets) => {
       const results: RoundResult[] = []
-      for (const workload of workloads) results.push(...await measureTogether(targets, workload, seconds, warmup, connections))
+      for (const workload of workloads) results.push(...await measure(targets, workload, seconds, warmup, connections, closedLoop))
       return targets.map((target) => ({ target: target.name, ...roundFields(results.filter((result) => result.target === target.name), redis), load: Number(loadavg()[0]!.toFixed(2)) }))
     }, options)
     : await beforeAfter('gateway-cpu-ab', rounds, async (target) => {
       const results: RoundResult[] = []
-      for (const workload of workloads) results.push(await measure(target, workload, seconds, warmup, connections))
+      for (const workload of workloads) results.push(...await measure([target], workload, seconds, warmup, connections, throughput))
       return { target: target.name, ...roundFields(results, redis), load: Number(loadavg()[0]!.toFixed(2)) }
     }, options)
   const lines = [`gateway on ${redis ? 'Redis (its own redis-server each)' : 'the in-process store'}, CPU µs per request from /proc, ${rounds} ${together ? 'rounds (both gateways loaded at once, a wrk each)' : 'interleaved rounds'}${restart ? ', new processes each round' : ''} of ${seconds} s (after ${warmup} s of warm-up), ${connections} connections, pinned: ${String(setup?.pinned ?? false)}; load average at start ${loadAtStart.map((x) => x.toFixed(2)).join(', ')}, at end ${loadavg().map((x) => x.toFixed(2)).join(', ')}`,
