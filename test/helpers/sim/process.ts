@@ -274,9 +274,9 @@ export class SimProcess implements Owner {
 
   /**
    * A grant call ran at Redis at TIME `now` (the reply's first value), sent at `sentAt`: each request of a key it asks
-   * requests for that arrived before it was sent, and no call carried
-   * yet, would have reached Redis at `now` less its wait in this process (sentAt − arrived): its arrival plus the
-   * network's delay, without the limiter's own (a turn, a call of its id in flight, a hold for the second's end).
+   * requests for that arrived before it was sent, and no call carried yet, would have reached Redis at `now` less its
+   * wait in this process (sentAt − arrived): its arrival plus the network's delay, without the limiter's own (a turn,
+   * a call of its id in flight, a hold for the second's end).
    */
   private askedSeen (keys: readonly string[], args: readonly string[], reply: unknown, sentAt: number): void {
     const now = (reply as number[])[0]
